@@ -1,0 +1,45 @@
+# Set-up on a fresh machine: `make compare` (the main job) and `make test` (the tests).
+# Each creates .venv and installs the package on first use.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HARNESS := $(BIN)/harness
+
+FUSED ?=
+UNFUSED ?=
+REPEATS ?=
+MODEL ?=
+SCENARIOS ?= scenarios
+
+.PHONY: install test check lint typecheck compare bench e2e clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/pytest -q tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check harness tests
+	$(BIN)/ruff format --check harness tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+check: lint typecheck
+
+compare: $(STAMP)
+	$(HARNESS) compare \
+	  $(if $(UNFUSED),--baseline $(UNFUSED) --baseline-label unfused) \
+	  $(if $(FUSED),--candidate $(FUSED) --candidate-label fused) \
+	  $(if $(REPEATS),--repeats $(REPEATS)) $(if $(MODEL),--model $(MODEL)) \
+	  $(SCENARIOS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

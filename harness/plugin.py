@@ -1,0 +1,1 @@
+"""pytest plugin (registered via the ``pytest11`` entry point). Built in issue 8."""

@@ -1,0 +1,209 @@
+"""Transcripts on disk: one :class:`RunRecord` per run of a scenario.
+
+Layout of a run folder ``results/<run-id>/``::
+
+    manifest.json        RunManifest (harness version, git revision, targets, args)
+    transcripts.jsonl    one RunRecord per line, appended and flushed as each run ends
+    summary.json         written by scoring/compare (see harness.compare)
+
+Records are the one source of truth: scores, verdicts and reports are computed
+from them, so any result can be re-scored and re-rendered later.
+
+Request messages are stored incrementally: ``TurnRecord.new_messages`` holds the
+messages appended since the previous turn's request (for turn 0, the whole
+opening), so a transcript grows linearly with the conversation.
+:meth:`RunRecord.request_messages` rebuilds the full request of any turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "InfraError",
+    "RunManifest",
+    "RunRecord",
+    "StopReason",
+    "TargetInfo",
+    "ToolCallRecord",
+    "ToolResultRecord",
+    "TurnRecord",
+    "ResponseRecord",
+    "append_record",
+    "read_records",
+    "TRANSCRIPT_SCHEMA_VERSION",
+]
+
+TRANSCRIPT_SCHEMA_VERSION = 1
+
+#: Why a run ended.
+#: ``final_answer``: an assistant message with no tool calls (after the last follow-up);
+#: ``turn_cap``: ``max_turns`` requests made, the model still calling tools;
+#: ``length``: finish_reason ``length``; ``empty_stop``: no content and no tool calls;
+#: ``error``: an infrastructure error (see ``RunRecord.error``), not a model failure.
+StopReason = Literal["final_answer", "turn_cap", "length", "empty_stop", "error"]
+
+InfraErrorKind = Literal["http_status", "timeout", "connection", "invalid_body", "other"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class InfraError(_Model):
+    """A failure of the server or network, never counted as a model failure."""
+
+    kind: InfraErrorKind
+    message: str
+    status: int | None = None  # HTTP status, for kind == "http_status"
+    turn: int | None = None
+    attempts: int = 1
+
+
+class ToolCallRecord(_Model):
+    """One entry of ``tool_calls`` as received (``arguments`` raw, normally a string)."""
+
+    index: int | None = None
+    id: str | None = None
+    type: str | None = None
+    name: str | None = None
+    arguments: Any = None
+
+
+class ResponseRecord(_Model):
+    """The assistant's response to one request, as received.
+
+    ``raw`` is the response body (non-streaming) or the list of SSE chunk objects
+    (streaming). ``latency_s`` is wall time from sending to the last byte (s).
+    """
+
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    function_call: dict[str, Any] | None = None  # legacy field some servers still send
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    model: str | None = None
+    latency_s: float = 0.0
+    stream: bool = False
+    raw: Any = None
+
+
+class ToolResultRecord(_Model):
+    """A ``tool`` message fed back for one call."""
+
+    tool_call_id: str | None
+    name: str | None
+    content: str
+    error: bool = False  # the simulator answered with a tool error
+
+
+class TurnRecord(_Model):
+    """One request/response round trip and the tool results that followed it."""
+
+    index: int
+    segment: int = 0  # 0 = opening, n = n-th follow-up
+    new_messages: list[dict[str, Any]] = Field(default_factory=list)
+    request_params: dict[str, Any] = Field(default_factory=dict)  # everything but messages/tools
+    response: ResponseRecord | None = None
+    tool_results: list[ToolResultRecord] = Field(default_factory=list)
+    error: InfraError | None = None
+
+
+class TargetInfo(_Model):
+    """The server a run talked to."""
+
+    label: str  # human label, e.g. "fused"
+    side: Literal["baseline", "candidate"] | None = None
+    base_url: str
+    model: str | None = None
+    models: Any = None  # what GET /v1/models answered
+    server_info: dict[str, Any] | None = None
+
+
+class RunRecord(_Model):
+    """One run of one scenario against one target (one line of transcripts.jsonl)."""
+
+    schema_version: int = TRANSCRIPT_SCHEMA_VERSION
+    run_key: str  # unique within a run folder: f"{side or label}/{scenario_id}/{repeat}/{mode}"
+    scenario_id: str
+    scenario_hash: str
+    scenario: dict[str, Any]  # the parsed scenario (model_dump, mode="json"): scoring needs no file
+    repeat: int
+    stream: bool
+    target: TargetInfo
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    tools: list[dict[str, Any]] = Field(default_factory=list)  # the tools request field
+    turns: list[TurnRecord] = Field(default_factory=list)
+    stop_reason: StopReason
+    final_content: str | None = None
+    error: InfraError | None = None
+    started_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    duration_s: float = 0.0
+
+    @property
+    def is_infra_error(self) -> bool:
+        return self.stop_reason == "error"
+
+    def request_messages(self, turn: int) -> list[dict[str, Any]]:
+        """The full ``messages`` list sent at ``turn`` (rebuilt from ``new_messages``)."""
+        out: list[dict[str, Any]] = []
+        for t in self.turns[: turn + 1]:
+            out.extend(t.new_messages)
+        return out
+
+    def all_tool_calls(self) -> Iterator[tuple[int, ToolCallRecord]]:
+        """``(turn index, call)`` for every tool call in order."""
+        for t in self.turns:
+            if t.response is not None:
+                for c in t.response.tool_calls:
+                    yield t.index, c
+
+
+class RunManifest(_Model):
+    """``manifest.json``: what was run, by what, against what."""
+
+    schema_version: int = TRANSCRIPT_SCHEMA_VERSION
+    run_id: str
+    command: str
+    harness_version: str
+    git_revision: str | None = None
+    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    targets: list[TargetInfo] = Field(default_factory=list)
+    args: dict[str, Any] = Field(default_factory=dict)  # secrets removed
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+def append_record(path: str | Path, record: BaseModel) -> None:
+    """Append one record as a JSON line, flushed and fsynced, so a kill loses nothing finished."""
+    line = record.model_dump_json() + "\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_records(path: str | Path) -> Iterator[RunRecord]:
+    """Yield the records of a transcripts.jsonl file, streaming (constant memory).
+
+    A truncated last line (a run killed while writing) is skipped.
+    """
+    p = Path(path)
+    if not p.exists():
+        return
+    with open(p, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            yield RunRecord.model_validate(data)
