@@ -1,1 +1,236 @@
-"""pytest plugin (registered via the ``pytest11`` entry point). Built in issue 8."""
+"""pytest plugin: harness scenarios as tests in CI against a live server.
+
+Registered through the ``pytest11`` entry point (``harness = "harness.plugin"``), so it
+is active wherever the package is installed; ``-p no:harness`` turns it off.
+
+Usage::
+
+    pytest scenarios/ --target http://gpu-box:30000 [--model NAME] [--repeats 3]
+    pytest scenarios/ --target http://gpu-box:30001 --baseline http://gpu-box:30000
+    pytest scenarios/ --target URL --gsm8k --gsm8k-min-accuracy 0.85 -m gsm8k
+    pytest --boot-cmd "python -m sglang.launch_server ..." -m boot
+
+- Options (group ``harness`` in ``pytest --help``) also read ``HARNESS_<NAME>`` from
+  the environment and ``harness_<name>`` from the ini file; CLI > env > ini
+  (:mod:`harness.plugin_options`).
+- Scenario files become test items (:mod:`harness.plugin_items`); the pass/fail rule
+  is :mod:`harness.plugin_judge`; a failure prints the evidence
+  (:mod:`harness.plugin_evidence`). Infrastructure errors are test *errors* prefixed
+  ``infrastructure error``, never failures.
+- GSM8K and boot checks are opt-in items with markers ``gsm8k`` and ``boot``
+  (:mod:`harness.plugin_checks`).
+- With no target every harness test is skipped with one reason, so a plain ``pytest``
+  in a repository still runs its own tests.
+- Results go to one run folder per session, ``<results>/pytest-<stamp>-<pid>/``, as the
+  CLI writes them: ``manifest.json``, ``transcripts.jsonl``, ``summary.json``,
+  ``report.html`` (or ``--harness-html PATH``). JUnit XML comes from pytest's own
+  ``--junitxml``; each item adds ``user_properties`` (runs, tool calls, verdict, ...).
+
+Fixtures for your own tests: ``harness_settings``, ``harness_target``
+(:class:`harness.client.TargetConfig`), ``harness_baseline``, ``harness_client``
+(a configured synchronous ``openai.OpenAI``) and ``run_scenario`` (runs a scenario or
+a scenario file and returns its :class:`ScoredRun`\\ s).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from harness.plugin_options import HarnessSettings, add_options, resolve_settings
+from harness.plugin_session import NO_TARGET, HarnessState, state_key
+
+if TYPE_CHECKING:
+    from openai import OpenAI
+
+    from harness.client import TargetConfig
+    from harness.scenario import Scenario
+    from harness.summary import RunScore
+    from harness.transcript import RunRecord
+
+__all__ = ["ScoredRun"]
+
+_SUFFIXES = (".yaml", ".yml", ".json")
+_MARKERS = (
+    "harness: a harness scenario test (added by the harness plugin)",
+    "gsm8k: GSM8K accuracy checks (opt-in with --gsm8k; select with -m gsm8k)",
+    "boot: boot checks (opt-in with --boot-cmd or --boot; select with -m boot)",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in _MARKERS:
+        config.addinivalue_line("markers", line)
+    config.stash[state_key()] = HarnessState(resolve_settings(config))
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    s = _state(config).settings
+    if not s.target:
+        return None
+    base = f", baseline {s.baseline}" if s.baseline else ""
+    return f"harness: target {s.target}{base}"
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix not in _SUFFIXES:
+        return None
+    from harness.plugin_items import ScenarioFile, is_scenario_file
+
+    if not is_scenario_file(file_path, parent):
+        return None
+    return ScenarioFile.from_parent(parent, path=file_path)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m / -k deselect
+def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.Item]) -> None:
+    s = _state(session.config).settings
+    if s.gsm8k or s.gsm8k_min_accuracy is not None or s.gsm8k_max_drop is not None or s.boot or s.boot_cmd:
+        from harness.plugin_checks import make_check_items
+
+        items.extend(make_check_items(session))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _state(session.config).finish()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    state = _state(config)
+    if not state.has_run_dir and not state.results:
+        return
+    tr = terminalreporter
+    tr.write_sep("-", "harness")
+    for line in summary_lines(state):
+        tr.write_line(line)
+
+
+def summary_lines(state: HarnessState) -> list[str]:
+    """The terminal summary: counts, the verdict, where the results and report went."""
+    s = state.settings
+    counts = {k: sum(r.outcome == k for r in state.results) for k in ("passed", "failed", "infra")}
+    base = f" against baseline {s.baseline}" if s.baseline else ""
+    lines = [
+        f"target {s.target}{base}: {counts['passed']} passed, {counts['failed']} failed, "
+        f"{counts['infra']} infrastructure errors",
+        f"verdict: {session_verdict(state)}",
+    ]
+    if state.has_run_dir:
+        lines.append(f"results: {state.run_dir()}")
+    return lines + state.notes
+
+
+def session_verdict(state: HarnessState) -> str:
+    """``REGRESSION``/``NO CHANGE``/... with a baseline, else ``PASS``/``FAIL``/``ERROR``."""
+    outcomes = {r.outcome for r in state.results}
+    verdicts = {r.verdict for r in state.results if r.verdict}
+    if state.settings.baseline and verdicts:
+        for name in ("REGRESSION", "INCONCLUSIVE", "IMPROVEMENT", "NO CHANGE"):
+            if name in verdicts:
+                compared = f"compare {name}"
+                break
+        return f"{'FAIL' if 'failed' in outcomes else 'PASS'} ({compared})"
+    if "failed" in outcomes:
+        return "FAIL"
+    return "ERROR (infrastructure)" if "infra" in outcomes else "PASS"
+
+
+def _state(config: pytest.Config) -> HarnessState:
+    return config.stash[state_key()]
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@dataclass
+class ScoredRun:
+    """One run of a scenario and its scores (what the ``run_scenario`` fixture returns)."""
+
+    record: RunRecord
+    score: RunScore
+
+    @property
+    def passed(self) -> bool:
+        return self.score.passed
+
+
+@pytest.fixture(scope="session")
+def harness_settings(pytestconfig: pytest.Config) -> HarnessSettings:
+    """The plugin's resolved settings (:class:`harness.plugin_options.HarnessSettings`)."""
+    return _state(pytestconfig).settings
+
+
+@pytest.fixture(scope="session")
+def harness_target(pytestconfig: pytest.Config) -> TargetConfig:
+    """The server under test as a :class:`harness.client.TargetConfig`; skips without one."""
+    target = _state(pytestconfig).target()
+    if target is None:
+        pytest.skip(NO_TARGET)
+    return target
+
+
+@pytest.fixture(scope="session")
+def harness_baseline(pytestconfig: pytest.Config) -> TargetConfig | None:
+    """The baseline server (``--baseline``) or ``None``."""
+    return _state(pytestconfig).baseline()
+
+
+@pytest.fixture(scope="session")
+def harness_client(harness_target: TargetConfig) -> Iterator[OpenAI]:
+    """A synchronous ``openai.OpenAI`` for the target (base URL with ``/v1``, API key, timeout)."""
+    from openai import OpenAI
+
+    from harness.client import openai_base_url
+
+    client = OpenAI(
+        base_url=openai_base_url(harness_target.base_url),
+        api_key=harness_target.api_key(),
+        timeout=harness_target.timeout_s,
+        max_retries=harness_target.max_retries,
+    )
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def run_scenario(
+    request: pytest.FixtureRequest, harness_target: TargetConfig
+) -> Callable[..., list[ScoredRun]]:
+    """``run_scenario(scenario_or_path, *, repeats=None, stream=False, target=None)``.
+
+    Runs a :class:`harness.scenario.Scenario` (or loads a scenario file) against the
+    target (or ``target``) ``repeats`` times (default: the scenario's) and returns one
+    :class:`ScoredRun` per run. Records go to
+    ``<run folder>/tests/<test name>/<n>/transcripts.jsonl``. Blocking: call it from a
+    synchronous test (inside a running event loop use :func:`harness.runner.run_many`).
+    """
+    state = _state(request.config)
+    calls = iter(range(1_000_000))
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid)[-120:]
+
+    def run(
+        scenario: Scenario | str | Path,
+        *,
+        repeats: int | None = None,
+        stream: bool = False,
+        target: TargetConfig | None = None,
+    ) -> list[ScoredRun]:
+        from harness.scenario import load_scenario
+
+        sc = load_scenario(scenario) if isinstance(scenario, (str, Path)) else scenario
+        out = state.run_dir() / "tests" / slug / str(next(calls))
+        done = state.run_scenario(
+            sc, stream, out_dir=out, repeats=repeats, targets=[target or harness_target]
+        )
+        return [ScoredRun(r, s) for r, s in zip(done.records, done.scores)]
+
+    return run

@@ -1,20 +1,168 @@
-"""Fault profiles of the reference server (issue 3 owns and extends this file).
+"""Fault profiles of the reference server (``harness sim --profile NAME``).
 
-Fields other modules rely on (keep their names and meanings):
-  name, fusion ("on" | "off" | "unknown"), capture_crash (bool),
-  routed_experts_fault (bool: shared expert id written into two columns),
-  gsm8k_accuracy (float, probability a GSM8K answer is right).
+A :class:`SimProfile` is a frozen bundle of model faults (:class:`~harness.sim.faults.Fault`),
+MoE-side behaviour (fusion, routed experts, capture crash), GSM8K accuracy, noise
+rates and an optional infrastructure fault. Fields other modules rely on keep
+their names and meanings: ``name``, ``fusion`` (``"on" | "off" | "unknown"``),
+``capture_crash`` (bool: boot crash when routed-experts capture is enabled),
+``routed_experts_fault`` (bool: shared expert id written into two columns),
+``gsm8k_accuracy`` (probability a GSM8K answer is right).
+
+Profiles (:data:`PROFILES`):
+
+=========================  ==============================================================
+name                       behaviour
+=========================  ==============================================================
+``healthy``                follows every scenario; fusion off; GSM8K 0.88
+``healthy-reasoning``      healthy, plus ``reasoning_content`` on every message
+``fused-regression``       the motivating case: repeat loop (never answers), arguments
+                           decay (turn 0 containers as strings, turn 1 zeros, then empty
+                           strings), GSM8K 0.81, routed experts with a duplicated shared
+                           id, boot crash with capture, fusion on
+``repeat-loop``            re-issues the segment's calls instead of answering
+``container-as-string``    ``{"values": "[0.5, 0.25, 0.25]"}``
+``scalar-as-string``       ``"42"``, ``"true"``, ``"null"``
+``collapse``               correct, then zeros from turn 1, then empty strings from turn 2
+``dropped-keys``           first required key missing
+``unexpected-keys``        extra key ``unexpected_option``
+``malformed-json``         ``arguments`` missing the final brace
+``markup-in-content``      ``<tool_call>...</tool_call>`` in content, no tool_calls, stop
+``finish-reason-mismatch`` ``stop`` with tool calls, ``tool_calls`` without
+``repeated-ids``           tool_call ids of turn 0 reused every turn
+``stream-truncated-args``  streaming: last arguments delta of each call lost
+``reasoning-leak``         reasoning model whose reasoning lands in ``content``
+``gsm8k-drop``             GSM8K accuracy 0.81, nothing else
+``experts-dup-shared``     routed experts: shared expert id in two columns (fusion on)
+``capture-crash``          boot crash when capture is enabled (fusion on)
+``fusion-on``              healthy, fusion reported and logged on
+``fusion-unknown``         healthy, fusion state not reported
+``http-500``               infrastructure: every POST answers HTTP 500
+``flaky-500``              infrastructure: the first try of each conversation's first
+                           request (and of each distinct completions prompt) answers 500
+``slow``                   infrastructure: every POST sleeps ``delay_s`` (3 s) first
+``invalid-json``           infrastructure: 200 with a body that is not JSON
+``no-choices``             infrastructure: 200 with ``"choices": []``
+=========================  ==============================================================
+
+Noise (temperature > 0 only, see :mod:`harness.sim.model`): ``noise_optional_rate``
+(0.25), ``noise_reorder_rate`` (0.1), ``noise_failure_rate`` (0.02 per run).
+Custom profiles: ``dataclasses.replace(get_profile("healthy"), faults=(Fault(...),))``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+from harness.sim.faults import Fault
+
+__all__ = ["INFRA_FAULTS", "PROFILES", "SimProfile", "UnknownProfileError", "get_profile"]
+
+InfraFault = Literal["http-500", "flaky-500", "slow", "invalid-json", "no-choices"]
+INFRA_FAULTS: tuple[str, ...] = InfraFault.__args__  # type: ignore[attr-defined]
+
+
+class UnknownProfileError(KeyError, ValueError):
+    """A profile name not in :data:`PROFILES`; ``str(err)`` lists the known names."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 @dataclass(frozen=True)
 class SimProfile:
+    """One behaviour of the reference server (see the module docstring for the table)."""
+
     name: str = "healthy"
     fusion: str = "off"
     capture_crash: bool = False
     routed_experts_fault: bool = False
     gsm8k_accuracy: float = 0.88
+    description: str = ""
+    faults: tuple[Fault, ...] = ()
+    reasoning: bool = False  # a reasoning model: emits reasoning_content
+    infra: InfraFault | None = None
+    delay_s: float = 3.0  # for infra == "slow"
+    noise_optional_rate: float = 0.25
+    noise_reorder_rate: float = 0.1
+    noise_failure_rate: float = 0.02
+
+
+def _single(name: str, kind: str, description: str, **kw: object) -> SimProfile:
+    return SimProfile(name=name, description=description, faults=(Fault(kind),), **kw)  # type: ignore[arg-type]
+
+
+_LIST: list[SimProfile] = [
+    SimProfile(name="healthy", description="follows every scenario; fusion off"),
+    SimProfile(
+        name="healthy-reasoning", reasoning=True, description="healthy with reasoning_content"
+    ),
+    SimProfile(
+        name="fused-regression",
+        fusion="on",
+        capture_crash=True,
+        routed_experts_fault=True,
+        gsm8k_accuracy=0.81,
+        faults=(
+            Fault("repeat_loop"),
+            Fault("container_as_string", start_turn=0, end_turn=1),
+            Fault("collapse", start_turn=1),
+        ),
+        description="loop + argument decay + GSM8K 0.81 + capture crash + fusion on",
+    ),
+    _single("repeat-loop", "repeat_loop", "re-issues earlier calls, never answers"),
+    _single("container-as-string", "container_as_string", "arrays/objects sent as JSON text"),
+    _single("scalar-as-string", "scalar_as_string", 'scalars sent as strings ("42")'),
+    SimProfile(
+        name="collapse",
+        faults=(Fault("collapse", start_turn=1),),
+        description="correct, then zeros, then empty strings",
+    ),
+    _single("dropped-keys", "dropped_keys", "first required key left out"),
+    _single("unexpected-keys", "unexpected_keys", "extra key unexpected_option"),
+    _single("malformed-json", "malformed_json", "arguments lose the final brace"),
+    _single("markup-in-content", "markup_in_content", "<tool_call> markup in content"),
+    _single("finish-reason-mismatch", "finish_reason_mismatch", "finish_reason contradicts"),
+    _single("repeated-ids", "repeated_ids", "tool_call ids reused across turns"),
+    _single("stream-truncated-args", "stream_truncated_args", "last arguments delta lost"),
+    _single("reasoning-leak", "reasoning_leak", "reasoning in content", reasoning=True),
+    SimProfile(name="gsm8k-drop", gsm8k_accuracy=0.81, description="GSM8K accuracy 0.81"),
+    SimProfile(
+        name="experts-dup-shared",
+        fusion="on",
+        routed_experts_fault=True,
+        description="shared expert id in two routed-experts columns",
+    ),
+    SimProfile(
+        name="capture-crash",
+        fusion="on",
+        capture_crash=True,
+        description="boot crash with --enable-return-routed-experts",
+    ),
+    SimProfile(name="fusion-on", fusion="on", description="healthy, fusion on"),
+    SimProfile(name="fusion-unknown", fusion="unknown", description="healthy, fusion unreported"),
+    SimProfile(name="http-500", infra="http-500", description="every POST answers 500"),
+    SimProfile(name="flaky-500", infra="flaky-500", description="first try answers 500"),
+    SimProfile(name="slow", infra="slow", description="every POST sleeps delay_s first"),
+    SimProfile(name="invalid-json", infra="invalid-json", description="200 with a non-JSON body"),
+    SimProfile(name="no-choices", infra="no-choices", description='200 with "choices": []'),
+]
+
+#: Profiles by name.
+PROFILES: dict[str, SimProfile] = {p.name: p for p in _LIST}
+
+
+def get_profile(name: str | SimProfile) -> SimProfile:
+    """The profile called ``name`` (a :class:`SimProfile` is returned unchanged).
+
+    Raises:
+        UnknownProfileError: (a KeyError and ValueError) an unknown name; the
+            message lists the known names.
+    """
+    if isinstance(name, SimProfile):
+        return name
+    try:
+        return PROFILES[name]
+    except KeyError:
+        known = ", ".join(PROFILES)
+        raise UnknownProfileError(f"unknown sim profile {name!r}; choose one of: {known}") from None

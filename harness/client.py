@@ -1,0 +1,131 @@
+"""Talking to an OpenAI-compatible server: target configuration, client, server facts.
+
+The chat requests themselves are made by :mod:`harness.runner` through the openai SDK
+(``AsyncOpenAI`` with any ``base_url``). This module holds what is per target:
+
+- :class:`TargetConfig`: URL, model, label, API-key variable, timeout, retries.
+- :func:`make_client`: the ``AsyncOpenAI`` for a target (SDK retries off: the runner
+  retries itself so every attempt is counted in the transcript).
+- :func:`openai_base_url` / :func:`server_root`: ``http://h:p`` <-> ``http://h:p/v1``.
+- :func:`fetch_target_info`: ``GET /v1/models`` and ``GET /server_info`` (SGLang; also
+  ``/get_server_info``), recorded as :class:`harness.transcript.TargetInfo`. Any failure
+  there is tolerated and recorded as ``None``: server facts are optional.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+from openai import AsyncOpenAI
+
+from harness.transcript import TargetInfo
+
+__all__ = [
+    "TargetConfig",
+    "fetch_target_info",
+    "make_client",
+    "openai_base_url",
+    "server_root",
+]
+
+
+@dataclass
+class TargetConfig:
+    """One server under test.
+
+    Attributes:
+        base_url: server URL, with or without the ``/v1`` suffix.
+        model: ``model`` request field; ``None``: the first id of ``GET /v1/models``.
+        label: human label (``"fused"``); names the run in ``run_key`` when ``side`` is unset.
+        side: ``"baseline"`` / ``"candidate"`` in a comparison, else ``None``.
+        api_key_env: environment variable holding the API key (``"EMPTY"`` if unset).
+        timeout_s: per-request HTTP timeout in seconds (connect, read, write each).
+        max_retries: retries of a transient failure (429, 5xx, timeout, reset connection).
+        extra_body: extra request fields for this server (merged over the scenario's).
+        backoff_s: first retry delay in seconds; doubles per retry (capped at 30 s).
+    """
+
+    base_url: str
+    model: str | None = None
+    label: str = "target"
+    side: Literal["baseline", "candidate"] | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 120.0
+    max_retries: int = 3
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    backoff_s: float = 0.5
+
+    @property
+    def name(self) -> str:
+        """``side`` if set, else ``label``: the first part of every ``run_key``."""
+        return self.side or self.label
+
+    def api_key(self) -> str:
+        """The API key from ``api_key_env``, or ``"EMPTY"`` (local servers ignore it)."""
+        return os.environ.get(self.api_key_env) or "EMPTY"
+
+
+def openai_base_url(url: str) -> str:
+    """``http://h:p`` or ``http://h:p/`` -> ``http://h:p/v1`` (unchanged if it ends in /v1)."""
+    u = url.rstrip("/")
+    return u if u.endswith("/v1") else u + "/v1"
+
+
+def server_root(url: str) -> str:
+    """``http://h:p/v1`` -> ``http://h:p`` (the root, where SGLang serves /server_info)."""
+    u = url.rstrip("/")
+    return u[: -len("/v1")] if u.endswith("/v1") else u
+
+
+def make_client(cfg: TargetConfig) -> AsyncOpenAI:
+    """An ``AsyncOpenAI`` for ``cfg`` with SDK retries disabled (``max_retries=0``)."""
+    return AsyncOpenAI(
+        base_url=openai_base_url(cfg.base_url),
+        api_key=cfg.api_key(),
+        max_retries=0,
+        timeout=cfg.timeout_s,
+    )
+
+
+async def _get_json(client: httpx.AsyncClient, url: str) -> Any:
+    """The JSON body of ``GET url``, or ``None`` on any failure (status, network, body)."""
+    try:
+        resp = await client.get(url)
+        if resp.status_code != 200:
+            return None
+        return resp.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+async def fetch_target_info(cfg: TargetConfig) -> TargetInfo:
+    """What the server says about itself: ``/v1/models`` and ``/server_info``.
+
+    Never raises for server trouble: unanswered fields are ``None``. ``model`` is
+    ``cfg.model`` or else the first model id listed by ``/v1/models``.
+    """
+    headers = {"Authorization": f"Bearer {cfg.api_key()}"}
+    timeout = httpx.Timeout(min(cfg.timeout_s, 10.0))
+    async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
+        models = await _get_json(client, openai_base_url(cfg.base_url) + "/models")
+        root = server_root(cfg.base_url)
+        info = await _get_json(client, root + "/server_info")
+        if not isinstance(info, dict):
+            info = await _get_json(client, root + "/get_server_info")
+    model = cfg.model
+    if model is None and isinstance(models, dict):
+        data = models.get("data")
+        if isinstance(data, list) and data and isinstance(data[0], dict):
+            first = data[0].get("id")
+            model = first if isinstance(first, str) else None
+    return TargetInfo(
+        label=cfg.label,
+        side=cfg.side,
+        base_url=cfg.base_url,
+        model=model,
+        models=models,
+        server_info=info if isinstance(info, dict) else None,
+    )

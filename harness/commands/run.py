@@ -1,0 +1,134 @@
+"""``harness run``: run scenarios against one server and record transcripts.
+
+Writes ``results/<run-id>/manifest.json`` and ``transcripts.jsonl`` (one record per
+run, appended as each ends), then prints a per-scenario summary. ``--resume RUN_ID``
+reuses that folder and runs only what is not recorded yet.
+
+Exit codes: 0 done; 2 bad arguments or scenario file; 3 at least half of the
+recorded runs are infrastructure errors (the server, not the model, failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.cli import ExitCode
+from harness.client import TargetConfig
+from harness.runner import StreamMode, run_many_sync
+from harness.runs import DEFAULT_RESULTS, prepare_run_dir
+from harness.scenario import load_scenarios
+from harness.transcript import RunRecord, read_records
+
+HELP = "Run scenarios against an OpenAI-compatible server and record transcripts."
+
+_MODES: dict[str, StreamMode] = {
+    "on": True,
+    "true": True,
+    "off": False,
+    "false": False,
+    "both": "both",
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
+    p.add_argument("--target", required=True, help="server URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--model", help="model name (default: first of GET /v1/models)")
+    p.add_argument("--label", default="target", help="name of this target in run keys")
+    p.add_argument(
+        "--stream",
+        nargs="?",
+        const="on",
+        default="off",
+        metavar="both",
+        help="stream responses (SSE); `--stream both` runs each scenario both ways",
+    )
+    p.add_argument("--repeats", type=int, help="runs per scenario (default: the scenario's)")
+    p.add_argument("--concurrency", type=int, default=8, help="runs in flight at once")
+    p.add_argument("--results", default=str(DEFAULT_RESULTS), help="results root folder")
+    p.add_argument("--run-id", help="name of the run folder (default: run-<time>-<pid>)")
+    p.add_argument("--resume", metavar="RUN_ID", help="finish the run RUN_ID (skip recorded runs)")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key")
+    p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout (s)")
+    p.add_argument("--max-retries", type=int, default=3, help="retries of transient errors")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _stream_mode(args: argparse.Namespace) -> StreamMode:
+    """``--stream`` value; a non-mode value is a scenario path that followed a bare flag."""
+    value = str(args.stream)
+    if value.lower() in _MODES:
+        return _MODES[value.lower()]
+    args.scenarios.insert(0, value)
+    return True
+
+
+def run(args: argparse.Namespace) -> int:
+    stream = _stream_mode(args)
+    scenarios = load_scenarios(args.scenarios or ["scenarios"])
+    if not scenarios:
+        print(f"error: no scenario files in {args.scenarios or ['scenarios']}", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    run_id = args.resume or args.run_id
+    if args.resume and not (Path(args.results) / args.resume).is_dir():
+        print(f"error: --resume: no run folder {Path(args.results) / args.resume}", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    folder = prepare_run_dir("run", results=args.results, run_id=run_id, args=vars(args))
+    console = Console()
+    console.print(f"run folder: [bold]{folder}[/bold]")
+    target = TargetConfig(
+        base_url=args.target,
+        model=args.model,
+        label=args.label,
+        api_key_env=args.api_key_env,
+        timeout_s=args.timeout,
+        max_retries=args.max_retries,
+    )
+    run_many_sync(
+        scenarios,
+        [target],
+        repeats=args.repeats,
+        stream=stream,
+        concurrency=args.concurrency,
+        out_dir=folder,
+        resume=True,
+        progress=not args.no_progress,
+    )
+    records = list(read_records(folder / "transcripts.jsonl"))
+    console.print(summary_table(records))
+    console.print(f"transcripts: {folder / 'transcripts.jsonl'}")
+    errors = sum(r.is_infra_error for r in records)
+    return ExitCode.INFRA_ERROR if records and errors * 2 >= len(records) else ExitCode.OK
+
+
+def summary_table(records: list[RunRecord]) -> Table:
+    """Per scenario: runs, tool calls, final answers reached, turn caps, other stops, infra errors."""
+    by_id: dict[str, list[RunRecord]] = defaultdict(list)
+    for r in records:
+        by_id[r.scenario_id].append(r)
+    table = Table(title="runs per scenario")
+    table.add_column("scenario", overflow="fold", min_width=18)
+    for col in ("runs", "tool calls", "final answer", "turn cap", "length/empty", "infra errors"):
+        table.add_column(col, justify="right")
+    for sid in sorted(by_id):
+        rs = by_id[sid]
+        stops = [r.stop_reason for r in rs]
+        calls = sum(1 for r in rs for _ in r.all_tool_calls())
+        other = sum(s in ("length", "empty_stop") for s in stops)
+        errors = stops.count("error")
+        table.add_row(
+            sid,
+            str(len(rs)),
+            str(calls),
+            f"{stops.count('final_answer')}/{len(rs)}",
+            str(stops.count("turn_cap")),
+            str(other),
+            f"[red]{errors}[/red]" if errors else "0",
+        )
+    return table

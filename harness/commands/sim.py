@@ -1,0 +1,80 @@
+"""``harness sim``: run the reference OpenAI-compatible server with a fault profile.
+
+Prints boot log lines like an inference server starting (from
+:func:`harness.sim.moe.boot_log_lines`), then ``Serving on http://HOST:PORT`` once it
+listens (other tools parse that line), and serves until SIGINT/SIGTERM. A profile
+that crashes at boot (``capture-crash`` with ``--enable-return-routed-experts``)
+prints an SGLang-like traceback to stderr and exits 1, like the real server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.cli import ExitCode
+
+HELP = "Run the built-in reference server (OpenAI-compatible, with fault profiles)."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default="healthy", help="fault profile (see --list-profiles)")
+    p.add_argument("--list-profiles", action="store_true", help="print the profiles and exit")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
+    p.add_argument("--port", type=int, default=0, help="TCP port (0 = a free port)")
+    p.add_argument("--latency-ms", type=float, default=0, help="delay added to every POST")
+    p.add_argument("--scenarios", default="scenarios", help="scenario directory to play")
+    p.add_argument("--gsm8k", default=None, help="GSM8K jsonl answered on /v1/completions")
+    p.add_argument("--seed", type=int, default=0, help="server seed (noise, GSM8K answers)")
+    p.add_argument(
+        "--enable-return-routed-experts",
+        action="store_true",
+        help="routed-experts capture (SGLang's flag of the same name)",
+    )
+
+
+def _list_profiles() -> int:
+    from harness.sim.profiles import PROFILES
+
+    width = max(len(n) for n in PROFILES)
+    for name, prof in PROFILES.items():
+        print(f"{name:<{width}}  {prof.description}")
+    return ExitCode.OK
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.sim import moe
+    from harness.sim.profiles import get_profile
+    from harness.sim.server import make_server
+
+    if args.list_profiles:
+        return _list_profiles()
+    try:
+        profile = get_profile(args.profile)
+    except KeyError as exc:
+        print(f"error: --profile: {exc}", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    capture = bool(args.enable_return_routed_experts)
+    for line in moe.boot_log_lines(profile, capture=capture):
+        print(line, flush=True)
+    crash = moe.crash_traceback(profile, capture=capture)
+    if crash:
+        print(crash, file=sys.stderr, flush=True)
+        return ExitCode.REGRESSION
+
+    def announce(port: int) -> None:
+        print(f"Serving on http://{args.host}:{port}", flush=True)
+
+    server = make_server(
+        profile,
+        host=args.host,
+        port=args.port,
+        scenarios_dir=args.scenarios,
+        gsm8k_path=args.gsm8k,
+        latency_ms=args.latency_ms,
+        seed=args.seed,
+        capture=capture,
+        on_started=announce,
+    )
+    server.run()
+    return ExitCode.OK if server.started else ExitCode.INFRA_ERROR

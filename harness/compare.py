@@ -1,0 +1,332 @@
+"""Compare a candidate target against a baseline: run, score, decide, write ``summary.json``.
+
+- :func:`compare`: run the scenarios against both targets into one run folder
+  (:func:`harness.runner.run_many_sync`), record the servers' fusion engagement when
+  :mod:`harness.fusion` is available, score, decide and write ``summary.json`` (and
+  ``report.html`` when :mod:`harness.report` is available).
+- :func:`score_dir`: re-score an existing run folder and rewrite its ``summary.json``.
+- :func:`summarize`: the pure function from records to :class:`~harness.summary.Summary`.
+
+The decision rule is documented in :mod:`harness.verdict`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.client import TargetConfig
+from harness.drift import canonical_json, excerpt
+from harness.runs import prepare_run_dir
+from harness.scenario import Scenario
+from harness.scoring import run_side, score_run
+from harness.summary import (
+    Aggregate,
+    Divergence,
+    RunScore,
+    Settings,
+    SideInfo,
+    Summary,
+    read_summary,
+    write_summary,
+)
+from harness.transcript import RunManifest, RunRecord, TurnRecord, read_records
+from harness.verdict import aggregate, compare_sides
+
+__all__ = ["compare", "engagement", "first_divergence", "score_dir", "summarize", "write_report"]
+
+# ------------------------------------------------------------------ first divergence
+
+
+def _turn_calls(turn: TurnRecord) -> list[tuple[str, str]]:
+    """``(identity, shown)`` per call of a turn; identity is tool + canonical arguments."""
+    r = turn.response
+    if r is None:
+        return [("(no response)", "(no response)")]
+    if not r.tool_calls:
+        text = (r.content or "").strip()
+        return [("(answer)", f"final answer: {excerpt(text, 80)}" if text else "(empty answer)")]
+    out = []
+    for c in r.tool_calls:
+        try:
+            args = json.loads(c.arguments) if isinstance(c.arguments, str) else c.arguments
+            ident, shown = canonical_json(args), json.dumps(args, ensure_ascii=False)
+        except (json.JSONDecodeError, RecursionError):
+            ident = shown = str(c.arguments)
+        out.append((f"{c.name} {ident}", f"{c.name} {excerpt(shown, 160)}"))
+    return out
+
+
+def _ended(r: RunRecord) -> list[tuple[str, str]]:
+    return [(f"(ended: {r.stop_reason})", f"(ended: {r.stop_reason})")]
+
+
+def first_divergence(base: Sequence[RunRecord], cand: Sequence[RunRecord]) -> Divergence | None:
+    """First turn where the call sequences of a baseline and a candidate run differ.
+
+    Uses the lowest repeat scored on both sides (else the first scored run of each). Calls
+    within a turn compare as a set of ``tool canonical-args``; two final answers compare
+    equal whatever their text. ``None`` when the sequences agree or a side has no run.
+    """
+    b_ok = sorted((r for r in base if not r.is_infra_error), key=lambda r: r.repeat)
+    c_ok = sorted((r for r in cand if not r.is_infra_error), key=lambda r: r.repeat)
+    if not b_ok or not c_ok:
+        return None
+    common = sorted({r.repeat for r in b_ok} & {r.repeat for r in c_ok})
+    b = next((r for r in b_ok if common and r.repeat == common[0]), b_ok[0])
+    c = next((r for r in c_ok if common and r.repeat == common[0]), c_ok[0])
+    for i in range(max(len(b.turns), len(c.turns))):
+        tb = _turn_calls(b.turns[i]) if i < len(b.turns) else _ended(b)
+        tc = _turn_calls(c.turns[i]) if i < len(c.turns) else _ended(c)
+        if sorted(x for x, _ in tb) != sorted(x for x, _ in tc):
+            return Divergence(
+                turn=i,
+                baseline_run=b.run_key,
+                candidate_run=c.run_key,
+                baseline=[y for _, y in tb],
+                candidate=[y for _, y in tc],
+            )
+    return None
+
+
+# ------------------------------------------------------------------ summary of a folder
+
+
+def _side_order(sides: Iterable[str]) -> list[str]:
+    rank = {"baseline": 0, "candidate": 1}
+    return sorted(set(sides), key=lambda s: (rank.get(s, 2), s))
+
+
+def summarize(
+    records: Sequence[RunRecord],
+    *,
+    run_id: str,
+    settings: Settings | None = None,
+    sides: dict[str, SideInfo] | None = None,
+    warnings: Sequence[str] = (),
+    server_args_diff: dict[str, list[Any]] | None = None,
+) -> Summary:
+    """Score ``records`` and build the :class:`~harness.summary.Summary` (pure).
+
+    Two sides named ``baseline`` and ``candidate`` give comparisons and a verdict; any
+    other set of sides gives aggregates only (``kind="score"``). A later record with the
+    same ``run_key`` replaces an earlier one.
+    """
+    latest = {r.run_key: r for r in records}
+    recs = list(latest.values())
+    scores = [score_run(r) for r in recs]
+    settings = settings or Settings()
+    kinds = sorted({k for s in scores for k in s.failures})
+    order = _side_order(s.side for s in scores)
+    aggs: list[Aggregate] = []
+    by: dict[tuple[str, str], list[RunScore]] = {}
+    for s in scores:
+        by.setdefault((s.side, s.scenario_id), []).append(s)
+        by.setdefault((s.side, "*"), []).append(s)
+    scenario_ids = sorted({s.scenario_id for s in scores})
+    for side in order:
+        label = next(s.label for s in scores if s.side == side)
+        for sid in [*scenario_ids, "*"]:
+            if (side, sid) in by:
+                aggs.append(aggregate(side, label, sid, by[(side, sid)], kinds))
+    infos = [_side_info(side, scores, recs, (sides or {}).get(side)) for side in order]
+    summary = Summary(
+        kind="compare" if order == ["baseline", "candidate"] else "score",
+        run_id=run_id,
+        settings=settings,
+        sides=infos,
+        runs=scores,
+        aggregates=aggs,
+        infra_errors={i.side: i.infra_errors for i in infos},
+        warnings=list(warnings),
+        server_args_diff=server_args_diff,
+    )
+    if summary.kind == "compare":
+        _add_comparison(summary, recs, kinds)
+    return summary
+
+
+def _side_info(
+    side: str, scores: list[RunScore], recs: list[RunRecord], given: SideInfo | None
+) -> SideInfo:
+    mine = [s for s in scores if s.side == side]
+    errs = [s.infra_error.kind for s in mine if s.infra_error is not None]
+    target = next((r.target for r in recs if run_side(r) == side), None)
+    info = given.model_copy() if given else SideInfo(side=side, label=mine[0].label)
+    info.target = info.target or target
+    info.runs, info.infra_errors, info.infra_error_kinds = len(mine), len(errs), dict(Counter(errs))
+    return info
+
+
+def _add_comparison(summary: Summary, recs: list[RunRecord], kinds: list[str]) -> None:
+    base = {a.scenario_id: a for a in summary.aggregates if a.side == "baseline"}
+    cand = {a.scenario_id: a for a in summary.aggregates if a.side == "candidate"}
+    result = compare_sides(base, cand, kinds, alpha=summary.settings.alpha)
+    for comp in result.scenarios:
+        if comp.scenario_id != "*":
+            b = [r for r in recs if r.scenario_id == comp.scenario_id and run_side(r) == "baseline"]
+            c = [
+                r for r in recs if r.scenario_id == comp.scenario_id and run_side(r) == "candidate"
+            ]
+            comp.first_divergence = first_divergence(b, c)
+    summary.comparisons = result.scenarios
+    verdict = result.verdict
+    limit = summary.settings.infra_error_limit
+    over = [i for i in summary.sides if i.runs and i.infra_errors / i.runs > limit]
+    if over:
+        names = ", ".join(f"{i.label} {i.infra_errors}/{i.runs}" for i in over)
+        verdict.exit_code = 3
+        verdict.reasons.insert(
+            0, f"too many infrastructure errors to judge ({names} runs; limit {limit:.0%})"
+        )
+        if verdict.verdict != "REGRESSION":
+            verdict.verdict = "INCONCLUSIVE"
+            verdict.message = f"INCONCLUSIVE: too many infrastructure errors ({names} runs)"
+    summary.verdict = verdict
+
+
+# ------------------------------------------------------------------ folders and runs
+
+
+def _previous(run_dir: Path) -> Summary | None:
+    try:
+        return read_summary(run_dir)
+    except (OSError, ValueError):
+        return None
+
+
+def score_dir(
+    run_dir: str | Path,
+    *,
+    settings: Settings | None = None,
+    sides: dict[str, SideInfo] | None = None,
+    warnings: Sequence[str] | None = None,
+    server_args_diff: dict[str, list[Any]] | None = None,
+) -> Summary:
+    """Re-score ``run_dir/transcripts.jsonl`` and (re)write ``run_dir/summary.json``.
+
+    What is not in the transcripts (settings, fusion engagement, warnings) is taken from
+    the arguments, else kept from an existing ``summary.json``.
+
+    Raises:
+        FileNotFoundError: the folder has no ``transcripts.jsonl`` or it holds no run.
+    """
+    folder = Path(run_dir)
+    path = folder / "transcripts.jsonl"
+    records = list(read_records(path))
+    if not records:
+        raise FileNotFoundError(f"{path}: no recorded runs (is this a run folder?)")
+    old = _previous(folder)
+    if old is not None:
+        settings = settings or old.settings
+        sides = sides if sides is not None else {s.side: s for s in old.sides}
+        warnings = warnings if warnings is not None else old.warnings
+        server_args_diff = (
+            server_args_diff if server_args_diff is not None else old.server_args_diff
+        )
+    summary = summarize(
+        records,
+        run_id=_run_id(folder),
+        settings=settings,
+        sides=sides,
+        warnings=warnings or (),
+        server_args_diff=server_args_diff,
+    )
+    write_summary(folder, summary)
+    return summary
+
+
+def _run_id(folder: Path) -> str:
+    try:
+        return RunManifest.model_validate_json((folder / "manifest.json").read_text("utf-8")).run_id
+    except (OSError, ValueError):
+        return folder.name
+
+
+def engagement(
+    baseline: TargetConfig,
+    candidate: TargetConfig,
+    logs: tuple[str | None, str | None] = (None, None),
+) -> tuple[dict[str, SideInfo], list[str], dict[str, list[Any]] | None]:
+    """Both sides' fusion engagement (:mod:`harness.fusion`, if present), the fusion
+    warning, and the server arguments that differ (``{arg: [baseline, candidate]}``)."""
+    sides = {
+        "baseline": SideInfo(side="baseline", label=baseline.label),
+        "candidate": SideInfo(side="candidate", label=candidate.label),
+    }
+    try:
+        from harness import fusion
+    except ImportError:
+        return sides, [], None
+    try:
+        eb = fusion.collect_engagement(baseline.base_url, log_path=logs[0])
+        ec = fusion.collect_engagement(candidate.base_url, log_path=logs[1])
+    except Exception as exc:  # never let the engagement probe break a comparison
+        return sides, [f"fusion engagement not collected: {type(exc).__name__}: {exc}"], None
+    sides["baseline"].fusion = eb.model_dump(mode="json")
+    sides["candidate"].fusion = ec.model_dump(mode="json")
+    warning = fusion.fusion_warning(eb, ec)
+    diff = fusion.server_args_diff(eb.server_args, ec.server_args)
+    return (
+        sides,
+        [warning] if warning else [],
+        {k: [v["baseline"], v["candidate"]] for k, v in diff.items()},
+    )
+
+
+def write_report(run_dir: Path) -> Path | None:
+    """``report.html`` via :func:`harness.report.write_report` if that exists (else None).
+
+    A failing report never fails the comparison: the error is returned as a warning by
+    the caller's console output instead.
+    """
+    try:
+        from harness import report
+    except ImportError:
+        return None
+    writer = getattr(report, "write_report", None)
+    if writer is None:
+        return None
+    out = writer(run_dir)
+    return Path(out) if out is not None else None
+
+
+def compare(
+    scenarios: Sequence[Scenario],
+    baseline: TargetConfig,
+    candidate: TargetConfig,
+    *,
+    settings: Settings,
+    results: str | Path | None = None,
+    run_id: str | None = None,
+    logs: tuple[str | None, str | None] = (None, None),
+    progress: bool = True,
+    args: dict[str, Any] | None = None,
+) -> tuple[Path, Summary]:
+    """Run ``scenarios`` against both targets, score, decide; returns (run folder, summary).
+
+    ``baseline.side``/``candidate.side`` are set to ``"baseline"``/``"candidate"``.
+    Repeats, stream mode and concurrency come from ``settings``. Writes ``manifest.json``,
+    ``transcripts.jsonl`` and ``summary.json`` in ``results/<run-id>/``.
+    """
+    baseline.side, candidate.side = "baseline", "candidate"
+    folder = prepare_run_dir("compare", results=results, run_id=run_id, args=args)
+    from harness.runner import run_many_sync
+
+    run_many_sync(
+        scenarios,
+        [baseline, candidate],
+        repeats=settings.repeats,
+        stream=settings.stream,
+        concurrency=settings.concurrency or 8,
+        out_dir=folder,
+        progress=progress,
+    )
+    sides, warnings, diff = engagement(baseline, candidate, logs)
+    summary = score_dir(
+        folder, settings=settings, sides=sides, warnings=warnings, server_args_diff=diff
+    )
+    return folder, summary

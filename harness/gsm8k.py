@@ -1,0 +1,431 @@
+"""GSM8K few-shot accuracy of one server, or of two servers paired (``harness gsm8k``).
+
+The check that exposed the dropped routed expert (GSM8K-500: 0.81 fused against 0.88
+unfused). Compatible with SGLang's few-shot GSM8K benchmark so figures compare with
+SGLang's CI: k-shot prompts (harness.gsm8k_data), greedy (temperature 0), 512 new
+tokens, stop strings ``["Question", "Assistant:", "<|separator|>"]``, answer = last
+integer (harness.gsm8k_extract); lm-evaluation-harness strict-match and
+flexible-extract accuracies are reported beside it.
+
+Python API::
+
+    summary = run_gsm8k("http://127.0.0.1:30000", data="test.jsonl")
+    summary = compare_gsm8k(baseline_url, candidate_url, num_questions=500)
+    summary.paired.verdict  # "REGRESSION" | "IMPROVEMENT" | "NO CHANGE" | "INCONCLUSIVE"
+
+Requests go out with ``asyncio`` + ``httpx`` and bounded parallelism; transient errors
+(connection, timeout, HTTP 408/429/5xx) are retried with exponential backoff, and a
+question that still errors is reported and left out, never scored as wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import ssl
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from rich.progress import Progress
+
+from harness.gsm8k_data import (
+    GSM8K_STOP,
+    GSM8KDataset,
+    Question,
+    chat_messages,
+    load_dataset,
+    question_prompt,
+)
+from harness.gsm8k_extract import extract_flexible, extract_sglang, extract_strict, score_lm_eval
+from harness.gsm8k_models import (
+    Extracted,
+    GSM8KConfig,
+    GSM8KRecord,
+    GSM8KSummary,
+)
+from harness.gsm8k_stats import paired_comparison, side_summary
+from harness.runs import prepare_run_dir
+from harness.transcript import RunManifest, TargetInfo
+
+__all__ = [
+    "GSM8KOptions",
+    "GSM8KTarget",
+    "compare_gsm8k",
+    "read_gsm8k_records",
+    "rescore",
+    "run_gsm8k",
+    "summarize",
+]
+
+Api = Literal["completions", "chat"]
+_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+@dataclass
+class GSM8KTarget:
+    """A server to ask: ``base_url`` with or without ``/v1``; ``model`` None asks
+    ``GET /v1/models`` for the first id. The API key, if any, is read from ``api_key_env``."""
+
+    base_url: str
+    label: str = "target"
+    side: Literal["baseline", "candidate"] | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 300.0
+    max_retries: int = 3
+    retry_backoff_s: float = 0.25
+
+    @property
+    def v1(self) -> str:
+        url = self.base_url.rstrip("/")
+        return url if url.endswith("/v1") else url + "/v1"
+
+
+@dataclass
+class GSM8KOptions:
+    """How to run: the questions (first ``num_questions`` of ``data``, default the
+    official test split), the prompt (``num_shots``, ``api``, ``max_tokens``), the
+    client (``parallel`` requests in flight per server), the verdict (``alpha``,
+    ``max_error_rate``) and the output (``results`` root, ``run_id``, rich ``progress``
+    bar, HTML ``report`` via harness.report when installed)."""
+
+    data: str | Path | None = None
+    num_questions: int = 500
+    num_shots: int = 5
+    parallel: int = 64
+    api: Api = "completions"
+    exclude_shots: bool = False
+    max_tokens: int = 512
+    alpha: float = 0.05
+    max_error_rate: float = 0.1
+    results: str | Path | None = None
+    run_id: str | None = None
+    progress: bool = False
+    report: bool = True
+
+
+@dataclass
+class _Plan:
+    dataset: GSM8KDataset
+    config: GSM8KConfig
+    indices: list[int] = field(default_factory=list)
+
+
+class _InfraError(Exception):
+    def __init__(self, message: str, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def _headers(target: GSM8KTarget) -> dict[str, str]:
+    key = os.environ.get(target.api_key_env)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+async def _discover_model(client: httpx.AsyncClient, target: GSM8KTarget) -> str | None:
+    if target.model:
+        return target.model
+    try:
+        resp = await client.get(f"{target.v1}/models", timeout=10.0)
+        data = resp.json().get("data") or []
+        return str(data[0]["id"]) if data else None
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return None
+
+
+def _request_body(plan: _Plan, model: str | None, index: int) -> tuple[str, dict[str, Any]]:
+    cfg, qs = plan.config, plan.dataset.questions
+    body: dict[str, Any] = {
+        "model": model or "default",
+        "max_tokens": cfg.max_tokens,
+        "temperature": cfg.temperature,
+        "stop": list(cfg.stop),
+    }
+    if cfg.api == "chat":
+        body["messages"] = chat_messages(qs, cfg.num_shots, index)
+        return "chat/completions", body
+    body["prompt"] = question_prompt(qs, cfg.num_shots, index)
+    return "completions", body
+
+
+def _parse(api: Api, data: Any) -> tuple[str, str | None, int | None]:
+    """(output text, finish_reason, completion_tokens) of a response body."""
+    try:
+        choice = data["choices"][0]
+        text = choice["message"].get("content") if api == "chat" else choice["text"]
+        usage = data.get("usage") or {}
+        tokens = usage.get("completion_tokens")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise _InfraError("invalid response body: no choices[0] text", False) from None
+    if text is not None and not isinstance(text, str):
+        raise _InfraError("invalid response body: text is not a string", False)
+    return text or "", choice.get("finish_reason"), tokens if isinstance(tokens, int) else None
+
+
+async def _post_once(
+    client: httpx.AsyncClient, target: GSM8KTarget, path: str, body: dict[str, Any], api: Api
+) -> tuple[str, str | None, int | None]:
+    try:
+        resp = await client.post(f"{target.v1}/{path}", json=body, timeout=target.timeout_s)
+    except httpx.TimeoutException as exc:
+        raise _InfraError(f"timeout: {type(exc).__name__}", True) from None
+    except httpx.TransportError as exc:
+        raise _InfraError(f"connection: {type(exc).__name__}: {exc}", True) from None
+    if resp.status_code != 200:
+        retry = resp.status_code in _RETRY_STATUS or resp.status_code >= 500
+        raise _InfraError(f"HTTP {resp.status_code}: {resp.text[:200]}", retry)
+    try:
+        data = resp.json()
+    except ValueError:
+        raise _InfraError("invalid response body: not JSON", False) from None
+    return _parse(api, data)
+
+
+def _score(q: Question, output: str) -> dict[str, Any]:
+    ext = Extracted(
+        sglang=extract_sglang(output),
+        strict=extract_strict(output),
+        flexible=extract_flexible(output),
+    )
+    return {
+        "extracted": ext,
+        "correct": ext.sglang == q.label,
+        "correct_strict": score_lm_eval(ext.strict, q.answer),
+        "correct_flexible": score_lm_eval(ext.flexible, q.answer),
+    }
+
+
+async def _ask(
+    client: httpx.AsyncClient, target: GSM8KTarget, plan: _Plan, model: str | None, index: int
+) -> GSM8KRecord:
+    """Ask one question, retrying transient errors; returns its record."""
+    path, body = _request_body(plan, model, index)
+    q = plan.dataset.questions[index]
+    prompt_text = body.get("prompt") or repr(body.get("messages"))
+    rec: dict[str, Any] = {
+        "side": target.side, "label": target.label, "index": index, "reference": q.label,
+        "question": q.question, "model": model or "default",
+        "is_shot": index < plan.config.num_shots,
+        "prompt_sha256": hashlib.sha256(prompt_text.encode()).hexdigest(),
+        "t_start": time.time(),
+    }  # fmt: skip
+    for attempt in range(1, target.max_retries + 2):
+        t0 = time.perf_counter()
+        try:
+            text, finish, tokens = await _post_once(client, target, path, body, plan.config.api)
+        except _InfraError as exc:
+            rec.update(error=str(exc), attempts=attempt, latency_s=time.perf_counter() - t0)
+            if not exc.retryable or attempt > target.max_retries:
+                break
+            await asyncio.sleep(min(target.retry_backoff_s * 2 ** (attempt - 1), 8.0))
+            continue
+        rec.update(error=None, attempts=attempt, latency_s=time.perf_counter() - t0)
+        rec.update(output=text, finish_reason=finish, completion_tokens=tokens, **_score(q, text))
+        break
+    return GSM8KRecord(**rec, t_end=time.time())
+
+
+def _ssl_context() -> ssl.SSLContext:
+    try:
+        import certifi
+
+        return ssl.create_default_context(cafile=certifi.where())
+    except ImportError:  # pragma: no cover - certifi comes with httpx
+        return ssl.create_default_context()
+
+
+async def _run_side(
+    target: GSM8KTarget, plan: _Plan, progress: Progress | None, sink: Any
+) -> tuple[list[GSM8KRecord], str | None]:
+    """Ask every planned question of one server; records are appended to ``sink``.
+
+    ``parallel`` workers each own a one-connection client and take questions from a
+    queue: httpcore's shared async pool scans every connection per request, which
+    costs more CPU than the requests themselves at 64 connections.
+    """
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in plan.indices:
+        queue.put_nowait(i)
+    records: list[GSM8KRecord] = []
+    task = progress.add_task(f"gsm8k {target.label}", total=len(plan.indices)) if progress else None
+    async with httpx.AsyncClient(headers=_headers(target)) as probe:
+        model = await _discover_model(probe, target)
+
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    tls = _ssl_context()  # built once: each client building its own costs ~60 ms of CPU
+
+    async def worker() -> None:
+        async with httpx.AsyncClient(headers=_headers(target), limits=limits, verify=tls) as client:
+            while not queue.empty():
+                rec = await _ask(client, target, plan, model, queue.get_nowait())
+                records.append(rec)
+                sink.write(rec.model_dump_json() + "\n")
+                if progress is not None and task is not None:
+                    progress.advance(task)
+
+    await asyncio.gather(*(worker() for _ in range(min(plan.config.parallel, len(plan.indices)))))
+    return sorted(records, key=lambda r: r.index), model
+
+
+def read_gsm8k_records(run_dir: str | Path) -> list[GSM8KRecord]:
+    """The records of ``run_dir/gsm8k.jsonl`` (in file order)."""
+    path = Path(run_dir) / "gsm8k.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [GSM8KRecord.model_validate_json(line) for line in lines if line.strip()]
+
+
+def _infra_reason(summaries: list[Any], max_error_rate: float) -> str | None:
+    for s in summaries:
+        total = s.n + s.n_errors
+        if total == 0 or s.n_errors / total > max_error_rate:
+            return (
+                f"{s.label}: {s.n_errors} of {total} questions failed with infrastructure "
+                f"errors (more than {max_error_rate:.0%})"
+            )
+    return None
+
+
+def summarize(
+    records: list[GSM8KRecord],
+    *,
+    run_id: str,
+    config: GSM8KConfig,
+    targets: list[GSM8KTarget],
+) -> GSM8KSummary:
+    """The summary of a run: a pure function of its records and configuration.
+
+    ``targets`` is ``[target]`` or ``[baseline, candidate]`` (sides ``baseline`` and
+    ``candidate``). Exit code 1 on REGRESSION, 3 when more than ``config.max_error_rate``
+    of a side's questions errored, else 0.
+    """
+    sides = []
+    for t in targets:
+        recs = [r for r in records if r.label == t.label and r.side == t.side]
+        sides.append(side_summary(recs, label=t.label, base_url=t.base_url, model=t.model))
+    infra = _infra_reason(sides, config.max_error_rate)
+    paired = None
+    if len(targets) == 2:
+        base = [r for r in records if r.side == "baseline"]
+        cand = [r for r in records if r.side == "candidate"]
+        paired = paired_comparison(base, cand, alpha=config.alpha, infra=infra)
+    verdict = paired.verdict if paired else None
+    code = 1 if verdict == "REGRESSION" else 3 if infra or verdict == "INCONCLUSIVE" else 0
+    return GSM8KSummary(
+        run_id=run_id, config=config, sides=sides, paired=paired, verdict=verdict, exit_code=code
+    )
+
+
+def _plan(opts: GSM8KOptions) -> _Plan:
+    ds = load_dataset(opts.data)
+    n = min(opts.num_questions, len(ds.questions))
+    config = GSM8KConfig(
+        num_questions=n, num_shots=opts.num_shots, max_tokens=opts.max_tokens,
+        stop=list(GSM8K_STOP), api=opts.api, exclude_shots=opts.exclude_shots,
+        parallel=opts.parallel, alpha=opts.alpha, max_error_rate=opts.max_error_rate,
+        data_source=ds.source, data_sha256=ds.sha256, official_test_split=ds.official,
+    )  # fmt: skip
+    start = opts.num_shots if opts.exclude_shots else 0
+    return _Plan(ds, config, list(range(start, n)))
+
+
+async def _run_all(
+    targets: list[GSM8KTarget], plan: _Plan, out: Path, show_progress: bool
+) -> list[GSM8KRecord]:
+    records: list[GSM8KRecord] = []
+    with (out / "gsm8k.jsonl").open("w", encoding="utf-8") as sink:
+        progress = Progress(transient=False) if show_progress else None
+        if progress is not None:
+            progress.start()
+        try:
+            for t in targets:  # one side at a time: each side's throughput is its own
+                recs, model = await _run_side(t, plan, progress, sink)
+                t.model = t.model or model
+                records.extend(recs)
+                sink.flush()
+        finally:
+            if progress is not None:
+                progress.stop()
+    return records
+
+
+def _write_report(run_dir: Path) -> None:
+    try:
+        from harness.report import write_report
+    except ImportError:
+        return
+    try:
+        write_report(run_dir)
+    except Exception as exc:  # the report is a view; the results are already on disk
+        print(f"warning: report not written: {exc}", file=sys.stderr)
+
+
+def _execute(targets: list[GSM8KTarget], opts: GSM8KOptions) -> GSM8KSummary:
+    plan = _plan(opts)
+    infos = [
+        TargetInfo(label=t.label, side=t.side, base_url=t.base_url, model=t.model) for t in targets
+    ]
+    out = prepare_run_dir(
+        "gsm8k", results=opts.results, run_id=opts.run_id, targets=infos,
+        args={"targets": [t.base_url for t in targets], **plan.config.model_dump()},
+        extra={"gsm8k_config": plan.config.model_dump(mode="json")},
+    )  # fmt: skip
+    records = asyncio.run(_run_all(targets, plan, out, opts.progress))
+    summary = summarize(records, run_id=out.name, config=plan.config, targets=targets)
+    (out / "gsm8k.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+    if opts.report:
+        _write_report(out)
+    return summary
+
+
+def rescore(run_dir: str | Path, *, write: bool = True) -> GSM8KSummary:
+    """Recompute ``gsm8k.json`` from ``manifest.json`` and ``gsm8k.jsonl`` (pure, offline).
+
+    Raises FileNotFoundError if the run folder lacks either file.
+    """
+    folder = Path(run_dir)
+    manifest = RunManifest.model_validate_json((folder / "manifest.json").read_text("utf-8"))
+    config = GSM8KConfig.model_validate(manifest.extra["gsm8k_config"])
+    targets = [GSM8KTarget(t.base_url, t.label, t.side, t.model) for t in manifest.targets]
+    summary = summarize(
+        read_gsm8k_records(folder), run_id=manifest.run_id, config=config, targets=targets
+    )
+    if write:
+        (folder / "gsm8k.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+    return summary
+
+
+def run_gsm8k(target: str | GSM8KTarget, *, label: str = "target", **options: Any) -> GSM8KSummary:
+    """GSM8K accuracy of one server; writes ``results/<run-id>/gsm8k.{jsonl,json}``.
+
+    ``options``: the fields of :class:`GSM8KOptions`. Raises
+    harness.gsm8k_data.GSM8KDataError if the data cannot be loaded, TypeError on an
+    unknown option.
+    """
+    t = target if isinstance(target, GSM8KTarget) else GSM8KTarget(target, label=label)
+    return _execute([t], GSM8KOptions(**options))
+
+
+def compare_gsm8k(
+    baseline: str | GSM8KTarget,
+    candidate: str | GSM8KTarget,
+    *,
+    baseline_label: str = "baseline",
+    candidate_label: str = "candidate",
+    **options: Any,
+) -> GSM8KSummary:
+    """Both servers answer the same questions; McNemar's exact test on the pairs.
+
+    Same ``options`` as :func:`run_gsm8k`. ``summary.verdict`` and ``summary.exit_code``
+    carry the outcome (1 on REGRESSION, 3 on too many infrastructure errors).
+    """
+    b = baseline if isinstance(baseline, GSM8KTarget) else GSM8KTarget(baseline, baseline_label)
+    c = candidate if isinstance(candidate, GSM8KTarget) else GSM8KTarget(candidate, candidate_label)
+    b.side, c.side = "baseline", "candidate"
+    if b.label == c.label:
+        b.label, c.label = f"{b.label} (baseline)", f"{c.label} (candidate)"
+    return _execute([b, c], GSM8KOptions(**options))

@@ -1,0 +1,176 @@
+"""Opt-in checks as test items: GSM8K accuracy (marker ``gsm8k``) and boot (marker ``boot``).
+
+They are not files, so the plugin adds them to the session's items itself
+(``pytest_collection_modifyitems``, before ``-m``/``-k`` deselection) and only when
+asked for, so a plain run never pays for them:
+
+- ``harness::gsm8k`` with ``--gsm8k`` (or any ``--gsm8k-*`` threshold): GSM8K few-shot
+  accuracy of ``--target`` (:func:`harness.gsm8k.run_gsm8k`), or paired against
+  ``--baseline`` (:func:`harness.gsm8k.compare_gsm8k`, McNemar's exact test).
+  Fails when accuracy < ``--gsm8k-min-accuracy``; with a baseline, when the accuracy
+  drop exceeds ``--gsm8k-max-drop``, or (with no ``--gsm8k-max-drop``) when the paired
+  verdict is ``REGRESSION``.
+- ``harness::boot`` with ``--boot-cmd CMD`` (launch, health, log, fusion, optional
+  routed-experts probe, stop: :func:`harness.boot.boot`) or ``--boot`` (the same checks
+  on the running ``--target``: :func:`harness.boot.check_running`). Fails when any
+  check is ``FAIL``; the evidence lists every check with the log lines that decided it.
+
+``-m gsm8k`` / ``-m boot`` then select exactly these; ``-m "not gsm8k"`` drops them.
+Results land in the session's run folder (``gsm8k.jsonl``, ``gsm8k.json``,
+``server.log``, ``boot.json``) beside the scenarios' transcripts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.plugin_session import NO_TARGET, HarnessState, ItemResult, state_key
+
+__all__ = ["BootItem", "CheckFailure", "GSM8KItem", "make_check_items"]
+
+
+class CheckFailure(AssertionError):
+    """A GSM8K or boot check failed: ``str`` is the whole evidence text."""
+
+
+class _CheckItem(pytest.Item):
+    check = ""
+
+    @property
+    def state(self) -> HarnessState:
+        return self.config.stash[state_key()]
+
+    def _finish(self, reasons: list[str], evidence: list[str], verdict: str | None) -> None:
+        outcome = "failed" if reasons else "passed"
+        headline = "; ".join(reasons) or "passed"
+        self.state.results.append(ItemResult(self.nodeid, outcome, headline, verdict))
+        if reasons:
+            raise CheckFailure("\n".join([f"{self.check} check failed:", *reasons, *evidence]))
+
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
+    ) -> str | Any:
+        if isinstance(excinfo.value, CheckFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"harness {self.check} check"
+
+
+class GSM8KItem(_CheckItem):
+    """GSM8K accuracy of the target, absolute and (with a baseline) paired."""
+
+    check = "gsm8k"
+
+    def runtest(self) -> None:
+        from harness.gsm8k_data import GSM8KDataError
+
+        state, s = self.state, self.state.settings
+        target = state.target()
+        if target is None:
+            pytest.skip(NO_TARGET)
+        folder = state.run_dir()
+        opts: dict[str, Any] = dict(
+            data=s.gsm8k_data, num_questions=s.gsm8k_questions, num_shots=s.gsm8k_shots,
+            results=folder.parent, run_id=folder.name, progress=False, report=False,
+        )  # fmt: skip
+        try:
+            summary = self._run(state, opts)
+        except GSM8KDataError as exc:
+            pytest.fail(f"gsm8k: {exc} (give the data with --gsm8k-data PATH)", pytrace=False)
+        self._judge(summary)
+
+    def _run(self, state: HarnessState, opts: dict[str, Any]) -> Any:
+        from harness.gsm8k import GSM8KTarget, compare_gsm8k, run_gsm8k
+
+        def side(cfg: Any) -> GSM8KTarget:
+            return GSM8KTarget(
+                cfg.base_url, label=cfg.label, model=cfg.model,
+                api_key_env=cfg.api_key_env, timeout_s=cfg.timeout_s,
+            )  # fmt: skip
+
+        target, base = state.target(), state.baseline()
+        if base is None:
+            return run_gsm8k(side(target), **opts)
+        return compare_gsm8k(side(base), side(target), **opts)
+
+    def _judge(self, summary: Any) -> None:
+        s = self.state.settings
+        cand = summary.sides[-1]
+        lines = [
+            f"{x.label}: accuracy {x.accuracy:.3f} [{x.accuracy_interval.low:.3f}, "
+            f"{x.accuracy_interval.high:.3f}] on {x.n} questions ({x.n_errors} errors, "
+            f"{x.invalid} invalid)"
+            for x in summary.sides
+        ]
+        self.user_properties += [("gsm8k_accuracy", round(cand.accuracy, 4)), ("verdict", summary.verdict)]
+        if summary.exit_code == 3 and summary.verdict != "REGRESSION":
+            pytest.fail("infrastructure error (not a model failure): gsm8k: " + "; ".join(lines), pytrace=False)
+        reasons = []
+        if s.gsm8k_min_accuracy is not None and cand.accuracy < s.gsm8k_min_accuracy:
+            reasons.append(f"accuracy {cand.accuracy:.3f} < --gsm8k-min-accuracy {s.gsm8k_min_accuracy:g}")
+        paired = summary.paired
+        if paired is not None:
+            lines.append(
+                f"paired: {paired.verdict}, difference {paired.accuracy_diff:+.3f} "
+                f"[{paired.diff_interval.low:+.3f}, {paired.diff_interval.high:+.3f}], "
+                f"McNemar p={paired.mcnemar_p:.3g} (baseline-only right {paired.b}, "
+                f"candidate-only right {paired.c}); {paired.reason}"
+            )
+            if s.gsm8k_max_drop is not None and -paired.accuracy_diff > s.gsm8k_max_drop:
+                reasons.append(f"accuracy dropped {-paired.accuracy_diff:.3f} > --gsm8k-max-drop {s.gsm8k_max_drop:g}")
+            elif s.gsm8k_max_drop is None and paired.verdict == "REGRESSION":
+                reasons.append("paired verdict REGRESSION against the baseline")
+            lines += [
+                f"  question {d.index}: expected {d.reference}, baseline {d.baseline_answer}, "
+                f"candidate {d.candidate_answer}"
+                for d in paired.discordant[:3]
+            ]
+        self._finish(reasons, lines, summary.verdict)
+
+
+class BootItem(_CheckItem):
+    """Boot checks: launch ``--boot-cmd``, or check the running ``--target``."""
+
+    check = "boot"
+
+    def runtest(self) -> None:
+        from harness.boot import boot, check_running
+
+        state, s = self.state, self.state.settings
+        probe = "routed-experts" if s.boot_probe else None
+        if s.boot_cmd:
+            report = boot(s.boot_cmd, timeout_s=s.boot_timeout, probe=probe, run_dir=state.run_dir())
+        else:
+            target = state.target()
+            if target is None:
+                pytest.skip(NO_TARGET)
+            report = check_running(
+                target.base_url, log_path=s.boot_log, probe=probe, run_dir=state.run_dir()
+            )
+        self.user_properties.append(("boot_verdict", report.verdict))
+        lines = []
+        for check in report.checks:
+            lines.append(f"{check.verdict:<4} {check.name}: {check.detail}")
+            lines += [f"       {ev}" for ev in check.evidence[:8]]
+        failed = [f"{c.name}: {c.detail}" for c in report.checks if c.verdict == "FAIL"]
+        self._finish(failed, lines, report.verdict)
+
+
+def make_check_items(session: pytest.Session) -> list[pytest.Item]:
+    """The opt-in check items the settings ask for (none by default)."""
+    s = session.config.stash[state_key()].settings
+    items: list[pytest.Item] = []
+    wants_gsm8k = s.gsm8k or s.gsm8k_min_accuracy is not None or s.gsm8k_max_drop is not None
+    if wants_gsm8k:
+        items.append(GSM8KItem.from_parent(session, name="gsm8k", nodeid="harness::gsm8k"))
+    if s.boot_cmd or s.boot:
+        items.append(BootItem.from_parent(session, name="boot", nodeid="harness::boot"))
+    for item in items:
+        item.add_marker(item.name)
+        item.add_marker("harness")
+    return items

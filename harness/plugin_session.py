@@ -1,0 +1,221 @@
+"""State of one pytest session of the plugin: targets, the run folder, results, the verdict.
+
+One :class:`HarnessState` lives in ``config.stash`` (as pytest's junitxml keeps its
+``LogXML``). It creates the run folder on first use (``<results>/pytest-<stamp>-<pid>/``,
+exactly as ``harness run`` creates its folders, with ``manifest.json``), runs scenarios
+through :func:`harness.runner.run_many_sync` (records appended to ``transcripts.jsonl``),
+scores them (:func:`harness.scoring.score_run`), compares the sides when a baseline is
+given (:mod:`harness.compare`), and at the end of the session writes ``summary.json`` and
+the HTML report (:mod:`harness.report`) from the folder, as the CLI does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from harness.plugin_options import HarnessSettings
+
+if TYPE_CHECKING:  # imported lazily: `pytest` starts fast when no harness test runs
+    from harness.client import TargetConfig
+    from harness.scenario import Scenario
+    from harness.summary import RunScore, ScenarioComparison
+    from harness.transcript import RunRecord
+
+__all__ = ["HarnessState", "ItemResult", "NO_TARGET", "ScenarioRun", "state_key"]
+
+#: the one reason every harness test is skipped with when no server is configured
+NO_TARGET = "no --target given (or HARNESS_TARGET, ini harness_target): harness tests skipped"
+
+
+@dataclass
+class ScenarioRun:
+    """The runs of one scenario test: records, their scores, the comparison (with a baseline)."""
+
+    records: list[RunRecord]
+    scores: list[RunScore]
+    comparison: ScenarioComparison | None = None
+
+
+@dataclass
+class ItemResult:
+    """One finished harness test, for the terminal summary."""
+
+    nodeid: str
+    outcome: str  # passed | failed | infra
+    headline: str
+    verdict: str | None = None
+
+
+@dataclass
+class HarnessState:
+    """Everything the plugin keeps for one session (see the module docstring)."""
+
+    settings: HarnessSettings
+    results: list[ItemResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # lines for the terminal summary
+    _run_dir: Path | None = None
+
+    # ------------------------------------------------------------ targets
+
+    def target(self) -> TargetConfig | None:
+        """The server under test (side ``candidate`` when a baseline is given)."""
+        from harness.client import TargetConfig
+
+        s = self.settings
+        if not s.target:
+            return None
+        side = "candidate" if s.baseline else None
+        label = "candidate" if s.baseline else "target"
+        return TargetConfig(
+            base_url=s.target, model=s.model, label=label, side=side,
+            api_key_env=s.api_key_env, timeout_s=s.timeout, max_retries=s.retries,
+        )  # fmt: skip
+
+    def baseline(self) -> TargetConfig | None:
+        """The baseline server, or ``None``."""
+        from harness.client import TargetConfig
+
+        s = self.settings
+        if not s.baseline:
+            return None
+        return TargetConfig(
+            base_url=s.baseline, model=s.baseline_model or s.model, label="baseline",
+            side="baseline", api_key_env=s.api_key_env, timeout_s=s.timeout, max_retries=s.retries,
+        )  # fmt: skip
+
+    def targets(self) -> list[TargetConfig]:
+        """``[target]`` or ``[baseline, candidate]``; skips the test if there is no target."""
+        target = self.target()
+        if target is None:
+            pytest.skip(NO_TARGET)
+        base = self.baseline()
+        return [base, target] if base is not None else [target]
+
+    # ------------------------------------------------------------ run folder
+
+    @property
+    def has_run_dir(self) -> bool:
+        return self._run_dir is not None
+
+    def run_dir(self) -> Path:
+        """The session's run folder, created (with ``manifest.json``) on first use."""
+        if self._run_dir is None:
+            from harness.runs import prepare_run_dir
+
+            self._run_dir = prepare_run_dir(
+                "pytest", results=self.settings.results, args=self.settings.public(),
+                extra={"runner": "pytest plugin"},
+            )  # fmt: skip
+        return self._run_dir
+
+    # ------------------------------------------------------------ running
+
+    def run_scenario(
+        self,
+        scenario: Scenario,
+        stream: bool,
+        *,
+        out_dir: Path | None = None,
+        repeats: int | None = None,
+        targets: list[TargetConfig] | None = None,
+    ) -> ScenarioRun:
+        """Run ``scenario`` on every target, score every run, compare the sides.
+
+        Records go to ``out_dir`` (default: the session's run folder). Runs already
+        recorded there under the same ``run_key`` are read back instead of re-run.
+        """
+        from harness.runner import run_many_sync
+        from harness.scoring import score_run
+        from harness.transcript import read_records
+
+        targets = targets if targets is not None else self.targets()
+        folder = out_dir if out_dir is not None else self.run_dir()
+        run_many_sync(
+            [scenario], targets, repeats=repeats or self.settings.repeats, stream=stream,
+            concurrency=self.settings.concurrency, out_dir=folder, resume=True, progress=False,
+        )  # fmt: skip
+        wanted = {t.name for t in targets}
+        records = [
+            r for r in read_records(folder / "transcripts.jsonl")
+            if r.scenario_id == scenario.id and r.stream == stream
+            and r.run_key.split("/", 1)[0] in wanted
+        ]  # fmt: skip
+        scores = [score_run(r) for r in records]
+        comparison = compare_scores(scores, scenario.id) if len(targets) > 1 else None
+        return ScenarioRun(records, scores, comparison)
+
+    # ------------------------------------------------------------ end of session
+
+    def finish(self) -> None:
+        """Write ``summary.json`` and the HTML report into the run folder (if one was made)."""
+        if self._run_dir is None:
+            return
+        summary_path = write_folder_summary(self._run_dir, self.settings)
+        if summary_path is not None:
+            self.notes.append(f"summary: {summary_path}")
+        report = write_html(self._run_dir, self.settings.html)
+        self.notes.append(report)
+
+
+# ---------------------------------------------------------------- seams to other modules
+
+
+def _optional(module: str) -> Any:
+    """``module`` if importable, else ``None`` (modules built in other issues)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        return None
+
+
+def compare_scores(scores: list[RunScore], scenario_id: str) -> ScenarioComparison | None:
+    """The compare verdict of one scenario, baseline against candidate (:mod:`harness.compare`)."""
+    compare = _optional("harness.compare")
+    fn = getattr(compare, "compare_scenario", None)
+    if fn is None:
+        return None
+    base = [s for s in scores if s.side == "baseline"]
+    cand = [s for s in scores if s.side == "candidate"]
+    result: ScenarioComparison = fn(scenario_id, base, cand)
+    return result
+
+
+def write_folder_summary(run_dir: Path, settings: HarnessSettings) -> Path | None:
+    """``summary.json`` of the whole run folder (:mod:`harness.compare`), or ``None``."""
+    compare = _optional("harness.compare")
+    fn = getattr(compare, "summarize_run_dir", None)
+    if fn is None:
+        return None
+    path: Path = fn(run_dir)
+    return path
+
+
+def write_html(run_dir: Path, html: str | None) -> str:
+    """Render ``report.html`` in the run folder (:func:`harness.report.write_report`) and
+    copy it to ``html`` if given (the file is self-contained); returns a summary line."""
+    report = _optional("harness.report")
+    fn = getattr(report, "write_report", None)
+    if fn is None:
+        return "report: not written (harness.report is not available)"
+    try:
+        path = Path(fn(run_dir))
+        if html:
+            Path(html).parent.mkdir(parents=True, exist_ok=True)
+            path = Path(shutil.copyfile(path, html))
+    except Exception as exc:  # the report must never turn a test result into a crash
+        return f"report: not written ({type(exc).__name__}: {exc})"
+    return f"report: {path}"
+
+
+def state_key() -> pytest.StashKey[HarnessState]:
+    """The ``config.stash`` key of the session's :class:`HarnessState`."""
+    return _STATE_KEY
+
+
+_STATE_KEY = pytest.StashKey[HarnessState]()

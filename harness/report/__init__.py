@@ -1,0 +1,16 @@
+"""The reviewer's report of a run folder: self-contained HTML and a Markdown summary.
+
+``write_report(run_dir)`` writes ``report.html`` (one file: inline CSS and SVG charts,
+no scripts, opens offline) and ``report.md`` (a compact pull-request comment) from
+the files in ``results/<run-id>/``: ``manifest.json``, ``transcripts.jsonl`` and,
+when present, ``summary.json``, ``gsm8k.json`` and ``boot.json``. The report is a pure
+function of those files; it never recomputes a score.
+
+Model output is untrusted: templates are autoescaped and nothing from a model is
+marked safe; the page also carries a Content-Security-Policy that forbids scripts.
+"""
+
+from harness.report.load import ReportInputError, load_run_folder
+from harness.report.render import render_html, render_markdown, write_report
+
+__all__ = ["ReportInputError", "load_run_folder", "render_html", "render_markdown", "write_report"]

@@ -1,0 +1,611 @@
+"""The multi-turn agent loop: run scenarios against a server and record transcripts.
+
+One run (:func:`run_scenario`) sends the scenario's opening messages and tools; while
+the assistant answers with ``tool_calls`` it appends that assistant message and one
+``tool`` message per call (matching ``tool_call_id``; results from
+:func:`harness.tools.simulate`) and asks again. A message without tool calls ends the
+segment: the next follow-up user message is sent if any remain, else the run stops
+with ``final_answer``. Other stops: ``length`` (finish_reason ``length``),
+``empty_stop`` (no content and no tool calls), ``turn_cap`` (``max_turns`` requests
+made) and ``error`` (an infrastructure error, kept apart from model behaviour).
+
+Requests go through the openai SDK (``AsyncOpenAI.chat.completions``, any base URL),
+non-streaming or streaming (SSE ``tool_calls`` deltas assembled by ``index``: ``id``
+and ``name`` from the first delta that has them, ``arguments`` concatenated, as the
+OpenAI Python SDK's stream helpers do). The raw response body (or the list of
+chunk objects) is kept, and tool-call ``arguments`` are recorded exactly as received.
+Transient failures (HTTP 408/429/5xx, timeouts, reset connections) are retried with
+exponential backoff; what still fails becomes :class:`harness.transcript.InfraError`.
+
+:func:`run_many` runs scenarios x repeats x targets (x stream modes) concurrently and
+appends each finished :class:`~harness.transcript.RunRecord` to
+``out_dir/transcripts.jsonl`` as it ends; with ``resume`` it skips ``run_key``\\ s
+already there, so a killed run can be finished later without losing or repeating work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpenAI, OpenAIError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from harness.client import TargetConfig, fetch_target_info, make_client
+from harness.scenario import Scenario
+from harness.tools import ToolOutcome, render, simulate
+from harness.transcript import (
+    InfraError,
+    ResponseRecord,
+    RunManifest,
+    RunRecord,
+    StopReason,
+    TargetInfo,
+    ToolCallRecord,
+    ToolResultRecord,
+    TurnRecord,
+    append_record,
+    read_records,
+)
+
+__all__ = ["StreamMode", "run_key", "run_many", "run_many_sync", "run_scenario"]
+
+StreamMode = bool | Literal["both"]
+
+#: HTTP statuses worth retrying: request timeout, rate limit, server errors.
+TRANSIENT_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
+
+_TIMEOUTS: tuple[type[Exception], ...] = (
+    APITimeoutError,
+    httpx.TimeoutException,
+    asyncio.TimeoutError,
+)
+_TRANSPORT: tuple[type[Exception], ...] = (
+    APIConnectionError,
+    httpx.TransportError,
+    ConnectionError,
+)
+try:  # openai >= 3 talks through httpx2, whose exceptions are separate classes
+    import httpx2
+
+    _TIMEOUTS += (httpx2.TimeoutException,)
+    _TRANSPORT += (httpx2.TransportError,)
+except ImportError:  # pragma: no cover - depends on the installed openai
+    pass
+
+
+def run_key(target: TargetConfig, scenario_id: str, repeat: int, stream: bool) -> str:
+    """``"<side or label>/<scenario id>/<repeat>/<stream|nostream>"``: unique per run folder."""
+    return f"{target.name}/{scenario_id}/{repeat}/{'stream' if stream else 'nostream'}"
+
+
+class _Failed(Exception):
+    """One failed attempt: an :class:`InfraError` kind, HTTP status, and whether to retry."""
+
+    def __init__(self, kind: str, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message[:1000]
+        self.status = status
+        self.transient = kind in ("timeout", "connection") or (
+            kind == "http_status" and status in TRANSIENT_STATUS
+        )
+
+
+# ---------------------------------------------------------------- parsing responses
+
+
+def _opt_str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _text(content: Any) -> str | None:
+    """Message content as text: strings as is, a list of parts joined, else compact JSON."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content]
+        return "".join(p for p in parts if isinstance(p, str))
+    return render(content)
+
+
+def _call_record(i: int, tc: Any) -> ToolCallRecord:
+    if not isinstance(tc, dict):
+        return ToolCallRecord(index=i, arguments=tc)
+    fn_raw = tc.get("function")
+    fn: dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else {}
+    idx = tc.get("index")
+    return ToolCallRecord(
+        index=idx if isinstance(idx, int) else i,
+        id=_opt_str(tc.get("id")),
+        type=_opt_str(tc.get("type")),
+        name=_opt_str(fn.get("name")),
+        arguments=fn.get("arguments"),
+    )
+
+
+def _parse_body(body: bytes) -> ResponseRecord:
+    """A non-streaming response body -> :class:`ResponseRecord` (``raw`` = the parsed body).
+
+    Raises:
+        _Failed: ``invalid_body`` if the body is not JSON or has no ``choices[0].message``.
+    """
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise _Failed("invalid_body", f"response is not JSON: {body[:200]!r}") from None
+    if isinstance(data, dict) and "error" in data and "choices" not in data:
+        raise _Failed("other", f"server returned an error object: {render(data['error'])}")
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise _Failed("invalid_body", f"response has no choices: {render(data)[:200]}")
+    msg = choices[0].get("message")
+    if not isinstance(msg, dict):
+        raise _Failed("invalid_body", "response choices[0] has no message object")
+    calls_raw = msg.get("tool_calls")
+    calls: list[Any] = calls_raw if isinstance(calls_raw, list) else []
+    return ResponseRecord(
+        content=_text(msg.get("content")),
+        reasoning_content=_opt_str(msg.get("reasoning_content") or msg.get("reasoning")),
+        tool_calls=[_call_record(i, tc) for i, tc in enumerate(calls)],
+        function_call=msg.get("function_call")
+        if isinstance(msg.get("function_call"), dict)
+        else None,
+        finish_reason=_opt_str(choices[0].get("finish_reason")),
+        usage=data.get("usage") if isinstance(data.get("usage"), dict) else None,
+        model=_opt_str(data.get("model")),
+        raw=data,
+    )
+
+
+class _StreamState:
+    """Accumulates SSE chunk objects into one assistant message."""
+
+    def __init__(self) -> None:
+        self.chunks: list[Any] = []
+        self.content: str | None = None
+        self.reasoning: str | None = None
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.function_call: dict[str, Any] | None = None
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.model: str | None = None
+
+    def add(self, chunk: Any) -> None:
+        self.chunks.append(chunk)
+        if not isinstance(chunk, dict):
+            raise _Failed("invalid_body", f"stream chunk is not an object: {render(chunk)[:200]}")
+        if "error" in chunk and not chunk.get("choices"):
+            raise _Failed("other", f"error in stream: {render(chunk['error'])[:500]}")
+        if not isinstance(chunk.get("choices"), list):
+            raise _Failed("invalid_body", f"stream chunk has no choices: {render(chunk)[:200]}")
+        self.model = self.model or _opt_str(chunk.get("model"))
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk["choices"][:1]:
+            if isinstance(choice, dict):
+                self._add_choice(choice)
+
+    def _add_choice(self, choice: dict[str, Any]) -> None:
+        self.finish_reason = _opt_str(choice.get("finish_reason")) or self.finish_reason
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            return
+        if isinstance(delta.get("content"), str):
+            self.content = (self.content or "") + delta["content"]
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str):
+            self.reasoning = (self.reasoning or "") + reasoning
+        for tc in delta.get("tool_calls") or []:
+            if isinstance(tc, dict):
+                self._add_call(tc)
+        if isinstance(delta.get("function_call"), dict):
+            self.function_call = _merge_fn(self.function_call or {}, delta["function_call"])
+
+    def _add_call(self, tc: dict[str, Any]) -> None:
+        idx = tc.get("index")
+        if not isinstance(idx, int):  # servers that omit index: a new id starts a new call
+            idx = len(self.calls) if (tc.get("id") or not self.calls) else max(self.calls)
+        entry = self.calls.setdefault(idx, {"index": idx, "id": None, "type": None})
+        entry["id"] = entry["id"] or _opt_str(tc.get("id"))
+        entry["type"] = entry["type"] or _opt_str(tc.get("type"))
+        fn = tc.get("function")
+        if isinstance(fn, dict):
+            _merge_fn(entry, fn)
+
+    def record(self) -> ResponseRecord:
+        if not self.chunks:
+            raise _Failed("invalid_body", "stream ended without any chunk")
+        calls = [
+            ToolCallRecord(
+                index=c["index"],
+                id=c["id"],
+                type=c["type"],
+                name=c.get("name"),
+                arguments=c.get("arguments"),
+            )
+            for _, c in sorted(self.calls.items())
+        ]
+        return ResponseRecord(
+            content=self.content,
+            reasoning_content=self.reasoning,
+            tool_calls=calls,
+            function_call=self.function_call,
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            model=self.model,
+            stream=True,
+            raw=self.chunks,
+        )
+
+
+def _merge_fn(entry: dict[str, Any], fn: dict[str, Any]) -> dict[str, Any]:
+    """Merge one ``function`` delta: first name wins, string arguments concatenate."""
+    entry["name"] = entry.get("name") or _opt_str(fn.get("name"))
+    args = fn.get("arguments")
+    if isinstance(args, str):
+        prev = entry.get("arguments")
+        entry["arguments"] = (prev if isinstance(prev, str) else "") + args
+    elif args is not None:  # an object instead of a string: kept as received
+        entry["arguments"] = args
+    return entry
+
+
+async def _read_sse(lines: Any, state: _StreamState) -> None:
+    """Feed the ``data:`` payloads of an SSE body to ``state`` until ``[DONE]``."""
+    data: list[str] = []
+
+    def flush() -> bool:
+        if not data:
+            return False
+        payload = "\n".join(data)
+        data.clear()
+        if payload.strip() == "[DONE]":
+            return True
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            raise _Failed("invalid_body", f"stream chunk is not JSON: {payload[:200]!r}") from None
+        state.add(chunk)
+        return False
+
+    async for line in lines:
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif not line.strip() and flush():
+            return
+    flush()
+
+
+# ---------------------------------------------------------------- one request
+
+
+async def _post(client: AsyncOpenAI, params: dict[str, Any]) -> ResponseRecord:
+    """One attempt. Raises :class:`_Failed` classifying any failure."""
+    t0 = time.perf_counter()
+    try:
+        async with client.chat.completions.with_streaming_response.create(**params) as resp:
+            if params.get("stream"):
+                state = _StreamState()
+                await _read_sse(resp.iter_lines(), state)
+                rec = state.record()
+            else:
+                rec = _parse_body(await resp.read())
+    except _Failed:
+        raise
+    except APIStatusError as exc:
+        raise _Failed("http_status", str(exc), status=exc.status_code) from None
+    except _TIMEOUTS as exc:
+        raise _Failed("timeout", f"timed out: {type(exc).__name__} {exc}") from None
+    except _TRANSPORT as exc:
+        raise _Failed("connection", f"{type(exc).__name__}: {exc}") from None
+    except (OpenAIError, ValueError, TypeError, KeyError) as exc:
+        raise _Failed("other", f"{type(exc).__name__}: {exc}") from None
+    rec.latency_s = time.perf_counter() - t0
+    return rec
+
+
+async def _request(
+    client: AsyncOpenAI, params: dict[str, Any], target: TargetConfig, turn: int
+) -> ResponseRecord | InfraError:
+    """One request with retries of transient failures (exponential backoff)."""
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return await _post(client, params)
+        except _Failed as f:
+            if not f.transient or attempts > target.max_retries:
+                kind: Any = f.kind
+                return InfraError(
+                    kind=kind, message=f.message, status=f.status, turn=turn, attempts=attempts
+                )
+            await asyncio.sleep(min(target.backoff_s * 2 ** (attempts - 1), 30.0))
+
+
+# ---------------------------------------------------------------- the loop
+
+
+def _sampling(scenario: Scenario, repeat: int) -> dict[str, Any]:
+    s = scenario.sampling.model_dump()
+    if s.get("seed") is not None:
+        s["seed"] = s["seed"] + repeat
+    return {k: v for k, v in s.items() if v is not None}
+
+
+def _params(
+    scenario: Scenario, target: TargetConfig, model: str, repeat: int, stream: bool
+) -> dict[str, Any]:
+    """Every request field but ``messages``, for the openai SDK's ``create``."""
+    p: dict[str, Any] = {"model": model, **_sampling(scenario, repeat), "stream": stream}
+    if scenario.tools:
+        p["tools"] = scenario.openai_tools()
+        if scenario.tool_choice is not None:
+            p["tool_choice"] = scenario.tool_choice
+        if scenario.parallel_tool_calls is not None:
+            p["parallel_tool_calls"] = scenario.parallel_tool_calls
+    if stream:
+        p["stream_options"] = {"include_usage": True}
+    extra = {**scenario.extra_body, **target.extra_body}
+    if extra:
+        p["extra_body"] = extra
+    return p
+
+
+class _Loop:
+    """State of one run: the conversation so far, turns, and per-tool call counts."""
+
+    def __init__(
+        self, scenario: Scenario, client: AsyncOpenAI, target: TargetConfig, params: dict[str, Any]
+    ) -> None:
+        self.scenario, self.client, self.target, self.params = scenario, client, target, params
+        self.messages: list[dict[str, Any]] = [m.model_dump() for m in scenario.messages]
+        self.pending: list[dict[str, Any]] = list(self.messages)
+        self.turns: list[TurnRecord] = []
+        self.calls_per_tool: Counter[str] = Counter()
+        self.segment = 0
+        self.recorded_params = {k: v for k, v in params.items() if k != "tools"}
+
+    async def run(self) -> tuple[StopReason, str | None, InfraError | None]:
+        for turn in range(self.scenario.max_turns):
+            rec = TurnRecord(
+                index=turn,
+                segment=self.segment,
+                new_messages=self.pending,
+                request_params=self.recorded_params,
+            )
+            self.turns.append(rec)
+            self.pending = []
+            result = await _request(
+                self.client, {**self.params, "messages": list(self.messages)}, self.target, turn
+            )
+            if isinstance(result, InfraError):
+                rec.error = result
+                return "error", None, result
+            rec.response = result
+            stop = self._after(rec, result)
+            if stop is not None:
+                return stop[0], stop[1], None
+        return "turn_cap", None, None
+
+    def _after(self, rec: TurnRecord, resp: ResponseRecord) -> tuple[StopReason, str | None] | None:
+        """Continue the conversation after a response; a stop reason ends the run."""
+        if resp.finish_reason == "length":
+            return "length", resp.content
+        if resp.tool_calls:
+            self._answer_tools(rec, resp)
+            return None
+        if not (resp.content or "").strip():
+            return "empty_stop", resp.content
+        if self.segment < len(self.scenario.followups):
+            user = self.scenario.followups[self.segment].user
+            self._append({"role": "assistant", "content": resp.content})
+            self._append({"role": "user", "content": user})
+            self.segment += 1
+            return None
+        return "final_answer", resp.content
+
+    def _append(self, msg: dict[str, Any]) -> None:
+        self.messages.append(msg)
+        self.pending.append(msg)
+
+    def _answer_tools(self, rec: TurnRecord, resp: ResponseRecord) -> None:
+        """Append the assistant message as received and one ``tool`` message per call.
+
+        A call without an id is answered under a synthetic id ``synthetic_<turn>_<i>``
+        (its :class:`ToolCallRecord` keeps ``id=None``, so the gap stays visible).
+        Non-string arguments are echoed back as compact JSON (``None`` as ``"{}"``).
+        """
+        wire_calls = []
+        for i, call in enumerate(resp.tool_calls):
+            call_id = call.id or f"synthetic_{rec.index}_{i}"
+            args = call.arguments
+            wire_args = args if isinstance(args, str) else render(args if args is not None else {})
+            wire_calls.append(
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": call.name or "", "arguments": wire_args},
+                }
+            )
+            outcome = self._simulate(call)
+            rec.tool_results.append(
+                ToolResultRecord(
+                    tool_call_id=call_id,
+                    name=call.name,
+                    content=outcome.content,
+                    error=outcome.error,
+                )
+            )
+        self._append({"role": "assistant", "content": resp.content, "tool_calls": wire_calls})
+        for res in rec.tool_results:
+            self._append({"role": "tool", "tool_call_id": res.tool_call_id, "content": res.content})
+
+    def _simulate(self, call: ToolCallRecord) -> ToolOutcome:
+        tool = self.scenario.tool(call.name or "")
+        if tool is None:
+            names = ", ".join(t.name for t in self.scenario.tools) or "none"
+            return ToolOutcome(f"Error: unknown tool {call.name!r}; available tools: {names}", True)
+        index = self.calls_per_tool[tool.name]
+        self.calls_per_tool[tool.name] += 1
+        return simulate(tool, call.arguments, index)
+
+
+async def run_scenario(
+    scenario: Scenario,
+    target: TargetConfig,
+    *,
+    repeat: int,
+    stream: bool,
+    client: AsyncOpenAI,
+    info: TargetInfo | None = None,
+) -> RunRecord:
+    """Run ``scenario`` once against ``target`` and return its transcript.
+
+    ``info`` (from :func:`harness.client.fetch_target_info`) is stored in the record and
+    supplies the model name when ``target.model`` is ``None`` (else ``"default"``).
+    Server failures do not raise: they end the run with ``stop_reason="error"``.
+    """
+    info = info or TargetInfo(
+        label=target.label, side=target.side, base_url=target.base_url, model=target.model
+    )
+    model = target.model or info.model or "default"
+    params = _params(scenario, target, model, repeat, stream)
+    started = datetime.now(timezone.utc).isoformat()
+    t0 = time.perf_counter()
+    loop = _Loop(scenario, client, target, params)
+    stop, final, error = await loop.run()
+    return RunRecord(
+        run_key=run_key(target, scenario.id, repeat, stream),
+        scenario_id=scenario.id,
+        scenario_hash=scenario.content_hash(),
+        scenario=scenario.model_dump(mode="json"),
+        repeat=repeat,
+        stream=stream,
+        target=info,
+        sampling=_sampling(scenario, repeat),
+        tools=params.get("tools", []),
+        turns=loop.turns,
+        stop_reason=stop,
+        final_content=final,
+        error=error,
+        started_at=started,
+        duration_s=time.perf_counter() - t0,
+    )
+
+
+# ---------------------------------------------------------------- many runs
+
+
+def finished_keys(path: Path) -> set[str]:
+    """``run_key``\\ s already in ``transcripts.jsonl``; a truncated last line is cut off
+    first so that new records start on a line of their own."""
+    if not path.exists():
+        return set()
+    with open(path, "rb+") as fh:
+        data = fh.read()
+        if data and not data.endswith(b"\n"):
+            fh.truncate(data.rfind(b"\n") + 1)
+    return {r.run_key for r in read_records(path)}
+
+
+def _record_targets(out_dir: Path, infos: Sequence[TargetInfo]) -> None:
+    """Add the targets' :class:`TargetInfo` to ``out_dir/manifest.json`` if it exists."""
+    path = out_dir / "manifest.json"
+    if not path.exists():
+        return
+    manifest = RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
+    known = {(t.side, t.label) for t in manifest.targets}
+    new = [i for i in infos if (i.side, i.label) not in known]
+    if new:
+        manifest.targets.extend(new)
+        path.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+
+
+def _progress(enabled: bool) -> Progress:
+    console = Console(stderr=True)
+    return Progress(
+        TextColumn("[bold]runs"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+        disable=not (enabled and console.is_terminal),
+    )
+
+
+async def run_many(
+    scenarios: Sequence[Scenario],
+    targets: Sequence[TargetConfig],
+    *,
+    repeats: int | None = None,
+    stream: StreamMode = False,
+    concurrency: int = 8,
+    out_dir: str | Path,
+    resume: bool = True,
+    progress: bool = True,
+) -> list[RunRecord]:
+    """Run every scenario x repeat x target (x stream mode) and record each run.
+
+    Args:
+        repeats: runs per scenario (default: each scenario's ``repeats``).
+        stream: ``False``, ``True`` or ``"both"`` (each run in both modes).
+        concurrency: runs in flight at once (one request each).
+        out_dir: the run folder; records go to ``out_dir/transcripts.jsonl``, appended
+            and flushed as each run ends. Target facts are added to ``manifest.json``.
+        resume: skip ``run_key``\\ s already recorded there.
+        progress: show a rich progress bar on a terminal (stderr).
+
+    Returns:
+        The records of the runs made now (not those skipped on resume).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "transcripts.jsonl"
+    done = finished_keys(path) if resume else set()
+    infos = list(await asyncio.gather(*(fetch_target_info(t) for t in targets)))
+    _record_targets(out, infos)
+    modes = [False, True] if stream == "both" else [bool(stream)]
+    jobs = [
+        (ti, sc, r, m)
+        for ti, t in enumerate(targets)
+        for sc in scenarios
+        for r in range(repeats if repeats is not None else sc.repeats)
+        for m in modes
+        if run_key(t, sc.id, r, m) not in done
+    ]
+    clients = [make_client(t) for t in targets]
+    sem = asyncio.Semaphore(max(1, concurrency))
+    try:
+        with _progress(progress) as bar:
+            task = bar.add_task("", total=len(jobs))
+
+            async def one(ti: int, sc: Scenario, r: int, m: bool) -> RunRecord:
+                async with sem:
+                    rec = await run_scenario(
+                        sc, targets[ti], repeat=r, stream=m, client=clients[ti], info=infos[ti]
+                    )
+                append_record(path, rec)
+                bar.update(task, advance=1, description=f"{rec.run_key} {rec.stop_reason}")
+                return rec
+
+            return list(await asyncio.gather(*(one(*j) for j in jobs)))
+    finally:
+        for c in clients:
+            await c.close()
+
+
+def run_many_sync(
+    scenarios: Sequence[Scenario], targets: Sequence[TargetConfig], **kwargs: Any
+) -> list[RunRecord]:
+    """:func:`run_many`, blocking (``asyncio.run``); same arguments."""
+    return asyncio.run(run_many(scenarios, targets, **kwargs))

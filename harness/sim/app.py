@@ -1,0 +1,479 @@
+"""The reference server as a Starlette ASGI app (served by uvicorn, see ``server.py``).
+
+Endpoints (shapes: the OpenAI API reference; SGLang's native ones from
+``sglang/srt/entrypoints/http_server.py``):
+
+- ``POST /v1/chat/completions``: non-streaming and SSE streaming (:mod:`harness.sim.wire`).
+  Honours ``tools``, ``tool_choice``, ``parallel_tool_calls``, ``max_tokens`` /
+  ``max_completion_tokens`` (finish_reason ``length`` past it), ``stop``,
+  ``temperature``, ``seed``, ``stream_options.include_usage``, and the extra body field
+  ``return_routed_experts`` (non-streaming: ``sglext.routed_experts``; only when the
+  server runs with capture, as SGLang's ``--enable-return-routed-experts``).
+- ``POST /v1/completions``: GSM8K few-shot prompts (:mod:`harness.sim.gsm8k_model`);
+  ``stop`` strings and ``max_tokens`` (no default limit); streaming supported.
+- ``POST /generate``: SGLang native ``{"text", "sampling_params": {"max_new_tokens",
+  "stop"}, "return_routed_experts"}`` -> ``{"text", "meta_info": {"id",
+  "prompt_tokens", "completion_tokens", "finish_reason", "routed_experts"?...}}``.
+- ``GET /v1/models``, ``GET /health``, ``GET /server_info`` and ``/get_server_info``,
+  ``GET /model_info`` (bodies from :mod:`harness.sim.moe`).
+
+Infrastructure faults (``profile.infra``) apply to the POST endpoints only, so a
+boot check still sees the server come up. Token counts: :mod:`harness.sim.tokens`.
+Malformed requests get HTTP 400 with an OpenAI-shaped ``{"error": {...}}`` body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from harness.sim import gsm8k_model, moe
+from harness.sim.faults import active_fault, corrupt_arguments, render, should_loop
+from harness.sim.model import (
+    Conversation,
+    Decision,
+    PlannedCall,
+    RequestOptions,
+    ScenarioIndex,
+    call_id,
+    decide,
+    nonce_for,
+    plan_for,
+)
+from harness.sim.profiles import SimProfile, get_profile
+from harness.sim.tokens import count_tokens, prompt_tokens, truncate_tokens
+from harness.sim.wire import Reply, WireCall, completion_body, sse, stream_events
+
+__all__ = ["MODEL_NAME", "SimState", "create_app"]
+
+#: The model id the server reports and answers as (any requested model is accepted).
+MODEL_NAME = "harness-sim"
+GENERIC_TEXT = " I am the harness reference server and have no answer for this prompt.\n\n"
+GARBAGE_BODY = '<html><body>502 Bad Gateway</body></html>\n{"choices": [{"mess'
+
+
+class BadRequest(Exception):
+    """A request the server rejects with HTTP 400."""
+
+
+@dataclass
+class SimState:
+    """Everything the app needs, built once by :func:`create_app`."""
+
+    profile: SimProfile
+    index: ScenarioIndex
+    gsm8k_path: str | None = None
+    latency_ms: float = 0
+    seed: int = 0
+    capture: bool = False
+    rng: random.Random = field(default_factory=random.Random)
+    flaky_seen: set[str] = field(default_factory=set)
+    requests: int = 0
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status)
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadRequest("request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    return body
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _stops(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    return [s for s in value or [] if isinstance(s, str) and s]
+
+
+def _cut(text: str, stops: list[str], max_tokens: int | None) -> tuple[str, str, str | None]:
+    """``text`` cut at the first stop string, then at ``max_tokens``: (text, finish, matched)."""
+    hits = [(text.find(s), s) for s in stops if s in text]
+    matched = None
+    if hits:
+        pos, matched = min(hits)
+        text = text[:pos]
+    if max_tokens is not None and count_tokens(text) > max_tokens:
+        return truncate_tokens(text, max_tokens), "length", None
+    return text, "stop", matched
+
+
+def _completion_tokens(reply: Reply) -> int:
+    calls = sum(count_tokens(c.name) + count_tokens(c.arguments) for c in reply.tool_calls)
+    return count_tokens(reply.content) + count_tokens(reply.reasoning) + calls
+
+
+def _limit(reply: Reply, max_tokens: int | None) -> Reply:
+    """Cut the reply at ``max_tokens`` completion tokens (finish_reason ``length``)."""
+    if max_tokens is None or _completion_tokens(reply) <= max_tokens:
+        return reply
+    budget = max(0, max_tokens - count_tokens(reply.reasoning))
+    content = truncate_tokens(reply.content, budget) if reply.content else reply.content
+    budget -= count_tokens(content)
+    calls: list[WireCall] = []
+    for c in reply.tool_calls:
+        if budget <= 0:
+            break
+        args = truncate_tokens(c.arguments, budget - count_tokens(c.name))
+        calls.append(WireCall(c.id, c.name, args))
+        budget -= count_tokens(c.name) + count_tokens(args)
+    return replace(reply, content=content, tool_calls=calls, finish_reason="length")
+
+
+def _int_or_none(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRequest(f"'{name}' must be a non-negative integer")
+    return value
+
+
+# ---------------------------------------------------------------- the model
+
+
+def _request_options(body: dict[str, Any]) -> RequestOptions:
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be a list")
+    names = []
+    for i, tool in enumerate(tools):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise BadRequest(
+                f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ...}}}}"
+            )
+        names.append(fn["name"])
+    temperature = body.get("temperature")
+    if temperature is not None and not isinstance(temperature, (int, float)):
+        raise BadRequest("'temperature' must be a number")
+    return RequestOptions(
+        tools=names,
+        tool_choice=body.get("tool_choice"),
+        parallel_tool_calls=body.get("parallel_tool_calls") is not False,
+        temperature=float(temperature) if temperature is not None else None,
+        seed=_int_or_none(body.get("seed"), "seed"),
+    )
+
+
+def _required_keys(body: dict[str, Any], name: str) -> list[str]:
+    for tool in body.get("tools") or []:
+        fn = tool.get("function") or {}
+        if fn.get("name") == name:
+            required = (fn.get("parameters") or {}).get("required") or []
+            return [k for k in required if isinstance(k, str)]
+    return []
+
+
+def _unscripted(state: SimState, messages: list[dict[str, Any]]) -> Decision:
+    """A conversation no scenario matches: a GSM8K answer if it is one, else a polite reply."""
+    prompt = gsm8k_model.prompt_from_messages(messages)
+    text = gsm8k_model.answer(state.profile, prompt, seed=state.seed, gsm8k_path=state.gsm8k_path)
+    if text is not None:
+        return Decision(content=text.strip(), reasoning="A math word problem; I work it out.")
+    from harness.sim.model import UNKNOWN_ANSWER
+
+    return Decision(content=UNKNOWN_ANSWER, reasoning="No tool is needed; I reply directly.")
+
+
+def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
+    """The assistant reply to a chat request, faults applied.
+
+    Raises:
+        BadRequest: malformed ``messages``, ``tools`` or sampling fields.
+    """
+    try:
+        conv = Conversation.parse(body.get("messages"))
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    req, profile, turn = _request_options(body), state.profile, conv.turn
+    sc = state.index.match(conv)
+    nonce = nonce_for(conv, req, server_seed=state.seed, rng=state.rng)
+    if sc is None:
+        decision = _unscripted(state, body["messages"])
+    else:
+        plan = plan_for(sc, conv, req, nonce, profile)
+        decision = decide(sc, conv, req, plan, loop=should_loop(profile, nonce, turn))
+    decision.calls = [
+        PlannedCall(
+            c.name,
+            corrupt_arguments(
+                profile, c.arguments, required=_required_keys(body, c.name), nonce=nonce, turn=turn
+            ),
+        )
+        for c in decision.calls
+    ]
+    id_turn = 0 if active_fault(profile, "repeated_ids", nonce, turn) else turn
+    ids = [call_id(nonce, id_turn, i) for i in range(len(decision.calls))]
+    reply = render(profile, decision, nonce=nonce, turn=turn, ids=ids)
+    stops = _stops(body.get("stop"))
+    if reply.content and stops and not reply.tool_calls:
+        reply.content = _cut(reply.content, stops, None)[0]
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    return _limit(reply, _int_or_none(limit, "max_tokens"))
+
+
+# ---------------------------------------------------------------- infra faults
+
+
+def _flaky_key(body: dict[str, Any]) -> str | None:
+    """Key of a request that fails once under ``flaky-500`` (a conversation's first request)."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        if any(isinstance(m, dict) and m.get("role") == "assistant" for m in messages):
+            return None
+        blob = json.dumps(messages, sort_keys=True)
+    else:
+        blob = json.dumps([body.get("prompt"), body.get("text")], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+async def _infra_fault(state: SimState, body: dict[str, Any], obj: str) -> Response | None:
+    """The response an infrastructure fault gives instead of the normal one, if any."""
+    infra = state.profile.infra
+    stream = bool(body.get("stream"))
+    if infra == "http-500":
+        return _error(500, "simulated internal server error", "server_error")
+    if infra == "flaky-500":
+        key = _flaky_key(body)
+        if key is not None and key not in state.flaky_seen:
+            state.flaky_seen.add(key)
+            return _error(500, "simulated transient server error", "server_error")
+    if infra == "slow":
+        await asyncio.sleep(state.profile.delay_s)
+    if infra == "invalid-json":
+        if stream:  # an event whose data is not JSON
+            return Response(sse(GARBAGE_BODY.replace("\n", " ")), media_type="text/event-stream")
+        return Response(GARBAGE_BODY, media_type="application/json")
+    if infra == "no-choices":
+        empty = {"id": _new_id("sim"), "object": obj, "created": int(time.time())}
+        empty |= {"model": MODEL_NAME, "choices": [], "usage": _usage(0, 0)}
+        if stream:
+            return StreamingResponse(
+                iter([sse(empty), sse("[DONE]")]), media_type="text/event-stream"
+            )
+        return JSONResponse(empty)
+    return None
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"
+
+
+# ---------------------------------------------------------------- endpoints
+
+
+def _state(request: Request) -> SimState:
+    state: SimState = request.app.state.sim
+    return state
+
+
+async def _prelude(request: Request, obj: str) -> tuple[SimState, dict[str, Any], Response | None]:
+    state = _state(request)
+    state.requests += 1
+    body = await _json_body(request)
+    if state.latency_ms:
+        await asyncio.sleep(state.latency_ms / 1000)
+    return state, body, await _infra_fault(state, body, obj)
+
+
+def _experts(state: SimState, body: dict[str, Any], prompt: int, completion: int) -> dict[str, Any]:
+    """Routed-experts fields when asked for and the server captures them, else ``{}``."""
+    if not body.get("return_routed_experts") or not state.capture:
+        return {}
+    return moe.routed_experts_payload(
+        state.profile, prompt_tokens=prompt, completion_tokens=completion, seed=state.seed
+    )
+
+
+async def _events(events: Iterator[str]) -> AsyncIterator[str]:
+    for event in events:
+        yield event
+        await asyncio.sleep(0)
+
+
+async def chat_completions(request: Request) -> Response:
+    """``POST /v1/chat/completions``."""
+    state, body, fault = await _prelude(request, "chat.completion")
+    if fault is not None:
+        return fault
+    reply = chat_reply(state, body)
+    prompt = prompt_tokens(body["messages"], body.get("tools"))
+    usage = _usage(prompt, _completion_tokens(reply))
+    meta = {"req_id": _new_id("chatcmpl"), "model": MODEL_NAME, "created": int(time.time())}
+    if body.get("stream"):
+        include = bool((body.get("stream_options") or {}).get("include_usage"))
+        events = stream_events(reply, usage=usage if include else None, **meta)  # type: ignore[arg-type]
+        return StreamingResponse(_events(events), media_type="text/event-stream")
+    out = completion_body(reply, usage=usage, **meta)  # type: ignore[arg-type]
+    experts = _experts(state, body, prompt, usage["completion_tokens"])
+    if experts:
+        out["sglext"] = experts
+    return JSONResponse(out)
+
+
+def _text_answer(state: SimState, prompt: str) -> str:
+    text = gsm8k_model.answer(state.profile, prompt, seed=state.seed, gsm8k_path=state.gsm8k_path)
+    return GENERIC_TEXT if text is None else text
+
+
+async def completions(request: Request) -> Response:
+    """``POST /v1/completions`` (one prompt, or a list of prompts: one choice each)."""
+    state, body, fault = await _prelude(request, "text_completion")
+    if fault is not None:
+        return fault
+    prompts = body.get("prompt")
+    prompts = [prompts] if isinstance(prompts, str) else prompts
+    if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts) or not prompts:
+        raise BadRequest("'prompt' must be a string or a non-empty list of strings")
+    limit = _int_or_none(body.get("max_tokens"), "max_tokens")
+    choices, used, ptoks = [], 0, 0
+    for i, prompt in enumerate(prompts):
+        text, finish, _ = _cut(_text_answer(state, prompt), _stops(body.get("stop")), limit)
+        choices.append({"index": i, "text": text, "finish_reason": finish, "logprobs": None})
+        used, ptoks = used + count_tokens(text), ptoks + count_tokens(prompt)
+    base = {"id": _new_id("cmpl"), "object": "text_completion", "created": int(time.time())}
+    base["model"] = MODEL_NAME
+    if body.get("stream"):
+        return StreamingResponse(_completion_events(base, choices), media_type="text/event-stream")
+    out = {**base, "choices": choices, "usage": _usage(ptoks, used)}
+    experts = _experts(state, body, ptoks, used)
+    if experts:
+        out["sglext"] = experts
+    return JSONResponse(out)
+
+
+async def _completion_events(
+    base: dict[str, Any], choices: list[dict[str, Any]]
+) -> AsyncIterator[str]:
+    for choice in choices:
+        for piece in [choice["text"][i : i + 16] for i in range(0, len(choice["text"]), 16)]:
+            delta = {"index": choice["index"], "text": piece, "finish_reason": None}
+            yield sse({**base, "choices": [delta]})
+        last = {"index": choice["index"], "text": "", "finish_reason": choice["finish_reason"]}
+        yield sse({**base, "choices": [last]})
+    yield sse("[DONE]")
+
+
+async def generate(request: Request) -> Response:
+    """``POST /generate`` (SGLang native, one prompt)."""
+    state, body, fault = await _prelude(request, "generate")
+    if fault is not None:
+        return fault
+    prompt, params = body.get("text"), body.get("sampling_params") or {}
+    if not isinstance(prompt, str) or not isinstance(params, dict):
+        raise BadRequest("'text' must be a string and 'sampling_params' an object")
+    limit = _int_or_none(params.get("max_new_tokens", 128), "sampling_params.max_new_tokens")
+    text, finish, matched = _cut(_text_answer(state, prompt), _stops(params.get("stop")), limit)
+    ptoks, ctoks = count_tokens(prompt), count_tokens(text)
+    reason: dict[str, Any] = (
+        {"type": "length", "length": limit}
+        if finish == "length"
+        else {"type": "stop", "matched": matched}
+    )
+    meta = {"id": uuid.uuid4().hex, "finish_reason": reason, "prompt_tokens": ptoks}
+    meta |= {"completion_tokens": ctoks, "cached_tokens": 0}
+    meta |= _experts(state, body, ptoks, ctoks)
+    return JSONResponse({"text": text, "meta_info": meta})
+
+
+async def models(request: Request) -> Response:
+    """``GET /v1/models``."""
+    card = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "harness"}
+    card |= {"root": MODEL_NAME, "max_model_len": 32768}
+    return JSONResponse({"object": "list", "data": [card]})
+
+
+async def health(request: Request) -> Response:
+    """``GET /health``: 200 with an empty body (as SGLang once ready)."""
+    return Response(status_code=200)
+
+
+async def server_info(request: Request) -> Response:
+    """``GET /server_info`` and ``/get_server_info``."""
+    state = _state(request)
+    return JSONResponse(moe.server_info(state.profile, capture=state.capture))
+
+
+async def model_info(request: Request) -> Response:
+    """``GET /model_info``."""
+    return JSONResponse(moe.model_info(_state(request).profile))
+
+
+async def _bad_request(request: Request, exc: Exception) -> Response:
+    return _error(400, str(exc))
+
+
+def create_app(
+    profile: str | SimProfile = "healthy",
+    *,
+    scenarios_dir: str | Path | None = "scenarios",
+    gsm8k_path: str | Path | None = None,
+    latency_ms: float = 0,
+    seed: int = 0,
+    capture: bool = False,
+) -> Starlette:
+    """The ASGI app of the reference server.
+
+    Args:
+        profile: a profile name (see :data:`harness.sim.profiles.PROFILES`) or a profile.
+        scenarios_dir: scenario files to play (indexed once, now); missing dir = none.
+        gsm8k_path: GSM8K jsonl for the completions endpoint (default: harness cache).
+        latency_ms: added delay before every POST response, in milliseconds.
+        seed: server seed (noise draws, GSM8K correctness).
+        capture: routed-experts capture on (``--enable-return-routed-experts``).
+
+    Raises:
+        KeyError: an unknown profile name (message lists the names).
+    """
+    prof = get_profile(profile)
+    state = SimState(
+        profile=prof,
+        index=ScenarioIndex.from_dir(scenarios_dir),
+        gsm8k_path=str(gsm8k_path) if gsm8k_path is not None else None,
+        latency_ms=latency_ms,
+        seed=seed,
+        capture=capture,
+        rng=random.Random(seed),
+    )
+    routes = [
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/generate", generate, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/server_info", server_info, methods=["GET"]),
+        Route("/get_server_info", server_info, methods=["GET"]),
+        Route("/model_info", model_info, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers={BadRequest: _bad_request})
+    app.state.sim = state
+    return app

@@ -1,0 +1,217 @@
+"""Faults the reference server injects, mirroring bugs seen in real inference servers.
+
+A :class:`Fault` is a kind, a rate and a window of turns. ``rate`` is the
+probability that a run (one conversation) shows the fault; the draw is a pure
+function of the conversation's nonce (see :mod:`harness.sim.model`), so it is
+deterministic under the server seed. ``start_turn``/``end_turn`` give the window
+of turns (0-based request index within the conversation = number of assistant
+messages already in it; ``end_turn`` exclusive, ``None`` = no end).
+
+Kinds (``Fault.kind``) and what they do to a turn:
+
+=========================  =================================================================
+``repeat_loop``            where the model would answer, it re-issues the segment's calls again
+                           (cycling through the steps) and never answers
+``container_as_string``    top-level array/object arguments sent as JSON text:
+                           ``{"values": "[0.5, 0.25, 0.25]"}``
+``scalar_as_string``       top-level numbers/booleans/null sent as strings (``"42"``, ``"true"``,
+                           ``"null"``)
+``collapse``               progressive collapse: from ``start_turn`` every number leaf is ``0``
+                           (``[0, 0, 0]``), from the next turn every scalar leaf is ``""``
+                           (``["", "", ""]``, ``"base": ""``)
+``dropped_keys``           the first required key (per the tool schema; else the first key) is
+                           left out
+``unexpected_keys``        an extra key ``"unexpected_option": true`` is added
+``malformed_json``         ``arguments`` loses its final ``}``
+``markup_in_content``      the calls are written into ``content`` as
+                           ``<tool_call>{"name": ..., "arguments": ...}</tool_call>``,
+                           ``tool_calls`` empty, finish_reason ``stop``
+``finish_reason_mismatch`` finish_reason ``stop`` with tool calls, ``tool_calls`` without them
+``repeated_ids``           every turn reuses the tool_call ids of the conversation's first turn
+``stream_truncated_args``  streaming only: the last ``arguments`` delta of each call is lost
+``reasoning_leak``         the reasoning text goes into ``content`` (as ``<think>...</think>``)
+                           instead of ``reasoning_content``
+``reasoning_leak_args``    the reasoning text is prefixed to each call's ``arguments``
+=========================  =================================================================
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from harness.sim.model import Decision, PlannedCall
+from harness.sim.wire import Reply, WireCall
+
+if TYPE_CHECKING:
+    from harness.sim.profiles import SimProfile
+
+__all__ = [
+    "FAULT_KINDS",
+    "Fault",
+    "FaultKind",
+    "active_fault",
+    "corrupt_arguments",
+    "render",
+    "should_loop",
+    "unit_draw",
+]
+
+FaultKind = Literal[
+    "repeat_loop",
+    "container_as_string",
+    "scalar_as_string",
+    "collapse",
+    "dropped_keys",
+    "unexpected_keys",
+    "malformed_json",
+    "markup_in_content",
+    "finish_reason_mismatch",
+    "repeated_ids",
+    "stream_truncated_args",
+    "reasoning_leak",
+    "reasoning_leak_args",
+]
+FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
+
+UNEXPECTED_KEY = "unexpected_option"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected fault: ``kind`` shown by a ``rate`` share of runs in turns
+    ``[start_turn, end_turn)``.
+
+    Raises:
+        ValueError: an unknown kind or a rate outside [0, 1].
+    """
+
+    kind: FaultKind
+    rate: float = 1.0
+    start_turn: int = 0
+    end_turn: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r}; known: {', '.join(FAULT_KINDS)}")
+        if not 0.0 <= self.rate <= 1.0:
+            raise ValueError(f"fault rate must be in [0, 1], got {self.rate}")
+
+    def active(self, nonce: str, turn: int) -> bool:
+        """Whether this fault shows at ``turn`` of the run identified by ``nonce``."""
+        if turn < self.start_turn or (self.end_turn is not None and turn >= self.end_turn):
+            return False
+        return self.rate >= 1.0 or unit_draw(nonce, self.kind) < self.rate
+
+
+def unit_draw(*parts: object) -> float:
+    """A uniform number in [0, 1) that is a pure function of ``parts`` (sha256)."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()
+    return int(digest[:13], 16) / float(1 << 52)
+
+
+def active_fault(profile: SimProfile, kind: str, nonce: str, turn: int) -> Fault | None:
+    return next((f for f in profile.faults if f.kind == kind and f.active(nonce, turn)), None)
+
+
+def should_loop(profile: SimProfile, nonce: str, turn: int) -> bool:
+    """Whether the repeat loop replaces a final answer at this turn."""
+    return active_fault(profile, "repeat_loop", nonce, turn) is not None
+
+
+# ------------------------------------------------------------- argument values
+
+
+def _zeros(value: Any) -> Any:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return 0
+    if isinstance(value, list):
+        return [_zeros(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _zeros(v) for k, v in value.items()}
+    return value
+
+
+def _empties(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_empties(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _empties(v) for k, v in value.items()}
+    return ""
+
+
+def corrupt_arguments(
+    profile: SimProfile, args: dict[str, Any], *, required: list[str], nonce: str, turn: int
+) -> dict[str, Any]:
+    """The arguments after the value faults active at ``turn`` (input is not modified)."""
+    out = copy.deepcopy(args)
+    collapse = active_fault(profile, "collapse", nonce, turn)
+    if collapse is not None:
+        out = _zeros(out) if turn == collapse.start_turn else _empties(out)
+    if active_fault(profile, "container_as_string", nonce, turn):
+        out = {k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in out.items()}
+    if active_fault(profile, "scalar_as_string", nonce, turn):
+        out = {k: v if isinstance(v, (str, list, dict)) else json.dumps(v) for k, v in out.items()}
+    if active_fault(profile, "dropped_keys", nonce, turn) and out:
+        victim = next((k for k in required if k in out), next(iter(out)))
+        del out[victim]
+    if active_fault(profile, "unexpected_keys", nonce, turn):
+        out[UNEXPECTED_KEY] = True
+    return out
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def _markup(calls: list[PlannedCall]) -> str:
+    parts = [
+        "<tool_call>\n"
+        + json.dumps({"name": c.name, "arguments": c.arguments}, separators=(", ", ": "))
+        + "\n</tool_call>"
+        for c in calls
+    ]
+    return "\n".join(parts)
+
+
+def render(
+    profile: SimProfile, decision: Decision, *, nonce: str, turn: int, ids: list[str]
+) -> Reply:
+    """The assistant message on the wire: ``decision`` after the message-level faults.
+
+    ``ids`` are the tool_call ids to use (one per call, already chosen by the caller;
+    ``repeated_ids`` is applied by the caller when choosing them). Arguments are
+    serialised as compact JSON (``separators=(",", ":")``).
+    """
+
+    def on(kind: str) -> bool:
+        return active_fault(profile, kind, nonce, turn) is not None
+
+    reasoning, content = decision.reasoning, decision.content
+    calls = [
+        WireCall(id=i, name=c.name, arguments=json.dumps(c.arguments, separators=(",", ":")))
+        for i, c in zip(ids, decision.calls, strict=True)
+    ]
+    if on("malformed_json"):
+        calls = [WireCall(c.id, c.name, c.arguments[:-1]) for c in calls]
+    if on("reasoning_leak_args") and reasoning:
+        calls = [WireCall(c.id, c.name, f"<think>{reasoning}</think>{c.arguments}") for c in calls]
+    finish = "tool_calls" if calls else "stop"
+    if on("markup_in_content") and calls:
+        content, calls, finish = _markup(decision.calls), [], "stop"
+    if on("finish_reason_mismatch"):
+        finish = "stop" if calls else "tool_calls"
+    if on("reasoning_leak") and reasoning:
+        content = f"<think>{reasoning}</think>\n\n{content or ''}".rstrip()
+        reasoning = None
+    return Reply(
+        content=content,
+        reasoning=reasoning if profile.reasoning else None,
+        tool_calls=calls,
+        finish_reason=finish,
+        drop_last_arg_piece=on("stream_truncated_args"),
+    )

@@ -1,0 +1,132 @@
+"""Running the reference server: in a background thread (tests) or in the foreground (CLI).
+
+``serve_in_thread`` starts a ``uvicorn.Server`` on a daemon thread with its own
+event loop, waits until it is listening, reads the port it bound from its
+sockets (``port=0`` = a free port) and yields the base URL
+``http://127.0.0.1:PORT`` (the OpenAI ``base_url`` is that plus ``/v1``). On exit
+it asks uvicorn to stop and joins the thread.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import uvicorn
+
+from harness.sim import moe
+from harness.sim.app import create_app
+from harness.sim.profiles import SimProfile, get_profile
+
+__all__ = ["SimBootCrash", "bound_port", "make_server", "serve_in_thread"]
+
+STARTUP_TIMEOUT_S = 20.0
+
+
+class SimBootCrash(RuntimeError):
+    """The profile crashes at boot (e.g. capture with fusion); ``str`` is the traceback."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, calling ``on_started(port)`` once it listens."""
+
+    on_started: Callable[[int], None] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.on_started is not None and self.servers and not self.should_exit:
+            self.on_started(bound_port(self))
+
+
+def make_server(
+    profile: str | SimProfile = "healthy",
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    scenarios_dir: str | Path | None = "scenarios",
+    gsm8k_path: str | Path | None = None,
+    latency_ms: float = 0,
+    seed: int = 0,
+    capture: bool = False,
+    on_started: Callable[[int], None] | None = None,
+) -> uvicorn.Server:
+    """A configured (not started) ``uvicorn.Server`` for the reference app.
+
+    ``on_started(port)`` is called once the server listens (the CLI prints the URL).
+
+    Raises:
+        KeyError: unknown profile name. SimBootCrash: the profile crashes at boot.
+    """
+    prof = get_profile(profile)
+    crash = moe.crash_traceback(prof, capture=capture)
+    if crash:
+        raise SimBootCrash(crash)
+    app = create_app(
+        prof,
+        scenarios_dir=scenarios_dir,
+        gsm8k_path=gsm8k_path,
+        latency_ms=latency_ms,
+        seed=seed,
+        capture=capture,
+    )
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
+    )
+    server = _Server(config)
+    server.on_started = on_started
+    return server
+
+
+def bound_port(server: uvicorn.Server) -> int:
+    """The TCP port a started server listens on."""
+    for srv in server.servers:
+        for sock in srv.sockets:
+            return int(sock.getsockname()[1])
+    raise RuntimeError("uvicorn server has no listening socket")
+
+
+@contextmanager
+def serve_in_thread(
+    profile: str | SimProfile = "healthy",
+    *,
+    scenarios_dir: str | Path | None = "scenarios",
+    gsm8k_path: str | Path | None = None,
+    latency_ms: float = 0,
+    seed: int = 0,
+    capture: bool = False,
+    host: str = "127.0.0.1",
+    port: int = 0,
+) -> Iterator[str]:
+    """Serve the reference server on a daemon thread; yields ``http://HOST:PORT``.
+
+    Raises:
+        KeyError: unknown profile. SimBootCrash: the profile crashes at boot.
+        RuntimeError: the server did not start within 20 s (e.g. port in use).
+    """
+    server = make_server(
+        profile,
+        host=host,
+        port=port,
+        scenarios_dir=scenarios_dir,
+        gsm8k_path=gsm8k_path,
+        latency_ms=latency_ms,
+        seed=seed,
+        capture=capture,
+    )
+    thread = threading.Thread(target=server.run, name="harness-sim", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"reference server did not start on {host}:{port}")
+        time.sleep(0.01)
+    try:
+        yield f"http://{host}:{bound_port(server)}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,142 @@
+"""OpenAI chat-completions wire format of the reference server.
+
+Shapes follow the OpenAI API reference (``chat.completion`` and
+``chat.completion.chunk`` objects) as served by vLLM and SGLang:
+
+- non-streaming: ``{"id", "object": "chat.completion", "created", "model",
+  "choices": [{"index": 0, "message": {"role": "assistant", "content",
+  "tool_calls"?, "reasoning_content"?}, "finish_reason", "logprobs": null}], "usage"}``;
+- streaming (SSE, ``data: <json>\\n\\n`` then ``data: [DONE]``): a first delta with
+  the role, reasoning and content pieces, then per tool call a first delta carrying
+  ``index``, ``id``, ``type`` and ``function.name`` (with ``arguments: ""``) followed
+  by the arguments in several pieces, a last chunk with an empty delta and the
+  finish_reason, and, when ``stream_options.include_usage`` is set, a chunk with
+  ``choices: []`` and the usage.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Reply", "WireCall", "completion_body", "split_pieces", "sse", "stream_events"]
+
+
+@dataclass
+class WireCall:
+    """One tool call as sent: ``arguments`` is the raw string (may be invalid JSON)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class Reply:
+    """One assistant message on the wire, after faults."""
+
+    content: str | None
+    reasoning: str | None = None
+    tool_calls: list[WireCall] = field(default_factory=list)
+    finish_reason: str = "stop"
+    drop_last_arg_piece: bool = False  # stream_truncated_args (streaming only)
+
+
+def _message(reply: Reply) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning is not None:
+        msg["reasoning_content"] = reply.reasoning
+    if reply.tool_calls:
+        msg["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            }
+            for c in reply.tool_calls
+        ]
+    return msg
+
+
+def completion_body(
+    reply: Reply, *, req_id: str, model: str, created: int, usage: dict[str, int]
+) -> dict[str, Any]:
+    """The non-streaming ``chat.completion`` object."""
+    return {
+        "id": req_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": _message(reply),
+                "finish_reason": reply.finish_reason,
+                "logprobs": None,
+            }
+        ],
+        "usage": usage,
+    }
+
+
+def split_pieces(text: str, n: int = 3) -> list[str]:
+    """``text`` cut into ``n`` roughly equal non-empty pieces (fewer if it is short)."""
+    if not text:
+        return []
+    size = max(1, -(-len(text) // n))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def sse(obj: dict[str, Any] | str) -> str:
+    """One server-sent event: ``data: <json>`` and a blank line."""
+    data = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))
+    return f"data: {data}\n\n"
+
+
+def _deltas(reply: Reply) -> Iterator[dict[str, Any]]:
+    yield {"role": "assistant", "content": ""}
+    for piece in split_pieces(reply.reasoning or ""):
+        yield {"reasoning_content": piece}
+    for piece in split_pieces(reply.content or "", 4):
+        yield {"content": piece}
+    for index, call in enumerate(reply.tool_calls):
+        yield {
+            "tool_calls": [
+                {
+                    "index": index,
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": ""},
+                }
+            ]
+        }
+        pieces = split_pieces(call.arguments, 3)
+        if reply.drop_last_arg_piece and len(pieces) > 1:
+            pieces = pieces[:-1]
+        for piece in pieces:
+            yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+
+
+def stream_events(
+    reply: Reply,
+    *,
+    req_id: str,
+    model: str,
+    created: int,
+    usage: dict[str, int] | None,
+) -> Iterator[str]:
+    """The SSE events of a streamed reply (``usage`` given = include_usage was asked)."""
+    base = {"id": req_id, "object": "chat.completion.chunk", "created": created, "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        return sse({**base, "choices": [choice]})
+
+    for delta in _deltas(reply):
+        yield chunk(delta)
+    yield chunk({}, reply.finish_reason)
+    if usage is not None:
+        yield sse({**base, "choices": [], "usage": usage})
+    yield sse("[DONE]")

@@ -1,0 +1,75 @@
+"""`harness run` killed part-way (SIGKILL) and resumed: every run once, nothing finished lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.scenario import load_scenarios
+from harness.transcript import read_records
+from tests.runner_fault_server import serve
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def harness_run(url: str, results: Path, *extra: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "harness", "run", "--target", url, "--label", "slow",
+           "--results", str(results), "--repeats", "2", "--concurrency", "3",
+           "--stream", "both", "--no-progress", "--timeout", "10", *extra,
+           str(REPO / "scenarios")]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= n:
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"harness run ended early: {proc.communicate()}")
+        time.sleep(0.05)
+    pytest.fail(f"fewer than {n} runs recorded after {timeout}s")
+
+
+@pytest.mark.timeout(120)
+def test_killed_run_resumes_without_losing_or_repeating_runs(tmp_path: Path) -> None:
+    scenarios = load_scenarios([REPO / "scenarios"])
+    expected = {
+        f"slow/{sc.id}/{r}/{mode}"
+        for sc in scenarios
+        for r in range(2)
+        for mode in ("stream", "nostream")
+    }
+    with serve(scenarios, latency_s=0.1) as srv:
+        first = harness_run(srv.url("slowok"), tmp_path, "--run-id", "killed")
+        path = tmp_path / "killed" / "transcripts.jsonl"
+        wait_for_lines(path, 3, first, timeout=60)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        before = {r.run_key: r.started_at for r in read_records(path)}
+        assert 3 <= len(before) < len(expected)
+        with open(path, "a") as fh:  # as if killed while writing the next record
+            fh.write('{"schema_version": 1, "run_key": "slow/trunc')
+
+        second = harness_run(srv.url("slowok"), tmp_path, "--resume", "killed")
+        out, err = second.communicate(timeout=90)
+    assert second.returncode == 0, err
+    records = list(read_records(path))
+    keys = [r.run_key for r in records]
+    assert sorted(keys) == sorted(expected)  # every run exactly once
+    assert all(r.stop_reason == "final_answer" for r in records)
+    after = {r.run_key: r.started_at for r in records}
+    assert all(after[k] == v for k, v in before.items())  # finished runs kept, not redone
+    lines = path.read_text().splitlines()
+    assert all(json.loads(line) for line in lines)  # the truncated tail was cut off
+    assert "killed" in out and "final answer" in out
+    manifest = json.loads((tmp_path / "killed" / "manifest.json").read_text())
+    assert manifest["run_id"] == "killed" and manifest["targets"][0]["label"] == "slow"

@@ -1,0 +1,54 @@
+"""The runner against the reference server (``harness.sim``), healthy profile, both modes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.client import TargetConfig
+from harness.runner import run_many_sync
+from harness.scenario import load_scenarios
+from harness.transcript import read_records
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIOS = load_scenarios([REPO / "scenarios"])
+STARTERS = [
+    "sensor_entropy_pipeline",
+    "entropy_followups",
+    "no_params_tool",
+    "numeric_string_ids",
+]
+
+
+def test_starter_scenarios_reach_final_answer_on_healthy_sim(
+    sim_url: Callable[..., str], tmp_path: Path
+) -> None:
+    url = sim_url("healthy", scenarios_dir=REPO / "scenarios")
+    scs = [s for s in SCENARIOS if s.id in STARTERS]
+    tgt = TargetConfig(base_url=url, label="healthy", timeout_s=10, max_retries=1, backoff_s=0.01)
+    recs = run_many_sync(
+        scs, [tgt], repeats=1, stream="both", concurrency=4, out_dir=tmp_path, progress=False
+    )
+    assert len(recs) == 2 * len(STARTERS)
+    for rec in read_records(tmp_path / "transcripts.jsonl"):
+        sc = next(s for s in scs if s.id == rec.scenario_id)
+        assert rec.stop_reason == "final_answer", (rec.run_key, rec.error)
+        sent = [c.arguments for _, c in rec.all_tool_calls()]
+        expected = [c.arguments for seg in sc.segments() for c in seg.calls]
+        assert [json.loads(a) for a in sent] == expected, rec.run_key
+        assert not any(r.error for t in rec.turns for r in t.tool_results), rec.run_key
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_fused_regression_sim_loops_to_the_turn_cap(
+    sim_url: Callable[..., str], tmp_path: Path, stream: bool
+) -> None:
+    url = sim_url("fused-regression", scenarios_dir=REPO / "scenarios")
+    sc = [s for s in SCENARIOS if s.id == "sensor_entropy_pipeline"]
+    tgt = TargetConfig(base_url=url, label="fused", timeout_s=10, max_retries=1, backoff_s=0.01)
+    recs = run_many_sync(sc, [tgt], repeats=3, stream=stream, out_dir=tmp_path, progress=False)
+    assert {r.stop_reason for r in recs} <= {"turn_cap", "final_answer", "empty_stop", "length"}
+    assert any(r.stop_reason != "final_answer" for r in recs)

@@ -1,0 +1,149 @@
+"""Scenario files: one-line errors naming file, field and reason; starter files load."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cli import main
+from harness.scenario import ScenarioError, load_scenario, load_scenarios
+
+REPO = Path(__file__).resolve().parents[1]
+
+GOOD = {
+    "id": "mini",
+    "description": "Entropy of a small vector.",
+    "messages": [{"role": "user", "content": "Entropy of [0.5, 0.5]?"}],
+    "tools": [
+        {"name": "clock", "parameters": {"type": "object", "properties": {}}},
+        {
+            "name": "entropy",
+            "parameters": {
+                "type": "object",
+                "properties": {"values": {"type": "array", "items": {"type": "number"}}},
+                "required": ["values"],
+            },
+            "simulator": {"builtin": "entropy"},
+        },
+    ],
+    "expect": {"calls": [{"tool": "entropy", "arguments": {"values": [0.5, 0.5]}}]},
+}
+
+
+def write(tmp_path: Path, data: object, name: str = "x.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(data) if name.endswith(".yaml") else json.dumps(data))
+    return p
+
+
+def error_of(path: Path) -> str:
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario(path)
+    msg = str(exc.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_bad_json_schema_type_names_file_field_and_reason(tmp_path: Path) -> None:
+    data = json.loads(json.dumps(GOOD))
+    data["tools"][1]["parameters"]["properties"]["values"]["type"] = "arrray"
+    p = write(tmp_path, data)
+    assert error_of(p) == (
+        f"{p}: tools[1].parameters.properties.values.type: 'arrray' is not a JSON Schema type"
+    )
+
+
+def test_unknown_key_is_rejected_with_its_path(tmp_path: Path) -> None:
+    data = json.loads(json.dumps(GOOD))
+    data["expect"]["calls"][0]["argumnets"] = {}
+    p = write(tmp_path, data)
+    assert error_of(p) == (
+        f"{p}: expect.calls[0].argumnets: unknown key; check its spelling "
+        "(`harness schema` prints the format)"
+    )
+
+
+def test_bad_yaml_names_the_line(tmp_path: Path) -> None:
+    p = tmp_path / "broken.yaml"
+    p.write_text("id: x\ndescription: [unclosed\nmessages: []\n")
+    msg = error_of(p)
+    assert msg.startswith(f"{p}: line ")
+    assert "not valid YAML" in msg
+
+
+def test_expected_call_must_name_a_declared_tool(tmp_path: Path) -> None:
+    data = json.loads(json.dumps(GOOD))
+    data["expect"]["calls"][0]["tool"] = "entropyy"
+    msg = error_of(write(tmp_path, data))
+    assert "expect" in msg and "'entropyy'" in msg
+
+
+def test_duplicate_ids_name_both_files(tmp_path: Path) -> None:
+    a = write(tmp_path, GOOD, "a.yaml")
+    b = write(tmp_path, GOOD, "b.yaml")
+    with pytest.raises(ScenarioError) as exc:
+        load_scenarios([tmp_path])
+    assert str(exc.value) == f"{b}: id: 'mini' is already used by {a}"
+
+
+def test_json_files_are_accepted_and_equal_to_yaml(tmp_path: Path) -> None:
+    y = load_scenario(write(tmp_path, GOOD, "s.yaml"))
+    j = load_scenario(write(tmp_path / ".." / tmp_path.name, GOOD, "s.json"))
+    assert j.content_hash() == y.content_hash()
+    assert j.tool("entropy") is not None
+
+
+def test_starter_scenarios_load_and_cover_the_issue() -> None:
+    scs = {s.id: s for s in load_scenarios([REPO / "scenarios"])}
+    assert {
+        "sensor_entropy_pipeline",
+        "entropy_followups",
+        "no_params_tool",
+        "numeric_string_ids",
+    } <= set(scs)
+    for sc in scs.values():
+        assert sc.targets, f"{sc.id} names no failure kind"
+        assert sc.max_turns == 12
+    pipeline = scs["sensor_entropy_pipeline"]
+    assert [c.tool for c in pipeline.expect.calls] == [
+        "get_sensor_readings",
+        "normalize",
+        "compute_entropy",
+    ]
+    follow = scs["entropy_followups"]
+    assert follow.expect.calls[0].arguments == {"values": [0.5, 0.25, 0.25], "base": 2}
+    assert len(follow.followups) >= 2
+    assert scs["no_params_tool"].tools[0].parameters.get("properties") == {}
+    ids = [c.arguments["order_id"] for c in scs["numeric_string_ids"].expect.calls]
+    assert ids == ["123_456", "007"]
+
+
+def test_cli_bad_scenario_is_one_line_exit_2_no_traceback(tmp_path: Path) -> None:
+    data = json.loads(json.dumps(GOOD))
+    data["tools"][1]["parameters"]["properties"]["values"]["type"] = "arrray"
+    p = write(tmp_path, data)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--target", "http://127.0.0.1:9", str(p)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"error: {p}: tools[1].parameters.properties.values.type: 'arrray' is not a JSON Schema type"
+    )
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_cli_list_shows_ids_targets_and_tools(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["list", str(REPO / "scenarios" / "numeric_string_ids.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "numeric_string_ids" in out and "lookup_order" in out and "scalar_type_drift" in out
