@@ -10,6 +10,8 @@ FUSED ?=
 UNFUSED ?=
 REPEATS ?=
 MODEL ?=
+AA ?=
+STREAM ?=
 SCENARIOS ?= scenarios
 
 .PHONY: install test check lint typecheck compare bench e2e clean
@@ -39,7 +41,13 @@ compare: $(STAMP)
 	  $(if $(UNFUSED),--baseline $(UNFUSED) --baseline-label unfused) \
 	  $(if $(FUSED),--candidate $(FUSED) --candidate-label fused) \
 	  $(if $(REPEATS),--repeats $(REPEATS)) $(if $(MODEL),--model $(MODEL)) \
+	  $(if $(AA),--aa) $(if $(STREAM),--stream) \
 	  $(SCENARIOS)
+
+# End to end on a real server: llama.cpp + SmolLM2-135M on the CPU (scripts/e2e.sh).
+# The llama-cpp-python wheel is built once into $(HARNESS_E2E_CACHE) (~/.cache/harness-e2e).
+e2e: $(STAMP)
+	VENV=$(VENV) bash scripts/e2e.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

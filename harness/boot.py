@@ -363,7 +363,7 @@ def _wait_healthy(
             pending = _traceback_pending(lines, ignore) and time.monotonic() - tb_seen < 2.0
             if rc is not None or not pending:
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=1.0)  # a crashing server usually exits: record its code
+                    proc.wait(timeout=3.0)  # a crashing server usually exits: record its code
                 return _fail_check(lines, proc.poll(), failure), url
         elif rc is not None:
             return _fail_check(lines, rc, None), url

@@ -43,7 +43,8 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def _parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
+def _parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, object]]:
+    """Build the parser; with ``only``, import just that command's module (fast start)."""
     parser = argparse.ArgumentParser(
         prog="harness",
         description="Correctness regression harness for multi-turn tool calling.",
@@ -52,6 +53,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules: dict[str, object] = {}
     for name, modname in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         try:
             mod = importlib.import_module(modname)
         except ModuleNotFoundError as exc:
@@ -68,7 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (see :class:`ExitCode`)."""
     from harness.scenario import ScenarioError
 
-    parser, modules = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser, modules = _parser(first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()

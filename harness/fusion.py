@@ -53,7 +53,7 @@ DISABLED_PATTERNS = [
 ]
 FLAG = "disable_shared_experts_fusion"
 #: top-level /server_info keys that are not server arguments
-_NOT_ARGS = {"internal_states", "version", "status", "server_args"}
+_NOT_ARGS = {"internal_states", "status", "server_args"}
 #: arguments that differ between any two servers without meaning anything
 IGNORED_DIFF_KEYS = frozenset(
     {"port", "host", "nccl_port", "dist_init_addr", "metrics_port", "url", "base_url"}

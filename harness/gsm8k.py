@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import ssl
 import sys
@@ -206,7 +207,7 @@ async def _ask(
     """Ask one question, retrying transient errors; returns its record."""
     path, body = _request_body(plan, model, index)
     q = plan.dataset.questions[index]
-    prompt_text = body.get("prompt") or repr(body.get("messages"))
+    prompt_text = body.get("prompt") or json.dumps(body.get("messages"), sort_keys=True)
     rec: dict[str, Any] = {
         "side": target.side, "label": target.label, "index": index, "reference": q.label,
         "question": q.question, "model": model or "default",

@@ -93,11 +93,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 @pytest.hookimpl(tryfirst=True)  # before -m / -k deselect
 def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.Item]) -> None:
-    s = _state(session.config).settings
-    if s.gsm8k or s.gsm8k_min_accuracy is not None or s.gsm8k_max_drop is not None or s.boot or s.boot_cmd:
-        from harness.plugin_checks import make_check_items
+    from harness.plugin_checks import make_check_items
 
-        items.extend(make_check_items(session))
+    items.extend(make_check_items(session))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -130,18 +128,14 @@ def summary_lines(state: HarnessState) -> list[str]:
 
 
 def session_verdict(state: HarnessState) -> str:
-    """``REGRESSION``/``NO CHANGE``/... with a baseline, else ``PASS``/``FAIL``/``ERROR``."""
+    """``PASS``/``FAIL``/``ERROR (infrastructure)`` of the tests, and with a baseline the
+    overall compare verdict of ``summary.json`` (all scenarios pooled)."""
     outcomes = {r.outcome for r in state.results}
-    verdicts = {r.verdict for r in state.results if r.verdict}
-    if state.settings.baseline and verdicts:
-        for name in ("REGRESSION", "INCONCLUSIVE", "IMPROVEMENT", "NO CHANGE"):
-            if name in verdicts:
-                compared = f"compare {name}"
-                break
-        return f"{'FAIL' if 'failed' in outcomes else 'PASS'} ({compared})"
-    if "failed" in outcomes:
-        return "FAIL"
-    return "ERROR (infrastructure)" if "infra" in outcomes else "PASS"
+    verdict = "FAIL" if "failed" in outcomes else "ERROR (infrastructure)" if "infra" in outcomes else "PASS"
+    compared = state.summary.verdict if state.summary is not None else None
+    if compared is not None:
+        verdict += f"; compare: {compared.message or compared.verdict}"
+    return verdict
 
 
 def _state(config: pytest.Config) -> HarnessState:

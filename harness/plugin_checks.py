@@ -4,24 +4,26 @@ They are not files, so the plugin adds them to the session's items itself
 (``pytest_collection_modifyitems``, before ``-m``/``-k`` deselection) and only when
 asked for, so a plain run never pays for them:
 
-- ``harness::gsm8k`` with ``--gsm8k`` (or any ``--gsm8k-*`` threshold): GSM8K few-shot
+- ``harness::gsm8k`` with ``--gsm8k``, a ``--gsm8k-*`` threshold, or ``-m gsm8k``: GSM8K few-shot
   accuracy of ``--target`` (:func:`harness.gsm8k.run_gsm8k`), or paired against
   ``--baseline`` (:func:`harness.gsm8k.compare_gsm8k`, McNemar's exact test).
   Fails when accuracy < ``--gsm8k-min-accuracy``; with a baseline, when the accuracy
   drop exceeds ``--gsm8k-max-drop``, or (with no ``--gsm8k-max-drop``) when the paired
   verdict is ``REGRESSION``.
-- ``harness::boot`` with ``--boot-cmd CMD`` (launch, health, log, fusion, optional
+- ``harness::boot`` with ``--boot``, ``--boot-cmd CMD`` or ``-m boot``: ``--boot-cmd CMD`` (launch, health, log, fusion, optional
   routed-experts probe, stop: :func:`harness.boot.boot`) or ``--boot`` (the same checks
   on the running ``--target``: :func:`harness.boot.check_running`). Fails when any
   check is ``FAIL``; the evidence lists every check with the log lines that decided it.
 
-``-m gsm8k`` / ``-m boot`` then select exactly these; ``-m "not gsm8k"`` drops them.
+``-m gsm8k`` / ``-m boot`` select exactly these (and ask for them); ``-m "not gsm8k"``
+drops them.
 Results land in the session's run folder (``gsm8k.jsonl``, ``gsm8k.json``,
 ``server.log``, ``boot.json``) beside the scenarios' transcripts.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -161,14 +163,31 @@ class BootItem(_CheckItem):
         self._finish(failed, lines, report.verdict)
 
 
+def selected_by_markexpr(config: pytest.Config, marker: str) -> bool:
+    """``-m`` names ``marker`` (and not as ``not marker``): ``-m gsm8k`` asks for the check."""
+    expr = str(config.getoption("markexpr", "") or "")
+    return bool(re.search(rf"\b{marker}\b", expr)) and not re.search(rf"\bnot\s+{marker}\b", expr)
+
+
+def wanted_checks(config: pytest.Config) -> list[str]:
+    """Which opt-in checks this session asks for: ``gsm8k`` and/or ``boot`` (or none)."""
+    s = config.stash[state_key()].settings
+    out = []
+    gsm8k_opts = s.gsm8k or s.gsm8k_min_accuracy is not None or s.gsm8k_max_drop is not None
+    if gsm8k_opts or selected_by_markexpr(config, "gsm8k"):
+        out.append("gsm8k")
+    if s.boot or s.boot_cmd or selected_by_markexpr(config, "boot"):
+        out.append("boot")
+    return out
+
+
 def make_check_items(session: pytest.Session) -> list[pytest.Item]:
-    """The opt-in check items the settings ask for (none by default)."""
-    s = session.config.stash[state_key()].settings
+    """The opt-in check items the session asks for (:func:`wanted_checks`; none by default)."""
+    wanted = wanted_checks(session.config)
     items: list[pytest.Item] = []
-    wants_gsm8k = s.gsm8k or s.gsm8k_min_accuracy is not None or s.gsm8k_max_drop is not None
-    if wants_gsm8k:
+    if "gsm8k" in wanted:
         items.append(GSM8KItem.from_parent(session, name="gsm8k", nodeid="harness::gsm8k"))
-    if s.boot_cmd or s.boot:
+    if "boot" in wanted:
         items.append(BootItem.from_parent(session, name="boot", nodeid="harness::boot"))
     for item in items:
         item.add_marker(item.name)

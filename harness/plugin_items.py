@@ -110,6 +110,7 @@ class ScenarioItem(pytest.Item):
         state = self.state
         state.targets()  # skips with the one NO_TARGET reason when no target is set
         run = self.scenario_run = state.run_scenario(self.scenario, self.stream)
+        state.scenario_ids.add(self.scenario.id)
         j = self.judgement = judge(
             self.scenario, run.scores, run.records, state.settings, comparison=run.comparison
         )

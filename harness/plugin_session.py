@@ -24,7 +24,8 @@ from harness.plugin_options import HarnessSettings
 if TYPE_CHECKING:  # imported lazily: `pytest` starts fast when no harness test runs
     from harness.client import TargetConfig
     from harness.scenario import Scenario
-    from harness.summary import RunScore, ScenarioComparison
+    from harness.summary import RunScore, ScenarioComparison, Summary
+    from harness.summary import Settings as SummarySettings
     from harness.transcript import RunRecord
 
 __all__ = ["HarnessState", "ItemResult", "NO_TARGET", "ScenarioRun", "state_key"]
@@ -59,6 +60,8 @@ class HarnessState:
     settings: HarnessSettings
     results: list[ItemResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # lines for the terminal summary
+    scenario_ids: set[str] = field(default_factory=set)  # collected scenarios
+    summary: Summary | None = None  # summary.json, once written
     _run_dir: Path | None = None
 
     # ------------------------------------------------------------ targets
@@ -130,8 +133,8 @@ class HarnessState:
         Records go to ``out_dir`` (default: the session's run folder). Runs already
         recorded there under the same ``run_key`` are read back instead of re-run.
         """
+        from harness.compare import summarize
         from harness.runner import run_many_sync
-        from harness.scoring import score_run
         from harness.transcript import read_records
 
         targets = targets if targets is not None else self.targets()
@@ -146,9 +149,20 @@ class HarnessState:
             if r.scenario_id == scenario.id and r.stream == stream
             and r.run_key.split("/", 1)[0] in wanted
         ]  # fmt: skip
-        scores = [score_run(r) for r in records]
-        comparison = compare_scores(scores, scenario.id) if len(targets) > 1 else None
-        return ScenarioRun(records, scores, comparison)
+        summary = summarize(records, run_id=folder.name, settings=self.summary_settings())
+        by_key = {s.run_key: s for s in summary.runs}
+        scores = [by_key[r.run_key] for r in records if r.run_key in by_key]
+        return ScenarioRun(records, scores, summary.comparison(scenario.id))
+
+    def summary_settings(self) -> SummarySettings:
+        """The ``settings`` block of ``summary.json`` for this session."""
+        from harness.summary import Settings
+
+        s = self.settings
+        return Settings(
+            repeats=s.repeats, stream="both" if len(s.stream_modes) > 1 else s.stream_modes[0],
+            model=s.model, concurrency=s.concurrency, scenarios=sorted(self.scenario_ids),
+        )  # fmt: skip
 
     # ------------------------------------------------------------ end of session
 
@@ -156,11 +170,30 @@ class HarnessState:
         """Write ``summary.json`` and the HTML report into the run folder (if one was made)."""
         if self._run_dir is None:
             return
-        summary_path = write_folder_summary(self._run_dir, self.settings)
-        if summary_path is not None:
-            self.notes.append(f"summary: {summary_path}")
-        report = write_html(self._run_dir, self.settings.html)
-        self.notes.append(report)
+        try:
+            self.summary = self._write_summary(self._run_dir)
+        except Exception as exc:  # a summary problem must not hide the test results
+            self.notes.append(f"summary: not written ({type(exc).__name__}: {exc})")
+        if self.summary is not None:
+            self.notes += [f"warning: {w}" for w in self.summary.warnings]
+            self.notes.append(f"summary: {self._run_dir / 'summary.json'}")
+        self.notes.append(write_html(self._run_dir, self.settings.html))
+
+    def _write_summary(self, run_dir: Path) -> Summary | None:
+        """Score the folder's transcripts into ``summary.json`` as ``harness compare`` does,
+        with both sides' fusion engagement when there is a baseline."""
+        from harness.compare import engagement, score_dir
+
+        if not (run_dir / "transcripts.jsonl").exists():
+            return None  # only GSM8K / boot checks ran
+        base, cand = self.baseline(), self.target()
+        if base is None or cand is None:
+            return score_dir(run_dir, settings=self.summary_settings())
+        sides, warnings, diff = engagement(base, cand)
+        return score_dir(
+            run_dir, settings=self.summary_settings(), sides=sides, warnings=warnings,
+            server_args_diff=diff,
+        )  # fmt: skip
 
 
 # ---------------------------------------------------------------- seams to other modules
@@ -172,28 +205,6 @@ def _optional(module: str) -> Any:
         return importlib.import_module(module)
     except ImportError:
         return None
-
-
-def compare_scores(scores: list[RunScore], scenario_id: str) -> ScenarioComparison | None:
-    """The compare verdict of one scenario, baseline against candidate (:mod:`harness.compare`)."""
-    compare = _optional("harness.compare")
-    fn = getattr(compare, "compare_scenario", None)
-    if fn is None:
-        return None
-    base = [s for s in scores if s.side == "baseline"]
-    cand = [s for s in scores if s.side == "candidate"]
-    result: ScenarioComparison = fn(scenario_id, base, cand)
-    return result
-
-
-def write_folder_summary(run_dir: Path, settings: HarnessSettings) -> Path | None:
-    """``summary.json`` of the whole run folder (:mod:`harness.compare`), or ``None``."""
-    compare = _optional("harness.compare")
-    fn = getattr(compare, "summarize_run_dir", None)
-    if fn is None:
-        return None
-    path: Path = fn(run_dir)
-    return path
 
 
 def write_html(run_dir: Path, html: str | None) -> str:

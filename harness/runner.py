@@ -12,8 +12,9 @@ made) and ``error`` (an infrastructure error, kept apart from model behaviour).
 Requests go through the openai SDK (``AsyncOpenAI.chat.completions``, any base URL),
 non-streaming or streaming (SSE ``tool_calls`` deltas assembled by ``index``: ``id``
 and ``name`` from the first delta that has them, ``arguments`` concatenated, as the
-OpenAI Python SDK's stream helpers do). The raw response body (or the list of
-chunk objects) is kept, and tool-call ``arguments`` are recorded exactly as received.
+OpenAI Python SDK's stream helpers do; see :mod:`harness.completions`). The raw
+response body (or the list of chunk objects) is kept, and tool-call ``arguments`` are
+recorded exactly as received.
 Transient failures (HTTP 408/429/5xx, timeouts, reset connections) are retried with
 exponential backoff; what still fails becomes :class:`harness.transcript.InfraError`.
 
@@ -26,7 +27,6 @@ already there, so a killed run can be finished later without losing or repeating
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -34,12 +34,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
-from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpenAI, OpenAIError
+from openai import AsyncOpenAI
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.client import TargetConfig, fetch_target_info, make_client
+from harness.completions import RequestFailed, post_completion
 from harness.scenario import Scenario
 from harness.tools import ToolOutcome, render, simulate
 from harness.transcript import (
@@ -56,261 +56,22 @@ from harness.transcript import (
     read_records,
 )
 
-__all__ = ["StreamMode", "run_key", "run_many", "run_many_sync", "run_scenario"]
+__all__ = [
+    "StreamMode",
+    "finished_keys",
+    "run_key",
+    "run_many",
+    "run_many_sync",
+    "run_scenario",
+]
 
+#: ``stream`` argument of :func:`run_many`: one mode, or ``"both"`` (each run twice).
 StreamMode = bool | Literal["both"]
-
-#: HTTP statuses worth retrying: request timeout, rate limit, server errors.
-TRANSIENT_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
-
-_TIMEOUTS: tuple[type[Exception], ...] = (
-    APITimeoutError,
-    httpx.TimeoutException,
-    asyncio.TimeoutError,
-)
-_TRANSPORT: tuple[type[Exception], ...] = (
-    APIConnectionError,
-    httpx.TransportError,
-    ConnectionError,
-)
-try:  # openai >= 3 talks through httpx2, whose exceptions are separate classes
-    import httpx2
-
-    _TIMEOUTS += (httpx2.TimeoutException,)
-    _TRANSPORT += (httpx2.TransportError,)
-except ImportError:  # pragma: no cover - depends on the installed openai
-    pass
 
 
 def run_key(target: TargetConfig, scenario_id: str, repeat: int, stream: bool) -> str:
     """``"<side or label>/<scenario id>/<repeat>/<stream|nostream>"``: unique per run folder."""
     return f"{target.name}/{scenario_id}/{repeat}/{'stream' if stream else 'nostream'}"
-
-
-class _Failed(Exception):
-    """One failed attempt: an :class:`InfraError` kind, HTTP status, and whether to retry."""
-
-    def __init__(self, kind: str, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message[:1000]
-        self.status = status
-        self.transient = kind in ("timeout", "connection") or (
-            kind == "http_status" and status in TRANSIENT_STATUS
-        )
-
-
-# ---------------------------------------------------------------- parsing responses
-
-
-def _opt_str(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def _text(content: Any) -> str | None:
-    """Message content as text: strings as is, a list of parts joined, else compact JSON."""
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content]
-        return "".join(p for p in parts if isinstance(p, str))
-    return render(content)
-
-
-def _call_record(i: int, tc: Any) -> ToolCallRecord:
-    if not isinstance(tc, dict):
-        return ToolCallRecord(index=i, arguments=tc)
-    fn_raw = tc.get("function")
-    fn: dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else {}
-    idx = tc.get("index")
-    return ToolCallRecord(
-        index=idx if isinstance(idx, int) else i,
-        id=_opt_str(tc.get("id")),
-        type=_opt_str(tc.get("type")),
-        name=_opt_str(fn.get("name")),
-        arguments=fn.get("arguments"),
-    )
-
-
-def _parse_body(body: bytes) -> ResponseRecord:
-    """A non-streaming response body -> :class:`ResponseRecord` (``raw`` = the parsed body).
-
-    Raises:
-        _Failed: ``invalid_body`` if the body is not JSON or has no ``choices[0].message``.
-    """
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise _Failed("invalid_body", f"response is not JSON: {body[:200]!r}") from None
-    if isinstance(data, dict) and "error" in data and "choices" not in data:
-        raise _Failed("other", f"server returned an error object: {render(data['error'])}")
-    choices = data.get("choices") if isinstance(data, dict) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _Failed("invalid_body", f"response has no choices: {render(data)[:200]}")
-    msg = choices[0].get("message")
-    if not isinstance(msg, dict):
-        raise _Failed("invalid_body", "response choices[0] has no message object")
-    calls_raw = msg.get("tool_calls")
-    calls: list[Any] = calls_raw if isinstance(calls_raw, list) else []
-    return ResponseRecord(
-        content=_text(msg.get("content")),
-        reasoning_content=_opt_str(msg.get("reasoning_content") or msg.get("reasoning")),
-        tool_calls=[_call_record(i, tc) for i, tc in enumerate(calls)],
-        function_call=msg.get("function_call")
-        if isinstance(msg.get("function_call"), dict)
-        else None,
-        finish_reason=_opt_str(choices[0].get("finish_reason")),
-        usage=data.get("usage") if isinstance(data.get("usage"), dict) else None,
-        model=_opt_str(data.get("model")),
-        raw=data,
-    )
-
-
-class _StreamState:
-    """Accumulates SSE chunk objects into one assistant message."""
-
-    def __init__(self) -> None:
-        self.chunks: list[Any] = []
-        self.content: str | None = None
-        self.reasoning: str | None = None
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.function_call: dict[str, Any] | None = None
-        self.finish_reason: str | None = None
-        self.usage: dict[str, Any] | None = None
-        self.model: str | None = None
-
-    def add(self, chunk: Any) -> None:
-        self.chunks.append(chunk)
-        if not isinstance(chunk, dict):
-            raise _Failed("invalid_body", f"stream chunk is not an object: {render(chunk)[:200]}")
-        if "error" in chunk and not chunk.get("choices"):
-            raise _Failed("other", f"error in stream: {render(chunk['error'])[:500]}")
-        if not isinstance(chunk.get("choices"), list):
-            raise _Failed("invalid_body", f"stream chunk has no choices: {render(chunk)[:200]}")
-        self.model = self.model or _opt_str(chunk.get("model"))
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = chunk["usage"]
-        for choice in chunk["choices"][:1]:
-            if isinstance(choice, dict):
-                self._add_choice(choice)
-
-    def _add_choice(self, choice: dict[str, Any]) -> None:
-        self.finish_reason = _opt_str(choice.get("finish_reason")) or self.finish_reason
-        delta = choice.get("delta")
-        if not isinstance(delta, dict):
-            return
-        if isinstance(delta.get("content"), str):
-            self.content = (self.content or "") + delta["content"]
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if isinstance(reasoning, str):
-            self.reasoning = (self.reasoning or "") + reasoning
-        for tc in delta.get("tool_calls") or []:
-            if isinstance(tc, dict):
-                self._add_call(tc)
-        if isinstance(delta.get("function_call"), dict):
-            self.function_call = _merge_fn(self.function_call or {}, delta["function_call"])
-
-    def _add_call(self, tc: dict[str, Any]) -> None:
-        idx = tc.get("index")
-        if not isinstance(idx, int):  # servers that omit index: a new id starts a new call
-            idx = len(self.calls) if (tc.get("id") or not self.calls) else max(self.calls)
-        entry = self.calls.setdefault(idx, {"index": idx, "id": None, "type": None})
-        entry["id"] = entry["id"] or _opt_str(tc.get("id"))
-        entry["type"] = entry["type"] or _opt_str(tc.get("type"))
-        fn = tc.get("function")
-        if isinstance(fn, dict):
-            _merge_fn(entry, fn)
-
-    def record(self) -> ResponseRecord:
-        if not self.chunks:
-            raise _Failed("invalid_body", "stream ended without any chunk")
-        calls = [
-            ToolCallRecord(
-                index=c["index"],
-                id=c["id"],
-                type=c["type"],
-                name=c.get("name"),
-                arguments=c.get("arguments"),
-            )
-            for _, c in sorted(self.calls.items())
-        ]
-        return ResponseRecord(
-            content=self.content,
-            reasoning_content=self.reasoning,
-            tool_calls=calls,
-            function_call=self.function_call,
-            finish_reason=self.finish_reason,
-            usage=self.usage,
-            model=self.model,
-            stream=True,
-            raw=self.chunks,
-        )
-
-
-def _merge_fn(entry: dict[str, Any], fn: dict[str, Any]) -> dict[str, Any]:
-    """Merge one ``function`` delta: first name wins, string arguments concatenate."""
-    entry["name"] = entry.get("name") or _opt_str(fn.get("name"))
-    args = fn.get("arguments")
-    if isinstance(args, str):
-        prev = entry.get("arguments")
-        entry["arguments"] = (prev if isinstance(prev, str) else "") + args
-    elif args is not None:  # an object instead of a string: kept as received
-        entry["arguments"] = args
-    return entry
-
-
-async def _read_sse(lines: Any, state: _StreamState) -> None:
-    """Feed the ``data:`` payloads of an SSE body to ``state`` until ``[DONE]``."""
-    data: list[str] = []
-
-    def flush() -> bool:
-        if not data:
-            return False
-        payload = "\n".join(data)
-        data.clear()
-        if payload.strip() == "[DONE]":
-            return True
-        try:
-            chunk = json.loads(payload)
-        except ValueError:
-            raise _Failed("invalid_body", f"stream chunk is not JSON: {payload[:200]!r}") from None
-        state.add(chunk)
-        return False
-
-    async for line in lines:
-        if line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-        elif not line.strip() and flush():
-            return
-    flush()
-
-
-# ---------------------------------------------------------------- one request
-
-
-async def _post(client: AsyncOpenAI, params: dict[str, Any]) -> ResponseRecord:
-    """One attempt. Raises :class:`_Failed` classifying any failure."""
-    t0 = time.perf_counter()
-    try:
-        async with client.chat.completions.with_streaming_response.create(**params) as resp:
-            if params.get("stream"):
-                state = _StreamState()
-                await _read_sse(resp.iter_lines(), state)
-                rec = state.record()
-            else:
-                rec = _parse_body(await resp.read())
-    except _Failed:
-        raise
-    except APIStatusError as exc:
-        raise _Failed("http_status", str(exc), status=exc.status_code) from None
-    except _TIMEOUTS as exc:
-        raise _Failed("timeout", f"timed out: {type(exc).__name__} {exc}") from None
-    except _TRANSPORT as exc:
-        raise _Failed("connection", f"{type(exc).__name__}: {exc}") from None
-    except (OpenAIError, ValueError, TypeError, KeyError) as exc:
-        raise _Failed("other", f"{type(exc).__name__}: {exc}") from None
-    rec.latency_s = time.perf_counter() - t0
-    return rec
 
 
 async def _request(
@@ -321,8 +82,8 @@ async def _request(
     while True:
         attempts += 1
         try:
-            return await _post(client, params)
-        except _Failed as f:
+            return await post_completion(client, params)
+        except RequestFailed as f:
             if not f.transient or attempts > target.max_retries:
                 kind: Any = f.kind
                 return InfraError(

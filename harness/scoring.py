@@ -17,7 +17,8 @@ Failure kinds (``RunScore.failures``; named like the reference server's fault pr
   than ``max_calls``), ``order_violation``;
 - answer: ``missing_final_answer`` (a segment ended without one), ``wrong_final_answer``;
 - protocol: ``finish_reason_mismatch``, ``markup_in_content``, ``repeated_ids``,
-  ``missing_call_id``, ``reasoning_leak``.
+  ``missing_call_id``, ``reasoning_leak``, ``index_offset`` (tool_call indices of a
+  message not 0..n-1); ``empty_arguments`` (``""`` for ``"{}"``) is a malformed-call kind.
 
 A run *passes* when it has no failure kind at all. Infrastructure errors are scored as
 termination ``error`` with no failure kinds and are excluded from every rate.
@@ -44,7 +45,7 @@ from harness.summary import (
     SequenceMatch,
     Termination,
 )
-from harness.transcript import RunRecord, ToolCallRecord, TurnRecord
+from harness.transcript import ResponseRecord, RunRecord, ToolCallRecord, TurnRecord
 
 __all__ = ["MARKUP_PATTERNS", "ParsedCall", "parse_call", "run_side", "score_run"]
 
@@ -97,7 +98,7 @@ def parse_call(
     """Parse one call's ``arguments`` (a JSON object string on the wire).
 
     Malformed kinds: ``object_not_string`` (an object where the wire wants a string; still
-    scored for drift), ``malformed_json``, ``stream_truncated_args`` (streaming, cut at the
+    scored for drift), ``empty_arguments`` (``""`` for ``"{}"``; scored as ``{}``), ``malformed_json``, ``stream_truncated_args`` (streaming, cut at the
     end), ``reasoning_leak_args`` (``<think>`` text before the JSON), ``not_an_object``,
     ``unknown_tool``.
     """
@@ -114,8 +115,11 @@ def parse_call(
                 "arguments sent as an object, not a JSON string",
             ),
         )
+    elif isinstance(raw, str) and not raw.strip():
+        reason = 'arguments "" instead of "{}" (scored as {})'
+        args, bad = {}, _malformed("empty_arguments", call, turn, idx, reason)
     elif isinstance(raw, str):
-        text = raw.strip() or "{}"
+        text = raw.strip()
         try:
             args = json.loads(text)
         except (json.JSONDecodeError, RecursionError) as exc:
@@ -360,62 +364,44 @@ def _answers(record: RunRecord, sc: Scenario) -> tuple[bool, bool, str | None, s
     return reached, ok and reached, last, kinds
 
 
+def _message_checks(r: ResponseRecord) -> list[tuple[str, str]]:
+    """``(kind, message)`` for one response's finish_reason, markup and reasoning leaks."""
+    out = []
+    if (r.finish_reason == "tool_calls") != bool(r.tool_calls) and r.finish_reason != "length":
+        msg = f"finish_reason {r.finish_reason!r} with {len(r.tool_calls)} tool calls"
+        out.append(("finish_reason_mismatch", msg))
+    content = r.content or ""
+    m = MARKUP_PATTERNS.search(content)
+    if m:
+        out.append(("markup_in_content", f"{m.group(0)!r} in content: {excerpt(content, 80)}"))
+    reasoning = (r.reasoning_content or "").strip()
+    if _THINK.search(content) or (len(reasoning) > 20 and reasoning in content):
+        out.append(("reasoning_leak", f"reasoning text in content: {excerpt(content, 80)}"))
+    return out
+
+
 def _protocol(record: RunRecord) -> list[ProtocolViolation]:
+    """Protocol invariants of every response, and tool_call ids unique in the run."""
     out: list[ProtocolViolation] = []
     ids: dict[str, int] = {}
     for t in record.turns:
-        r = t.response
-        if r is None:
+        if t.response is None:
             continue
-        has_calls = bool(r.tool_calls)
-        if (r.finish_reason == "tool_calls") != has_calls and r.finish_reason != "length":
-            out.append(
-                ProtocolViolation(
-                    kind="finish_reason_mismatch",
-                    turn=t.index,
-                    message=f"finish_reason {r.finish_reason!r} with {len(r.tool_calls)} tool calls",
-                )
-            )
-        content = r.content or ""
-        m = MARKUP_PATTERNS.search(content)
-        if m:
-            out.append(
-                ProtocolViolation(
-                    kind="markup_in_content",
-                    turn=t.index,
-                    message=f"{m.group(0)!r} in content: {excerpt(content, 80)}",
-                )
-            )
-        leaked = _THINK.search(content) or (
-            r.reasoning_content
-            and r.reasoning_content.strip() in content
-            and len(r.reasoning_content.strip()) > 20
-        )
-        if leaked:
-            out.append(
-                ProtocolViolation(
-                    kind="reasoning_leak",
-                    turn=t.index,
-                    message=f"reasoning text in content: {excerpt(content, 80)}",
-                )
-            )
-        for c in r.tool_calls:
+        found = _message_checks(t.response)
+        indices = [c.index for c in t.response.tool_calls]
+        if indices and indices != list(range(len(indices))):
+            msg = f"tool_call indices {indices}, not 0..{len(indices) - 1}"
+            found.append(("index_offset", msg))
+        for c in t.response.tool_calls:
             if not c.id:
-                out.append(
-                    ProtocolViolation(
-                        kind="missing_call_id", turn=t.index, message="tool call without an id"
-                    )
-                )
+                found.append(("missing_call_id", "tool call without an id"))
             elif c.id in ids:
-                out.append(
-                    ProtocolViolation(
-                        kind="repeated_ids",
-                        turn=t.index,
-                        message=f"tool_call id {c.id!r} already used at turn {ids[c.id]}",
-                    )
+                found.append(
+                    ("repeated_ids", f"tool_call id {c.id!r} already used at turn {ids[c.id]}")
                 )
             else:
                 ids[c.id] = t.index
+        out += [ProtocolViolation(kind=k, turn=t.index, message=m) for k, m in found]
     return out
 
 
@@ -471,6 +457,32 @@ def _infra_score(record: RunRecord) -> RunScore:
     )
 
 
+def _score_arguments(
+    calls: list[ParsedCall], sc: Scenario
+) -> tuple[list[DriftFinding], list[SchemaViolation]]:
+    """Drift and schema violations of every call; sets each call's ``kinds``."""
+    drift: list[DriftFinding] = []
+    schema: list[SchemaViolation] = []
+    for c in calls:
+        f, v = _check_arguments(c, sc)
+        drift += f
+        schema += v
+        found = {d.kind for d in f} | ({"schema_violation"} if v else set())
+        c.kinds = sorted(found | ({c.malformed.kind} if c.malformed else set()))
+    return drift, schema
+
+
+def _call_scores(calls: list[ParsedCall], reps: dict[int, int], looping: bool) -> list[CallScore]:
+    return [
+        CallScore(
+            turn=c.turn, call_index=c.call_index, tool=c.raw.name, arguments=_shown(c),
+            repeat_of=reps.get(c.call_index),
+            kinds=c.kinds + (["repeat_loop"] if looping and c.call_index in reps else []),
+        )
+        for c in calls
+    ]  # fmt: skip
+
+
 def score_run(record: RunRecord) -> RunScore:
     """Score one run (pure; no network, no files).
 
@@ -485,61 +497,22 @@ def score_run(record: RunRecord) -> RunScore:
     calls = _parse_all(record, sc)
     reps, streak = _repeats(calls)
     seq, kinds = _sequence(sc, calls)
-    drift: list[DriftFinding] = []
-    schema: list[SchemaViolation] = []
-    for c in calls:
-        f, v = _check_arguments(c, sc)
-        drift += f
-        schema += v
-        c.kinds = sorted(
-            {d.kind for d in f}
-            | ({"schema_violation"} if v else set())
-            | ({c.malformed.kind} if c.malformed else set())
-        )
-        kinds.update(c.kinds)
+    drift, schema = _score_arguments(calls, sc)
     allowed = allowed_repeats(sc)
-    if len(reps) > allowed:
-        kinds.add("repeat_loop")
+    looping = len(reps) > allowed
     reached, ok, final, answer_kinds = _answers(record, sc)
-    kinds |= answer_kinds
     protocol = _protocol(record)
-    kinds |= {p.kind for p in protocol}
+    kinds |= {k for c in calls for k in c.kinds} | answer_kinds | {p.kind for p in protocol}
+    kinds |= {"repeat_loop"} if looping else set()
+    malformed = [c.malformed for c in calls if c.malformed]
     return RunScore(
-        run_key=record.run_key,
-        scenario_id=record.scenario_id,
-        side=run_side(record),
-        label=record.target.label,
-        repeat=record.repeat,
-        stream=record.stream,
-        termination=_termination(record, calls),
-        turns=len(record.turns),
-        tool_calls=len(calls),
-        repeated_calls=len(reps),
-        longest_repeat_streak=streak,
-        allowed_repeats=allowed,
-        malformed_args=sum(
-            c.malformed is not None and c.malformed.kind != "unknown_tool" for c in calls
-        ),
-        malformed=[c.malformed for c in calls if c.malformed],
-        schema_violations=schema,
-        drift=drift,
-        protocol_violations=protocol,
-        final_answer=reached,
-        final_answer_ok=ok,
-        final_excerpt=excerpt(final, 300) if final else None,
-        sequence=seq,
-        calls=[
-            CallScore(
-                turn=c.turn,
-                call_index=c.call_index,
-                tool=c.raw.name,
-                arguments=_shown(c),
-                repeat_of=reps.get(c.call_index),
-                kinds=c.kinds
-                + (["repeat_loop"] if c.call_index in reps and len(reps) > allowed else []),
-            )
-            for c in calls
-        ],
-        failures=sorted(kinds),
-        passed=not kinds,
-    )
+        run_key=record.run_key, scenario_id=record.scenario_id, side=run_side(record),
+        label=record.target.label, repeat=record.repeat, stream=record.stream,
+        termination=_termination(record, calls), turns=len(record.turns), tool_calls=len(calls),
+        repeated_calls=len(reps), longest_repeat_streak=streak, allowed_repeats=allowed,
+        malformed_args=sum(m.kind != "unknown_tool" for m in malformed), malformed=malformed,
+        schema_violations=schema, drift=drift, protocol_violations=protocol,
+        final_answer=reached, final_answer_ok=ok,
+        final_excerpt=excerpt(final, 300) if final else None, sequence=seq,
+        calls=_call_scores(calls, reps, looping), failures=sorted(kinds), passed=not kinds,
+    )  # fmt: skip

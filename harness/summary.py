@@ -14,8 +14,9 @@ optional fields):
   from every rate and test.
 - ``aggregates``: one :class:`Aggregate` per (side, scenario) and one with
   ``scenario_id == "*"`` pooling all scenarios of a side.
-- ``comparisons``: one :class:`ScenarioComparison` per scenario plus ``"*"`` (pooled),
-  only when two sides were run; each row is a :class:`MetricRow`.
+- ``comparisons``: one :class:`ScenarioComparison` per scenario plus ``"*"`` (pooled; left
+  out when there is a single scenario), only when two sides were run; each row is a
+  :class:`MetricRow`.
 - ``verdict``: the overall :class:`Verdict` (``None`` for a one-sided run).
 - ``sides``: :class:`SideInfo` for each side (``"baseline"``/``"candidate"``, or the
   target label of a one-sided run), in that order, with the server's self-description

@@ -47,7 +47,9 @@ def write_scenarios(tmp_path: Path) -> Callable[..., Path]:
         folder = tmp_path / f"scenarios{next(counter)}"
         folder.mkdir()
         for sc in scenarios:
-            (folder / f"{sc['id']}.yaml").write_text(yaml.safe_dump(sc, sort_keys=False), encoding="utf-8")
+            (folder / f"{sc['id']}.yaml").write_text(
+                yaml.safe_dump(sc, sort_keys=False), encoding="utf-8"
+            )
         return folder
 
     return write

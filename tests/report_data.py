@@ -40,8 +40,10 @@ SCENARIO: dict[str, Any] = {
             "description": "Shannon entropy of a probability vector.",
             "parameters": {
                 "type": "object",
-                "properties": {"values": {"type": "array", "items": {"type": "number"}},
-                               "base": {"type": "number"}},
+                "properties": {
+                    "values": {"type": "array", "items": {"type": "number"}},
+                    "base": {"type": "number"},
+                },
                 "required": ["values"],
             },
         }
@@ -67,44 +69,79 @@ def _target(side: str, label: str, url: str, fusion: bool) -> TargetInfo:
         side=side,  # type: ignore[arg-type]
         base_url=url,
         model="Qwen/Qwen3-30B-A3B",
-        server_info={"tp_size": 1, "disable_shared_experts_fusion": not fusion,
-                     "attention_backend": "aiter" if fusion else "triton"},
+        server_info={
+            "tp_size": 1,
+            "disable_shared_experts_fusion": not fusion,
+            "attention_backend": "aiter" if fusion else "triton",
+        },
     )
 
 
-def _turn(i: int, calls: list[dict[str, Any]], content: str | None, prev: list[dict[str, Any]]) -> TurnRecord:
+def _turn(
+    i: int, calls: list[dict[str, Any]], content: str | None, prev: list[dict[str, Any]]
+) -> TurnRecord:
     tcs = [
-        ToolCallRecord(index=k, id=f"call_{i}_{k}", type="function", name="entropy",
-                       arguments=json.dumps(a))
+        ToolCallRecord(
+            index=k, id=f"call_{i}_{k}", type="function", name="entropy", arguments=json.dumps(a)
+        )
         for k, a in enumerate(calls)
     ]
     finish = "tool_calls" if tcs else "stop"
-    raw = {"id": f"chatcmpl-{i}", "choices": [{"index": 0, "finish_reason": finish, "message": {
-        "role": "assistant", "content": content,
-        "tool_calls": [c.model_dump() for c in tcs] or None}}]}
+    raw = {
+        "id": f"chatcmpl-{i}",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": finish,
+                "message": {
+                    "role": "assistant",
+                    "content": content,
+                    "tool_calls": [c.model_dump() for c in tcs] or None,
+                },
+            }
+        ],
+    }
     results = [ToolResultRecord(tool_call_id=c.id, name=c.name, content="1.5") for c in tcs]
     return TurnRecord(
         index=i,
         new_messages=prev,
         request_params={"model": "Qwen/Qwen3-30B-A3B", "temperature": 0.0, "max_tokens": 1024},
-        response=ResponseRecord(content=content, tool_calls=tcs, finish_reason=finish,
-                                latency_s=0.12 + 0.01 * i, raw=raw,
-                                usage={"prompt_tokens": 100 + 40 * i, "completion_tokens": 30}),
+        response=ResponseRecord(
+            content=content,
+            tool_calls=tcs,
+            finish_reason=finish,
+            latency_s=0.12 + 0.01 * i,
+            raw=raw,
+            usage={"prompt_tokens": 100 + 40 * i, "completion_tokens": 30},
+        ),
         tool_results=results,
     )
 
 
 def _followup_messages(turn: TurnRecord) -> list[dict[str, Any]]:
     assert turn.response is not None
-    msgs: list[dict[str, Any]] = [{"role": "assistant", "content": turn.response.content,
-                                   "tool_calls": [c.model_dump() for c in turn.response.tool_calls]}]
-    msgs += [{"role": "tool", "tool_call_id": r.tool_call_id, "content": r.content}
-             for r in turn.tool_results]
+    msgs: list[dict[str, Any]] = [
+        {
+            "role": "assistant",
+            "content": turn.response.content,
+            "tool_calls": [c.model_dump() for c in turn.response.tool_calls],
+        }
+    ]
+    msgs += [
+        {"role": "tool", "tool_call_id": r.tool_call_id, "content": r.content}
+        for r in turn.tool_results
+    ]
     return msgs
 
 
-def _record(side: str, label: str, url: str, repeat: int, plan: list[list[dict[str, Any]]],
-            final: str | None) -> RunRecord:
+def _record(
+    side: str,
+    label: str,
+    url: str,
+    repeat: int,
+    plan: list[list[dict[str, Any]]],
+    final: str | None,
+) -> RunRecord:
     turns: list[TurnRecord] = []
     prev: list[dict[str, Any]] = list(SCENARIO["messages"])
     for i, calls in enumerate(plan):
@@ -115,8 +152,11 @@ def _record(side: str, label: str, url: str, repeat: int, plan: list[list[dict[s
         turns.append(_turn(len(plan), [], final, prev))
     return RunRecord(
         run_key=f"{side}/entropy_array/{repeat}/nostream",
-        scenario_id="entropy_array", scenario_hash="abc123", scenario=SCENARIO,
-        repeat=repeat, stream=False,
+        scenario_id="entropy_array",
+        scenario_hash="abc123",
+        scenario=SCENARIO,
+        repeat=repeat,
+        stream=False,
         target=_target(side, label, url, fusion=(side == "candidate")),
         sampling={"temperature": 0.0, "max_tokens": 1024},
         tools=[{"type": "function", "function": SCENARIO["tools"][0]}],
@@ -146,18 +186,31 @@ def write_summary_for(folder: Path) -> Path:
     return write_summary(folder, summarize(recs, run_id=folder.name))
 
 
-def write_case(folder: Path, *, repeats: int = 3, xss: bool = False, one_side: bool = False,
-               summary: bool = False) -> Path:
+def write_case(
+    folder: Path,
+    *,
+    repeats: int = 3,
+    xss: bool = False,
+    one_side: bool = False,
+    summary: bool = False,
+) -> Path:
     """Write a run folder for the motivating case; returns ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    recs = [baseline_record(r, final=(XSS if xss and r == 0 else "The entropy is 1.5 bits."))
-            for r in range(repeats)]
+    recs = [
+        baseline_record(r, final=(XSS if xss and r == 0 else "The entropy is 1.5 bits."))
+        for r in range(repeats)
+    ]
     if not one_side:
         recs += [candidate_record(r) for r in range(repeats)]
     targets = list({r.target.label: r.target for r in recs}.values())
-    manifest = RunManifest(run_id=folder.name, command="harness compare", harness_version="0.1.0",
-                           git_revision="d8ef7cf", targets=targets,
-                           args={"repeats": repeats, "concurrency": 8, "stream": False})
+    manifest = RunManifest(
+        run_id=folder.name,
+        command="harness compare",
+        harness_version="0.1.0",
+        git_revision="d8ef7cf",
+        targets=targets,
+        args={"repeats": repeats, "concurrency": 8, "stream": False},
+    )
     (folder / "manifest.json").write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
     for r in recs:
         append_record(folder / "transcripts.jsonl", r)

@@ -7,7 +7,8 @@
 - ``ok``: a scripted healthy model. It recognises the scenario by the first user
   message and follows its expected calls (reference ``arguments``), one assistant message
   per call, then answers with ``final_answer.example``; streaming and not.
-- ``slowok``: ``ok`` after ``latency_s`` seconds per request.
+- ``slowok``: ``ok`` after ``latency_s`` seconds per request (``max_in_flight`` counts
+  the most requests it held at once).
 - ``always500``: HTTP 500 every time.  ``flaky``: HTTP 500 on the first ``flaky_failures``
   requests, then ``ok``.  ``hang``: sleeps ``hang_s`` before answering (past the timeout).
 - ``badjson``: 200 with a body that is not JSON.  ``nochoices``: 200 JSON without ``choices``.
@@ -47,6 +48,8 @@ class FaultServer:
     latency_s: float = 0.2
     hang_s: float = 3.0
     counts: dict[str, int] = field(default_factory=dict)
+    in_flight: int = 0
+    max_in_flight: int = 0
 
     def url(self, mode: str) -> str:
         return f"{self.base}/{mode}"
@@ -68,9 +71,7 @@ def _script(sc: Scenario) -> list[tuple[list[list[dict[str, Any]]], str]]:
     return out
 
 
-def _next_message(
-    server: FaultServer, messages: list[dict[str, Any]], mode: str
-) -> dict[str, Any]:
+def _next_message(server: FaultServer, messages: list[dict[str, Any]], mode: str) -> dict[str, Any]:
     """What the scripted model says next: ``{"content"}`` or ``{"calls"}``."""
     first_user = next(m["content"] for m in messages if m["role"] == "user")
     sc = next((s for s in server.scenarios.values() if s.messages[-1].content == first_user), None)
@@ -185,7 +186,12 @@ def make_app(server: FaultServer) -> Starlette:
         if early is not None:
             return early
         if mode == "slowok":
-            await asyncio.sleep(server.latency_s)
+            server.in_flight += 1
+            server.max_in_flight = max(server.max_in_flight, server.in_flight)
+            try:
+                await asyncio.sleep(server.latency_s)
+            finally:
+                server.in_flight -= 1
         msg = _next_message(server, body["messages"], mode)
         turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
         if body.get("stream"):

@@ -18,7 +18,12 @@ from typing import Any
 import pytest
 import yaml
 
+import harness.boot
+import harness.compare
+import harness.gsm8k
+import harness.plugin_checks
 import harness.plugin_items
+import harness.report
 from harness.client import TargetConfig
 from harness.runner import run_many_sync
 from harness.scenario import scenario_from_data
@@ -104,7 +109,9 @@ def _warm_up(healthy: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     for url in (healthy, dead):
         target = TargetConfig(url, max_retries=0)
         run_many_sync([scenario], [target], repeats=1, out_dir=out, resume=False, progress=False)
-    assert harness.plugin_items.ScenarioItem
+    # the plugin's lazy imports (scipy, numpy, jinja2...) likewise
+    assert harness.plugin_items and harness.plugin_checks and harness.compare
+    assert harness.report and harness.gsm8k and harness.boot
 
 
 @pytest.fixture(autouse=True)
@@ -224,3 +231,168 @@ def test_unreachable_server_is_an_infrastructure_error_not_a_failure(project: py
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*infrastructure error (not a model failure): target: 1 of 1 runs*connection*"])
     assert "verdict: ERROR (infrastructure)" in result.stdout.str()
+
+
+# ---------------------------------------------------------------- relative to a baseline
+
+
+def test_baseline_regression_fails_even_with_absolute_thresholds_relaxed(
+    project: pytest.Pytester, healthy: str, fused: str
+) -> None:
+    """The compare verdict alone fails the test (8 repeats: Holm-adjusted Fisher p < 0.01)."""
+    relaxed = ["--min-final-answer-rate", "0", "--min-pass-rate", "0", "--max-repeated-calls", "99"]
+    args = ["scenarios/plugin_entropy.yaml", "--repeats", "8", *relaxed]
+    bad = project.runpytest(*args, "--target", fused, "--baseline", healthy, "--junitxml", "j.xml")
+    bad.assert_outcomes(failed=1)
+    bad.stdout.fnmatch_lines(
+        ["*compare verdict REGRESSION against the baseline", "compare verdict: REGRESSION", "*first divergence at turn 0:"]
+    )
+    xml = (project.path / "j.xml").read_text()
+    assert '<property name="verdict" value="REGRESSION"' in xml
+    alone = project.runpytest(*args, "--target", fused)
+    alone.assert_outcomes(passed=1)  # the same runs pass the relaxed absolute thresholds
+
+
+# ---------------------------------------------------------------- options
+
+
+SHOW = "def test_show(harness_settings):\n    print('REPEATS=%s TARGET=%s' % (harness_settings.repeats, harness_settings.target))\n"
+
+
+def test_option_precedence_is_cli_then_env_then_ini(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\nharness_repeats = 5\nharness_target = http://ini:1\n")
+    pytester.makepyfile(test_show=SHOW)
+    pytester.runpytest("-s").stdout.fnmatch_lines(["*REPEATS=5 TARGET=http://ini:1*"])
+    monkeypatch.setenv("HARNESS_REPEATS", "4")
+    pytester.runpytest("-s").stdout.fnmatch_lines(["*REPEATS=4 TARGET=http://ini:1*"])
+    result = pytester.runpytest("-s", "--repeats", "3", "--target", "http://cli:2")
+    result.stdout.fnmatch_lines(["*REPEATS=3 TARGET=http://cli:2*"])
+
+
+def test_a_bad_option_value_is_a_usage_error_naming_its_source(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\nharness_min_pass_rate = 1.5\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini option harness_min_pass_rate: '1.5' is not a rate between 0 and 1*"])
+    monkeypatch.setenv("HARNESS_REPEATS", "three")
+    result = pytester.runpytest("--min-pass-rate", "0.5")
+    result.stderr.fnmatch_lines(["*environment variable HARNESS_REPEATS: 'three' is not a whole number >= 1*"])
+
+
+# ---------------------------------------------------------------- collection
+
+
+def test_only_files_under_a_scenarios_directory_are_collected(project: pytest.Pytester) -> None:
+    (project.path / ".github").mkdir()
+    (project.path / ".github" / "ci.yml").write_text("on: push\n")
+    (project.path / "config").mkdir()
+    (project.path / "config" / "settings.yaml").write_text("a: 1\n")
+    (project.path / "config" / "data.json").write_text("[1, 2]\n")
+    result = project.runpytest("--collect-only", "-q", ".")
+    result.stdout.fnmatch_lines(["scenarios/plugin_entropy.yaml::plugin_entropy", "*2 tests collected*"])
+    out = result.stdout.str()
+    assert "settings.yaml" not in out and "data.json" not in out and "ci.yml" not in out
+
+
+def test_ini_harness_scenarios_adds_a_directory(pytester: pytest.Pytester, scenario_dir: Path) -> None:
+    shutil.copytree(scenario_dir, pytester.path / "cases")
+    pytester.makeini("[pytest]\nharness_scenarios = cases\n")
+    result = pytester.runpytest("--collect-only", "-q", "cases")
+    result.stdout.fnmatch_lines(["cases/plugin_entropy.yaml::plugin_entropy", "*2 tests collected*"])
+
+
+def test_stream_both_makes_one_test_per_mode(project: pytest.Pytester, healthy: str) -> None:
+    result = project.runpytest(
+        "scenarios/plugin_entropy.yaml", "--target", healthy, "--stream-both", "--repeats", "1", "-v"
+    )
+    result.stdout.fnmatch_lines(["*plugin_entropy[[]nostream[]] PASSED*", "*plugin_entropy[[]stream[]] PASSED*"])
+    [folder] = run_dirs(project.path / "results")
+    keys = sorted(json.loads(x)["run_key"] for x in (folder / "transcripts.jsonl").open())
+    assert keys == ["target/plugin_entropy/0/nostream", "target/plugin_entropy/0/stream"]
+
+
+def test_tags_are_keywords_and_items_carry_the_harness_marker(project: pytest.Pytester) -> None:
+    result = project.runpytest("--collect-only", "-q", "scenarios", "-k", "arrays", "-m", "harness")
+    result.stdout.fnmatch_lines(["scenarios/plugin_entropy.yaml::plugin_entropy", "*1/2 tests collected (1 deselected)*"])
+
+
+# ---------------------------------------------------------------- results, report, junit
+
+
+def test_summary_report_and_junit_are_written(project: pytest.Pytester, healthy: str) -> None:
+    result = project.runpytest(
+        "scenarios", "--target", healthy, "--repeats", "1", "--harness-results", "out",
+        "--harness-html", "site/harness.html", "--junitxml", "junit.xml",
+    )  # fmt: skip
+    result.assert_outcomes(passed=2)
+    [folder] = run_dirs(project.path / "out")
+    summary = json.loads((folder / "summary.json").read_text())
+    assert {r["scenario_id"] for r in summary["runs"]} == {"plugin_entropy", "plugin_no_tools"}
+    assert all(r["passed"] for r in summary["runs"])
+    html = (project.path / "site" / "harness.html").read_text()
+    assert "plugin_entropy" in html
+    xml = (project.path / "junit.xml").read_text()
+    assert '<property name="tool_calls" value="1"' in xml
+    assert f'<property name="run_dir" value="{folder}"' in xml or "run_dir" in xml
+    result.stdout.fnmatch_lines(["report: site/harness.html"])
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+FIXTURE_TEST = """
+from pathlib import Path
+
+def test_client(harness_client, harness_target):
+    models = harness_client.models.list()
+    assert models.data, "the target lists a model"
+    assert harness_target.base_url.startswith("http://127.0.0.1:")
+
+def test_run_scenario(run_scenario):
+    runs = run_scenario(Path("scenarios/plugin_entropy.yaml"), repeats=2)
+    assert len(runs) == 2
+    for run in runs:
+        assert run.record.scenario_id == "plugin_entropy"
+        assert run.score.tool_calls == 1 and run.passed
+"""
+
+
+def test_fixtures_for_users_own_tests(project: pytest.Pytester, healthy: str, fused: str) -> None:
+    project.makepyfile(test_mine=FIXTURE_TEST)
+    project.runpytest("test_mine.py", "--target", healthy).assert_outcomes(passed=2)
+    bad = project.runpytest("test_mine.py", "--target", fused)
+    bad.assert_outcomes(passed=1, failed=1)  # the scenario's score shows the fused fault
+    project.runpytest("test_mine.py").assert_outcomes(skipped=2)
+
+
+# ---------------------------------------------------------------- opt-in checks
+
+
+GSM8K = REPO.parent / "shared" / "data" / "gsm8k" / "test.jsonl"
+
+
+@pytest.mark.skipif(not GSM8K.exists(), reason=f"{GSM8K} not present")
+def test_gsm8k_check_is_opt_in_and_judges_accuracy(project: pytest.Pytester) -> None:
+    assert project.runpytest("--collect-only", "-q").stdout.str().count("harness::") == 0
+    with serve_in_thread("healthy", scenarios_dir=None, gsm8k_path=GSM8K) as url:
+        args = ["-m", "gsm8k", "--target", url, f"--gsm8k-data={GSM8K}", "--gsm8k-questions", "40"]
+        ok = project.runpytest(*args, "--gsm8k-min-accuracy", "0.5", "-v")
+        bad = project.runpytest(*args, "--gsm8k-min-accuracy", "1.0")
+    ok.stdout.fnmatch_lines(["harness::gsm8k PASSED*"])
+    ok.assert_outcomes(passed=1)  # the scenarios are deselected by -m gsm8k
+    gsm = json.loads(next((project.path / "results").glob("pytest-*/gsm8k.json")).read_text())
+    accuracy = gsm["sides"][0]["accuracy"]
+    assert 0.5 <= accuracy < 1.0
+    bad.assert_outcomes(failed=1)
+    bad.stdout.fnmatch_lines([f"accuracy {accuracy:.3f} < --gsm8k-min-accuracy 1"])
+
+
+def test_boot_check_of_the_running_target(project: pytest.Pytester, healthy: str) -> None:
+    result = project.runpytest("-m", "boot", "--target", healthy, "-v")
+    result.stdout.fnmatch_lines(["harness::boot PASSED*"])
+    result.assert_outcomes(passed=1)
+    assert list((project.path / "results").glob("pytest-*/boot.json"))

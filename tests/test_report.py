@@ -11,7 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.report import ReportInputError, render_html, render_markdown, write_report
-from tests.report_data import XSS, write_case
+from tests.report_data import write_case
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,10 @@ def test_markdown_summary_reads_as_a_pr_comment(case: Path) -> None:
     verdict = json.loads((case / "summary.json").read_text())["verdict"]["verdict"]
     assert first.startswith("## ") and verdict in first
     assert "| metric | unfused | fused | p |" in md
-    assert re.search(r'turn 1 +entropy \{"values": "\[0.5, 0.25, 0.25\]", "base": 2\}  ×12  <- values: array sent as a string', md)
+    assert re.search(
+        r'turn 1 +entropy \{"values": "\[0.5, 0.25, 0.25\]", "base": 2\}  ×12  <- values: array sent as a string',
+        md,
+    )
     assert "values collapsed to zeros" in md
     assert "<script" not in md and "<img" not in md  # model text never reaches Markdown raw
     assert "<summary>settings</summary>" in md
@@ -95,7 +98,9 @@ def test_two_sides_without_summary_mark_identical_calls_as_facts(tmp_path: Path)
     assert "array sent as a string" not in text  # drift names come only from the summary
 
 
-def test_write_report_and_cli(case: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_write_report_and_cli(
+    case: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = write_report(case, markdown=False)
     assert out == case / "report.html" and out.stat().st_size > 10_000
     assert not (case / "report.md").exists()
@@ -131,12 +136,18 @@ def test_report_of_a_comparison_against_the_reference_server(tmp_path: Path) -> 
 
     scenarios = load_scenarios([ROOT / "scenarios" / "sensor_entropy_pipeline.yaml"])
     sdir = ROOT / "scenarios"
-    with serve_in_thread("healthy", scenarios_dir=sdir) as a, serve_in_thread(
-        "fused-regression", scenarios_dir=sdir
-    ) as b:
+    with (
+        serve_in_thread("healthy", scenarios_dir=sdir) as a,
+        serve_in_thread("fused-regression", scenarios_dir=sdir) as b,
+    ):
         folder, summary = compare(
-            scenarios, TargetConfig(base_url=a, label="unfused"), TargetConfig(base_url=b, label="fused"),
-            settings=Settings(repeats=2, concurrency=4), results=tmp_path, run_id="sim", progress=False,
+            scenarios,
+            TargetConfig(base_url=a, label="unfused"),
+            TargetConfig(base_url=b, label="fused"),
+            settings=Settings(repeats=2, concurrency=4),
+            results=tmp_path,
+            run_id="sim",
+            progress=False,
         )
     html_path = write_report(folder)
     text = _text(html_path.read_text())
@@ -148,34 +159,87 @@ def test_report_of_a_comparison_against_the_reference_server(tmp_path: Path) -> 
     assert f"{fused.tool_calls} tool calls" in text
     agg = summary.aggregate("candidate", "sensor_entropy_pipeline")
     assert agg is not None and "pass^2" in text
-    md = (folder / "report.md").read_text() if (folder / "report.md").exists() else render_markdown(folder)
+    md = (
+        (folder / "report.md").read_text()
+        if (folder / "report.md").exists()
+        else render_markdown(folder)
+    )
     assert summary.verdict.verdict in md.splitlines()[0]
 
 
 def _gsm8k_summary() -> dict[str, object]:
     from harness.gsm8k_models import (
-        GSM8KConfig, GSM8KDiscordant, GSM8KPaired, GSM8KSideSummary, GSM8KSummary, Interval,
+        GSM8KConfig,
+        GSM8KDiscordant,
+        GSM8KPaired,
+        GSM8KSideSummary,
+        GSM8KSummary,
+        Interval,
     )
 
     def side(label: str, side: str, acc: float) -> GSM8KSideSummary:
         return GSM8KSideSummary(
-            label=label, side=side, base_url="http://127.0.0.1:1", n=500, n_errors=0,  # type: ignore[arg-type]
-            correct=int(acc * 500), accuracy=acc, accuracy_interval=Interval(low=acc - 0.03, high=acc + 0.03),
-            invalid=4, invalid_rate=0.008, accuracy_strict=acc - 0.1, accuracy_flexible=acc,
-            latency_s=12.5, completion_tokens=90000, output_throughput=7200.0,
+            label=label,
+            side=side,
+            base_url="http://127.0.0.1:1",
+            n=500,
+            n_errors=0,  # type: ignore[arg-type]
+            correct=int(acc * 500),
+            accuracy=acc,
+            accuracy_interval=Interval(low=acc - 0.03, high=acc + 0.03),
+            invalid=4,
+            invalid_rate=0.008,
+            accuracy_strict=acc - 0.1,
+            accuracy_flexible=acc,
+            latency_s=12.5,
+            completion_tokens=90000,
+            output_throughput=7200.0,
         )
 
-    disc = GSM8KDiscordant(index=17, question="Tom has 3 apples <b>and</b> buys 4. How many?", reference="7",
-                           baseline_correct=True, baseline_answer="7", candidate_answer="12",
-                           baseline_output="3 + 4 = 7. The answer is 7.", candidate_output="<script>x()</script> 12")
-    paired = GSM8KPaired(n_pairs=500, both_correct=395, b=45, c=10, neither=50, baseline_accuracy=0.88,
-                         candidate_accuracy=0.81, mcnemar_p=1.2e-6, accuracy_diff=-0.07,
-                         diff_interval=Interval(low=-0.10, high=-0.04), verdict="REGRESSION",
-                         reason="the candidate lost 45 questions and won 10", discordant=[disc])
-    cfg = GSM8KConfig(num_questions=500, num_shots=5, max_tokens=512, stop=["Question:"], api="completions",
-                      parallel=64, data_source="test.jsonl", data_sha256="0" * 64, official_test_split=True)
-    s = GSM8KSummary(run_id="g", config=cfg, sides=[side("unfused", "baseline", 0.88), side("fused", "candidate", 0.81)],
-                     paired=paired, verdict="REGRESSION", exit_code=1)
+    disc = GSM8KDiscordant(
+        index=17,
+        question="Tom has 3 apples <b>and</b> buys 4. How many?",
+        reference="7",
+        baseline_correct=True,
+        baseline_answer="7",
+        candidate_answer="12",
+        baseline_output="3 + 4 = 7. The answer is 7.",
+        candidate_output="<script>x()</script> 12",
+    )
+    paired = GSM8KPaired(
+        n_pairs=500,
+        both_correct=395,
+        b=45,
+        c=10,
+        neither=50,
+        baseline_accuracy=0.88,
+        candidate_accuracy=0.81,
+        mcnemar_p=1.2e-6,
+        accuracy_diff=-0.07,
+        diff_interval=Interval(low=-0.10, high=-0.04),
+        verdict="REGRESSION",
+        reason="the candidate lost 45 questions and won 10",
+        discordant=[disc],
+    )
+    cfg = GSM8KConfig(
+        num_questions=500,
+        num_shots=5,
+        max_tokens=512,
+        stop=["Question:"],
+        api="completions",
+        parallel=64,
+        data_source="test.jsonl",
+        data_sha256="0" * 64,
+        official_test_split=True,
+    )
+    s = GSM8KSummary(
+        run_id="g",
+        config=cfg,
+        sides=[side("unfused", "baseline", 0.88), side("fused", "candidate", 0.81)],
+        paired=paired,
+        verdict="REGRESSION",
+        exit_code=1,
+    )
     return s.model_dump(mode="json")
 
 
@@ -197,12 +261,21 @@ def test_gsm8k_only_folder(tmp_path: Path) -> None:
 def test_boot_folder_lists_checks_with_log_lines(tmp_path: Path) -> None:
     from harness.boot import BootReport, Check
 
-    rep = BootReport(checks=[
-        Check(name="health", verdict="PASS", detail="/health answered 200 after 3.2 s"),
-        Check(name="log-errors", verdict="FAIL",
-              detail="RuntimeError: The expanded size of the tensor (5) must match the existing size (4)",
-              evidence=["Traceback (most recent call last):", "RuntimeError: The expanded size of the tensor (5) must match the existing size (4)"]),
-    ], command=["python", "-m", "sglang.launch_server"]).finish()
+    rep = BootReport(
+        checks=[
+            Check(name="health", verdict="PASS", detail="/health answered 200 after 3.2 s"),
+            Check(
+                name="log-errors",
+                verdict="FAIL",
+                detail="RuntimeError: The expanded size of the tensor (5) must match the existing size (4)",
+                evidence=[
+                    "Traceback (most recent call last):",
+                    "RuntimeError: The expanded size of the tensor (5) must match the existing size (4)",
+                ],
+            ),
+        ],
+        command=["python", "-m", "sglang.launch_server"],
+    ).finish()
     folder = tmp_path / "b"
     folder.mkdir()
     (folder / "boot.json").write_text(rep.model_dump_json())
@@ -211,3 +284,49 @@ def test_boot_folder_lists_checks_with_log_lines(tmp_path: Path) -> None:
     assert "Traceback (most recent call last):" in text and "tensor (5)" in text
     md = render_markdown(folder)
     assert "Boot checks" in md and "log-errors" in md and "tensor (5)" in md
+
+
+def test_fusion_off_on_both_sides_raises_a_banner(case: Path) -> None:
+    data = json.loads((case / "summary.json").read_text())
+    for side in data["sides"]:
+        side["fusion"] = {
+            "state": "OFF",
+            "reason": "the log says fusion is disabled",
+            "evidence": ["Shared experts fusion optimization is disabled."],
+        }
+    (case / "summary.json").write_text(json.dumps(data))
+    html = render_html(case)
+    text = _text(html)
+    assert 'role="alert"' in html and "OFF on both sides" in text
+    assert text.count("fusion OFF") == 2
+    assert "Warning" in render_markdown(case) and "OFF on both sides" in render_markdown(case)
+
+
+def test_one_side_scored_shows_aggregates_without_tests(tmp_path: Path) -> None:
+    folder = write_case(tmp_path / "one", one_side=True, repeats=2, summary=True)
+    text = _text(render_html(folder))
+    assert "ONE SIDE" in text and "scored runs passed" in text
+    assert "3.0 (total 6)" in text and "pass^2" in text
+    assert ">p<" not in render_html(folder)  # no significance column with one side
+    md = render_markdown(folder)
+    assert md.startswith("## ℹ️ harness: **one side**") and "| metric | unfused |" in md
+
+
+def test_infrastructure_errors_are_shown_as_such(tmp_path: Path) -> None:
+    from harness.transcript import InfraError, append_record
+    from tests.report_data import candidate_record, write_summary_for
+
+    folder = write_case(tmp_path / "infra", repeats=2)
+    bad = candidate_record(2).model_copy(
+        update={
+            "run_key": "candidate/entropy_array/2/nostream",
+            "turns": [],
+            "stop_reason": "error",
+            "error": InfraError(kind="timeout", message="read timed out after 120 s", attempts=3),
+        }
+    )
+    append_record(folder / "transcripts.jsonl", bad)
+    write_summary_for(folder)
+    text = _text(render_html(folder))
+    assert "read timed out after 120 s" in text
+    assert "infrastructure error (not scored)" in text

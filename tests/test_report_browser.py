@@ -21,13 +21,23 @@ CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser")) 
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (apt-get install chromium)"),
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="headless Chromium not installed (apt-get install chromium)"
+    ),
 ]
 
 _FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--hide-scrollbars", "--enable-logging=stderr", "--v=0",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--enable-logging=stderr",
+    "--v=0",
 ]
 _CONSOLE = re.compile(r"CONSOLE[:(]\d*\)?\]? ?(.*)")
 
@@ -37,7 +47,9 @@ def chromium(url: str, tmp: Path, *extra: str) -> tuple[str, list[str]]:
     assert CHROMIUM is not None
     proc = subprocess.run(
         [CHROMIUM, *_FLAGS, f"--user-data-dir={tmp / 'profile'}", *extra, url],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     console = [m.group(1) for line in proc.stderr.splitlines() if (m := _CONSOLE.search(line))]
     return proc.stdout, console
@@ -59,7 +71,9 @@ def test_console_detection_works(tmp_path: Path) -> None:
 
 def test_screenshot_at_laptop_width_without_console_errors(report: Path, tmp_path: Path) -> None:
     png = tmp_path / "report.png"
-    _, console = chromium(report.as_uri(), tmp_path, f"--screenshot={png}", "--window-size=1366,900")
+    _, console = chromium(
+        report.as_uri(), tmp_path, f"--screenshot={png}", "--window-size=1366,900"
+    )
     assert console == []
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -72,7 +86,7 @@ def test_model_output_shows_as_text_and_runs_nothing(report: Path, tmp_path: Pat
     assert console == []
     title = re.search(r"<title>(.*?)</title>", dom, re.S)
     assert title is not None and "pwned" not in title.group(1)
-    assert "tool-calling regression report" in dom  # the body was not replaced
+    assert "harness · regression report" in dom  # the body was not replaced
     assert "&lt;script&gt;document.title='pwned'" in dom  # the payload is text in the DOM
     assert "&lt;img src=x onerror=" in dom and "<img" not in dom
     assert "<b>bold</b>" not in dom

@@ -154,6 +154,7 @@ def test_sampling_seed_per_repeat_and_extra_body_pass_through(server: FaultServe
     sc.sampling.seed = 5
     sc.sampling.top_p = 0.9
     sc.extra_body = {"chat_template_kwargs": {"enable_thinking": False}, "top_k": 1}
+    sc.tool_choice, sc.parallel_tool_calls = "auto", False
     tgt = target(server, "ok", extra_body={"top_k": 20}, model="m1")
     recs = [run_one(sc, tgt, stream=False, repeat=r) for r in (0, 1)]
     assert [r.sampling["seed"] for r in recs] == [5, 6]
@@ -163,6 +164,8 @@ def test_sampling_seed_per_repeat_and_extra_body_pass_through(server: FaultServe
     assert body["top_k"] == 20  # the target's extra_body wins over the scenario's
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     assert body["top_p"] == 0.9 and body["temperature"] == 0.0 and body["model"] == "m1"
+    assert (body["tool_choice"], body["parallel_tool_calls"]) == ("auto", False)
+    assert [t["function"]["name"] for t in body["tools"]] == [t.name for t in sc.tools]
     assert recs[0].turns[0].request_params["extra_body"]["top_k"] == 20
 
 
@@ -233,19 +236,40 @@ def test_run_many_resumes_and_records_target_info(server: FaultServer, tmp_path:
 
 def test_concurrency_limits_requests_in_flight(server: FaultServer, tmp_path: Path) -> None:
     server.latency_s = 0.2
-    scs = [SCENARIOS["no_params_tool"]]
+    server.max_in_flight = 0
     recs = asyncio.run(
         run_many(
-            scs,
+            [SCENARIOS["no_params_tool"]],
             [target(server, "slowok")],
-            repeats=4,
-            concurrency=4,
+            repeats=6,
+            concurrency=2,
             out_dir=tmp_path,
             progress=False,
         )
     )
     assert all(r.stop_reason == "final_answer" for r in recs)
-    # 4 runs x 2 requests x 0.2 s: concurrent runs overlap, sequential would take >= 1.6 s
-    assert max(r.duration_s for r in recs) < 1.4
+    assert server.max_in_flight == 2  # runs overlap, but never more than --concurrency
     lines = (tmp_path / "transcripts.jsonl").read_text().splitlines()
-    assert len(lines) == 4 and all(json.loads(line)["stop_reason"] for line in lines)
+    assert len(lines) == 6 and all(json.loads(line)["stop_reason"] for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("argv", "mode", "paths"),
+    [
+        ([], False, []),
+        (["--stream"], True, []),
+        (["--stream", "both"], "both", []),
+        (["--stream", "scenarios/a.yaml"], True, ["scenarios/a.yaml"]),
+        (["--stream", "scenarios/a.yaml", "b.yaml"], True, ["scenarios/a.yaml", "b.yaml"]),
+    ],
+)
+def test_stream_flag_forms(argv: list[str], mode: object, paths: list[str]) -> None:
+    import argparse
+
+    from harness.commands import run as run_cmd
+
+    p = argparse.ArgumentParser()
+    run_cmd.add_arguments(p)
+    args = p.parse_args(["--target", "http://x", *argv])
+    assert run_cmd._stream_mode(args) == mode
+    assert args.scenarios == paths

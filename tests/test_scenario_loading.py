@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -123,21 +121,20 @@ def test_starter_scenarios_load_and_cover_the_issue() -> None:
     assert ids == ["123_456", "007"]
 
 
-def test_cli_bad_scenario_is_one_line_exit_2_no_traceback(tmp_path: Path) -> None:
+def test_cli_bad_scenario_is_one_line_exit_2_no_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = json.loads(json.dumps(GOOD))
     data["tools"][1]["parameters"]["properties"]["values"]["type"] = "arrray"
     p = write(tmp_path, data)
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--target", "http://127.0.0.1:9", str(p)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == (
+    code = main(["run", "--target", "http://127.0.0.1:9", "--results", str(tmp_path), str(p)])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err.strip() == (
         f"error: {p}: tools[1].parameters.properties.values.type: 'arrray' is not a JSON Schema type"
     )
-    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "Traceback" not in err + out
+    assert not any(tmp_path.glob("run-*"))  # nothing run, no run folder
 
 
 def test_cli_list_shows_ids_targets_and_tools(

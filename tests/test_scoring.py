@@ -10,7 +10,14 @@ import pytest
 from harness.drift import find_drift, is_collapsed
 from harness.scenario import scenario_from_data
 from harness.scoring import score_run
-from harness.transcript import InfraError, ResponseRecord, RunRecord, TargetInfo, ToolCallRecord, TurnRecord
+from harness.transcript import (
+    InfraError,
+    ResponseRecord,
+    RunRecord,
+    TargetInfo,
+    ToolCallRecord,
+    TurnRecord,
+)
 
 ENTROPY = {
     "id": "entropy_array",
@@ -121,7 +128,9 @@ def test_reference_trace_names_each_drift() -> None:
     assert by_turn[(2, "values")].phrase == "values collapsed to empty strings"
     assert by_turn[(2, "base")].kind == "collapse"
     assert by_turn[(1, "values")].expected == "[0.5, 0.25, 0.25]"
-    assert {"container_as_string", "collapse", "missing_final_answer", "missing_calls"} <= set(s.failures)
+    assert {"container_as_string", "collapse", "missing_final_answer", "missing_calls"} <= set(
+        s.failures
+    )
     assert any(v.path == "values" for v in s.schema_violations if v.turn == 0)
     assert any(v.path == "values[0]" for v in s.schema_violations if v.turn == 2)
     assert s.termination == "turn_cap" and not s.passed
@@ -137,7 +146,11 @@ def test_reference_trace_names_each_drift() -> None:
         ({"values": None, "base": 2}, "collapse", "values"),
         ({"base": 2}, "dropped_keys", "values"),
         ({"values": [0.5, 0.25, 0.25]}, "dropped_keys", "base"),
-        ({"values": [0.5, 0.25, 0.25], "base": 2, "unexpected_option": True}, "unexpected_keys", "unexpected_option"),
+        (
+            {"values": [0.5, 0.25, 0.25], "base": 2, "unexpected_option": True},
+            "unexpected_keys",
+            "unexpected_option",
+        ),
         ({"values": [0.5, 0.25, 0.25], "base": 2, "unit": "bytes"}, "enum_violation", "unit"),
         ({"values": [0.5, 0.5], "base": 2}, "value_mismatch", "values"),
         ({"values": [0.5, 0.25, 0.25], "base": 10}, "value_mismatch", "base"),
@@ -155,7 +168,9 @@ def test_object_as_string_in_nested_schema() -> None:
         {"cfg": '{"a": 1}'},
         {"type": "object", "properties": {"cfg": {"type": "object"}}},
     )
-    assert [(d.kind, d.phrase) for d in drifts] == [("container_as_string", "object sent as a string")]
+    assert [(d.kind, d.phrase) for d in drifts] == [
+        ("container_as_string", "object sent as a string")
+    ]
 
 
 def test_collapse_needs_a_non_collapsed_reference() -> None:
@@ -188,7 +203,9 @@ def test_malformed_arguments() -> None:
 
 
 def test_markup_in_content_is_malformed_termination() -> None:
-    text = '<tool_call>\n{"name": "entropy", "arguments": {"values": [0.5, 0.25, 0.25]}}\n</tool_call>'
+    text = (
+        '<tool_call>\n{"name": "entropy", "arguments": {"values": [0.5, 0.25, 0.25]}}\n</tool_call>'
+    )
     s = score_run(make_record([text]))
     assert s.termination == "malformed"
     assert {"markup_in_content", "missing_final_answer", "missing_calls"} <= set(s.failures)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from harness.commands import sim as sim_command
 from harness.sim.profiles import PROFILES, get_profile
@@ -255,6 +256,13 @@ def test_profiles_listed_and_unknown_rejected(capsys):
         get_profile("no-such")
 
 
+def test_harness_sim_is_a_cli_command(capsys):
+    from harness.cli import main
+
+    assert main(["sim", "--list-profiles"]) == 0
+    assert "fused-regression" in capsys.readouterr().out
+
+
 def test_cli_capture_crash_exits_1(capsys):
     assert _sim_cli(["--profile", "capture-crash", "--enable-return-routed-experts"]) == 1
     assert "Traceback" in capsys.readouterr().err
@@ -292,3 +300,53 @@ def _wait_for_url(path: Path, proc: subprocess.Popen) -> str:
         assert proc.poll() is None, path.read_text()
         time.sleep(0.1)
     raise AssertionError("no 'Serving on' line")
+
+
+def test_unseeded_sampling_runs_stay_consistent(sim_url, write_scenarios):
+    calls = [
+        {"tool": "entropy", "arguments": ENTROPY_ARGS},
+        {"tool": "add", "arguments": {"a": 1, "b": 1}, "optional": True},
+    ]
+    sc = entropy_scenario(expect={"calls": calls, "final_answer": {"contains": ["1.5"]}})
+    prof = dataclasses.replace(get_profile("healthy"), noise_optional_rate=0.5)
+    url = sim_url(prof, scenarios_dir=write_scenarios(sc))
+    shapes = [[len(t.calls) for t in play(url, sc, temperature=1.0)] for _ in range(10)]
+    assert set(map(tuple, shapes)) == {(1, 0), (1, 1, 0)}, "runs differ, each one coherent"
+
+
+def test_chat_gsm8k_prompt_is_answered(sim_url, tmp_path: Path):
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_text(json.dumps({"question": "What is 3+4?", "answer": "3+4=7\n#### 7"}) + "\n")
+    client = client_for(sim_url(gsm8k_path=data))
+    turn = ask(client, [{"role": "user", "content": "Question: What is 3+4?\nAnswer:"}])
+    assert turn.calls == [] and turn.content and turn.content[-1].isdigit()
+
+
+def test_scenarios_reread_when_files_change(sim_url, write_scenarios, monkeypatch):
+    from harness.sim import app as sim_app
+
+    monkeypatch.setattr(sim_app, "RELOAD_CHECK_S", 0.0)
+    folder = write_scenarios(entropy_scenario())
+    url = sim_url(scenarios_dir=folder)
+    sc = entropy_scenario(id="added", messages=[{"role": "user", "content": "Add 5 and 6."}])
+    sc["expect"] = {"calls": [{"tool": "add", "arguments": {"a": 5, "b": 6}}]}
+    assert ask(client_for(url), opening(sc), tools=openai_tools(sc)).calls == []
+    (folder / "added.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
+    turn = ask(client_for(url), opening(sc), tools=openai_tools(sc))
+    assert turn.args() == {"a": 5, "b": 6}
+
+
+def test_completions_streaming_and_latency(sim_url):
+    url = sim_url(latency_ms=300)
+    client = client_for(url)
+    start = time.monotonic()
+    pieces = list(
+        client.completions.create(model="sim", prompt="Hello", max_tokens=64, stream=True)
+    )
+    assert time.monotonic() - start >= 0.3
+    text = "".join(c.choices[0].text for c in pieces if c.choices)
+    assert (
+        text
+        == client.completions.create(model="sim", prompt="Hello", max_tokens=64).choices[0].text
+    )
+    assert pieces[-1].choices[0].finish_reason in ("stop", "length")

@@ -193,6 +193,25 @@ def test_no_choices(sim_url):
 
 
 def test_slow_times_out(sim_url):
-    url = sim_url(dataclasses.replace(get_profile("slow"), delay_s=1.0))
+    url = sim_url(dataclasses.replace(get_profile("slow"), delay_s=0.6))
     with pytest.raises(openai.APITimeoutError):
-        ask(client_for(url, timeout=0.2), [{"role": "user", "content": "hi"}])
+        ask(client_for(url, timeout=0.15), [{"role": "user", "content": "hi"}])
+
+
+def test_finish_reason_mismatch_on_final_answer(sim_url, write_scenarios):
+    sc = entropy_scenario()
+    turns = play(sim_url("finish-reason-mismatch", scenarios_dir=write_scenarios(sc)), sc)
+    assert [t.finish_reason for t in turns] == ["stop", "tool_calls"]
+    assert turns[-1].calls == [] and "1.5" in turns[-1].content
+
+
+def test_capture_crash_refuses_to_serve():
+    from harness.sim.server import SimBootCrash, serve_in_thread
+
+    with (
+        pytest.raises(SimBootCrash, match="RuntimeError"),
+        serve_in_thread("capture-crash", capture=True, scenarios_dir=None),
+    ):
+        pass  # pragma: no cover
+    with serve_in_thread("capture-crash", capture=False, scenarios_dir=None) as url:
+        assert url.startswith("http://127.0.0.1:")

@@ -66,4 +66,4 @@ def test_repeats_needed() -> None:
     n = repeats_needed(0.1, 0.5, 0.05, 0.8)
     assert n is not None and 14 <= n <= 18
     assert repeats_needed(0.2, 0.2, 0.01) is None
-    assert repeats_needed(0.1, 0.2, 0.01)  > repeats_needed(0.1, 0.5, 0.01)  # type: ignore[operator]
+    assert repeats_needed(0.1, 0.2, 0.01) > repeats_needed(0.1, 0.5, 0.01)  # type: ignore[operator]

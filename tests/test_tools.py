@@ -59,7 +59,9 @@ def test_array_sent_as_string_gets_the_schema_error_a_real_tool_would_give() -> 
         ('{"values": [0.5, 0.5], "bas": 2}', "Additional properties are not allowed"),
     ],
 )
-def test_bad_arguments_get_a_tool_error_and_never_reach_the_simulator(raw: str, reason: str) -> None:
+def test_bad_arguments_get_a_tool_error_and_never_reach_the_simulator(
+    raw: str, reason: str
+) -> None:
     out = simulate(tool({"builtin": "entropy"}, ENTROPY_PARAMS), raw, 0)
     assert out.error
     assert out.content.startswith("Error: invalid arguments: " + reason)

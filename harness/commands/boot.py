@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,14 @@ def _usage_error(args: argparse.Namespace) -> str | None:
                 re.compile(rx)
             except re.error as exc:
                 return f"{flag} {rx!r}: invalid regular expression ({exc}); fix the pattern"
+    if args.url and args.target:
+        return "--url goes with --cmd (with --target the URL is the target)"
+    if args.cmd is not None:
+        try:
+            if not shlex.split(args.cmd):
+                return "--cmd is empty: give the server launch command"
+        except ValueError as exc:
+            return f"--cmd {args.cmd!r}: cannot split it ({exc}); check the quotes"
     if args.log and not args.target:
         return "--log goes with --target (with --cmd the log is captured to server.log)"
     if args.log and not Path(args.log).is_file():

@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         )
     render_summary(summary, console)
     _report(folder, console)
-    console.print(f"results: {folder}")
+    console.print(f"results: {folder}", soft_wrap=True, markup=False)
     return exit_code(summary, strict=args.strict)
 
 
@@ -199,7 +199,7 @@ def _report(folder: Path, console: Console) -> None:
         )
         return
     if path is not None:
-        console.print(f"report: {path}")
+        console.print(f"report: {path}", soft_wrap=True, markup=False)
 
 
 # ------------------------------------------------------------------ console output

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from urllib.parse import urlparse
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from harness.gsm8k import GSM8KTarget, compare_gsm8k, run_gsm8k
 from harness.gsm8k_data import GSM8KDataError
 from harness.gsm8k_models import GSM8KSummary
+from harness.runs import DEFAULT_RESULTS
 
 HELP = (
     "GSM8K few-shot accuracy (SGLang's benchmark format) of --target; with --baseline, "
@@ -52,22 +55,23 @@ def _check(args: argparse.Namespace) -> str | None:
             return f"--{name.replace('_', '-')} must be at least 1"
     if args.num_shots < 0:
         return "--num-shots must be 0 or more"
+    if args.exclude_shots and args.num_shots >= args.num_questions:
+        return "--exclude-shots leaves no question: raise --num-questions above --num-shots"
     if not 0 < args.alpha < 1:
         return "--alpha must be between 0 and 1"
     return None
 
 
 def _print(summary: GSM8KSummary, console: Console) -> None:
-    table = Table(title=f"GSM8K ({summary.run_id})")
-    for col in ("server", "n", "accuracy", "95% CI", "invalid", "strict", "flexible",
-                "errors", "latency s", "tok/s"):  # fmt: skip
-        table.add_column(col)
+    table = Table(title=f"GSM8K {summary.run_id}", box=box.SIMPLE_HEAD)
+    for col in ("server", "n", "acc", "95% CI", "invalid", "strict", "flex", "err", "s", "tok/s"):
+        table.add_column(col, no_wrap=True, min_width=8 if col == "server" else None)
     for s in summary.sides:
         ci = s.accuracy_interval
         table.add_row(
-            s.label, str(s.n), f"{s.accuracy:.3f}", f"[{ci.low:.3f}, {ci.high:.3f}]",
+            s.label, str(s.n), f"{s.accuracy:.3f}", f"{ci.low:.3f}-{ci.high:.3f}",
             f"{s.invalid_rate:.3f}", f"{s.accuracy_strict:.3f}", f"{s.accuracy_flexible:.3f}",
-            str(s.n_errors), f"{s.latency_s:.2f}", f"{s.output_throughput:.1f}",
+            str(s.n_errors), f"{s.latency_s:.1f}", f"{s.output_throughput:.0f}",
         )  # fmt: skip
     console.print(table)
     p = summary.paired
@@ -105,5 +109,7 @@ def run(args: argparse.Namespace) -> int:
     except GSM8KDataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    _print(summary, Console())
+    _print(summary, Console(width=None if sys.stdout.isatty() else 120))  # logs: no wrapping
+    root = Path(args.results) if args.results else DEFAULT_RESULTS
+    print(f"results: {root / summary.run_id}/gsm8k.json")
     return summary.exit_code

@@ -13,8 +13,12 @@ HELP = "Write report.html (and report.md with --markdown) for a run folder."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder, e.g. results/compare-20260101-120000-1")
-    p.add_argument("--markdown", action="store_true", help="also write report.md (a pull-request comment)")
+    p.add_argument(
+        "run_dir", metavar="RUN_DIR", help="a run folder, e.g. results/compare-20260101-120000-1"
+    )
+    p.add_argument(
+        "--markdown", action="store_true", help="also write report.md (a pull-request comment)"
+    )
     p.add_argument("--open", action="store_true", help="open report.html in the default browser")
 
 

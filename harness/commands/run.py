@@ -103,8 +103,16 @@ def run(args: argparse.Namespace) -> int:
     records = list(read_records(folder / "transcripts.jsonl"))
     console.print(summary_table(records))
     console.print(f"transcripts: {folder / 'transcripts.jsonl'}")
-    errors = sum(r.is_infra_error for r in records)
-    return ExitCode.INFRA_ERROR if records and errors * 2 >= len(records) else ExitCode.OK
+    errors = [r for r in records if r.error is not None]
+    if errors:
+        console.print(
+            f"[red]{len(errors)} run(s) ended with an infrastructure error[/red]"
+            " (the server failed, not the model), e.g.:",
+            highlight=False,
+        )
+        for msg in sorted({f"{r.error.kind}: {r.error.message}" for r in errors if r.error})[:3]:
+            console.print(f"  {msg}", markup=False, highlight=False)
+    return ExitCode.INFRA_ERROR if records and len(errors) * 2 >= len(records) else ExitCode.OK
 
 
 def summary_table(records: list[RunRecord]) -> Table:
@@ -112,9 +120,9 @@ def summary_table(records: list[RunRecord]) -> Table:
     by_id: dict[str, list[RunRecord]] = defaultdict(list)
     for r in records:
         by_id[r.scenario_id].append(r)
-    table = Table(title="runs per scenario")
-    table.add_column("scenario", overflow="fold", min_width=18)
-    for col in ("runs", "tool calls", "final answer", "turn cap", "length/empty", "infra errors"):
+    table = Table(title="runs per scenario (final: final answers reached; errors: infrastructure)")
+    table.add_column("scenario", overflow="fold", min_width=12)
+    for col in ("runs", "tool calls", "final", "turn cap", "len/empty", "errors"):
         table.add_column(col, justify="right")
     for sid in sorted(by_id):
         rs = by_id[sid]

@@ -5,6 +5,7 @@ Prints boot log lines like an inference server starting (from
 listens (other tools parse that line), and serves until SIGINT/SIGTERM. A profile
 that crashes at boot (``capture-crash`` with ``--enable-return-routed-experts``)
 prints an SGLang-like traceback to stderr and exits 1, like the real server.
+An address that cannot be bound (port in use) exits 2.
 """
 
 from __future__ import annotations
@@ -77,4 +78,7 @@ def run(args: argparse.Namespace) -> int:
         on_started=announce,
     )
     server.run()
-    return ExitCode.OK if server.started else ExitCode.INFRA_ERROR
+    if not server.started:
+        print(f"error: --host/--port: could not serve on {args.host}:{args.port}", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    return ExitCode.OK

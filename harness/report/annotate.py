@@ -101,7 +101,9 @@ class SummaryAnnotator:
             if c.call_index == ci and c.repeat_of is not None:
                 t = self._turn_of(score, c.repeat_of)
                 where = f"turn {t}" if t is not None else f"call {c.repeat_of}"
-                out.append(Badge(f"repeat of {where}", "warn", "same tool, same canonical arguments"))
+                out.append(
+                    Badge(f"repeat of {where}", "warn", "same tool, same canonical arguments")
+                )
         for m in score.malformed:
             if m.call_index == ci:
                 out.append(Badge(kind_label(m.kind), "bad", m.reason))
@@ -136,7 +138,11 @@ class SummaryAnnotator:
             return []
         if score.infra_error is not None:
             return [Badge("infrastructure error (not scored)", "muted", score.infra_error.message)]
-        out = [Badge("passed", "good") if score.passed else Badge("failed", "bad", ", ".join(score.failures))]
+        out = [
+            Badge("passed", "good")
+            if score.passed
+            else Badge("failed", "bad", ", ".join(score.failures))
+        ]
         out += [Badge(kind_label(k), "bad") for k in score.failures if k not in ("passed",)]
         return out
 
@@ -164,8 +170,13 @@ class FactsAnnotator:
                 out.append(Badge("arguments are not valid JSON", "bad"))
         earlier = _earlier_identical(rec, turn, index)
         if earlier is not None:
-            out.append(Badge(f"same as a call at turn {earlier}", "warn",
-                             "identical tool name and argument string (raw fact, not a score)"))
+            out.append(
+                Badge(
+                    f"same as a call at turn {earlier}",
+                    "warn",
+                    "identical tool name and argument string (raw fact, not a score)",
+                )
+            )
         return out
 
     def arg_badges(self, rec: RunRecord, turn: int, index: int) -> dict[str, list[Badge]]:

@@ -85,9 +85,20 @@ def calls_per_turn(series: list[tuple[str, str, list[float]]], *, width: float =
         for s, (label, css, vals) in enumerate(series):
             v = vals[t] if t < len(vals) else 0.0
             h = plot_h * v / top
-            ch.rects.append(Rect(x0 + s * bar_w, head + plot_h - h, bar_w - 1, h, css, f"{label}, turn {t}: {v:g} calls"))
+            ch.rects.append(
+                Rect(
+                    x0 + s * bar_w,
+                    head + plot_h - h,
+                    bar_w - 1,
+                    h,
+                    css,
+                    f"{label}, turn {t}: {v:g} calls",
+                )
+            )
         if turns <= 16 or t % 2 == 0:
-            ch.texts.append(Text(left + slot * (t + 0.5), height - foot + 14, str(t), "middle", "tick"))
+            ch.texts.append(
+                Text(left + slot * (t + 0.5), height - foot + 14, str(t), "middle", "tick")
+            )
     ch.texts.append(Text(left + plot_w / 2, height - 3, "turn", "middle", "tick"))
     ch.lines.append(Line(left, head + plot_h, width - right, head + plot_h))
     ch.legend = [(css, label) for label, css, _ in series]
@@ -106,21 +117,31 @@ def termination_bars(rows: list[tuple[str, dict[str, int]]], *, width: float = 5
         total = sum(counts.values()) or 1
         x = left
         ch.texts.append(Text(left - 8, y + bar_h / 2 + 4, label, "end", "lbl"))
-        kinds = [k for k in TERMINATION_ORDER if counts.get(k)] + sorted(k for k in counts if k not in TERMINATION_ORDER and counts[k])
+        kinds = [k for k in TERMINATION_ORDER if counts.get(k)] + sorted(
+            k for k in counts if k not in TERMINATION_ORDER and counts[k]
+        )
         for k in kinds:
             w = plot_w * counts[k] / total
-            ch.rects.append(Rect(x, y, w, bar_h, f"t-{k}", f"{label}: {counts[k]} of {total} runs {k}"))
+            ch.rects.append(
+                Rect(x, y, w, bar_h, f"t-{k}", f"{label}: {counts[k]} of {total} runs {k}")
+            )
             if w >= 22:
-                ch.texts.append(Text(x + w / 2, y + bar_h / 2 + 4, str(counts[k]), "middle", "inbar"))
+                ch.texts.append(
+                    Text(x + w / 2, y + bar_h / 2 + 4, str(counts[k]), "middle", "inbar")
+                )
             x += w
             used.add(k)
-        ch.texts.append(Text(width - right + 6, y + bar_h / 2 + 4, f"n={sum(counts.values())}", "start", "tick"))
+        ch.texts.append(
+            Text(width - right + 6, y + bar_h / 2 + 4, f"n={sum(counts.values())}", "start", "tick")
+        )
     ch.legend = [(f"t-{k}", k.replace("_", " ")) for k in TERMINATION_ORDER if k in used]
     ch.legend += [(f"t-{k}", k.replace("_", " ")) for k in sorted(used - set(TERMINATION_ORDER))]
     return ch
 
 
-def accuracy_whiskers(rows: list[tuple[str, str, float, float, float]], *, width: float = 560) -> Chart:
+def accuracy_whiskers(
+    rows: list[tuple[str, str, float, float, float]], *, width: float = 560
+) -> Chart:
     """Accuracy bars with interval whiskers. ``rows``: ``(label, css, accuracy, low, high)``
     with values in [0, 1]; the axis spans 0-100%."""
     left, right, bar_h, gap, foot = 110.0, 60.0, 20.0, 14.0, 22.0
@@ -136,9 +157,14 @@ def accuracy_whiskers(rows: list[tuple[str, str, float, float, float]], *, width
         y = gap + i * (bar_h + gap)
         mid = y + bar_h / 2
         ch.texts.append(Text(left - 8, mid + 4, label, "end", "lbl"))
-        ch.rects.append(Rect(left, y, plot_w * acc, bar_h, css, f"{label}: {acc:.3f} [{low:.3f}, {high:.3f}]"))
+        ch.rects.append(
+            Rect(left, y, plot_w * acc, bar_h, css, f"{label}: {acc:.3f} [{low:.3f}, {high:.3f}]")
+        )
         xl, xh = left + plot_w * low, left + plot_w * high
-        ch.lines += [Line(xl, mid, xh, mid, "whisker"), Line(xl, y + 3, xl, y + bar_h - 3, "whisker"),
-                     Line(xh, y + 3, xh, y + bar_h - 3, "whisker")]
+        ch.lines += [
+            Line(xl, mid, xh, mid, "whisker"),
+            Line(xl, y + 3, xl, y + bar_h - 3, "whisker"),
+            Line(xh, y + 3, xh, y + bar_h - 3, "whisker"),
+        ]
         ch.texts.append(Text(xh + 6, mid + 4, f"{acc:.1%}", "start", "lbl"))
     return ch

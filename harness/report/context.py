@@ -88,6 +88,7 @@ class Report:
     provenance: list[dict[str, Any]]
     args_diff: dict[str, list[Any]]
     verdict: str | None
+    headline: str  # the verdict, or what stands in its place ("ONE SIDE", "NOT SCORED")
     verdict_message: str
     verdict_reasons: list[str]
     warnings: list[str]
@@ -118,9 +119,15 @@ def _agg_rows(summary: Summary, sides: list[SideView], sid: str) -> list[Overvie
     aggs: list[Aggregate | None] = [summary.aggregate(s.key, sid) for s in sides]
     rows: list[OverviewRow] = []
     for m in _COUNT_METRICS:
-        cells = [f"{a.counts[m].mean:.1f} (total {a.counts[m].total})"
-                 if a and m in a.counts and a.counts[m].mean is not None else "–" for a in aggs]
-        rows.append(OverviewRow(kind_label(m) if m != "tool_calls" else "tool calls per run", cells))
+        cells = [
+            f"{a.counts[m].mean:.1f} (total {a.counts[m].total})"
+            if a and m in a.counts and a.counts[m].mean is not None
+            else "–"
+            for a in aggs
+        ]
+        rows.append(
+            OverviewRow(kind_label(m) if m != "tool_calls" else "tool calls per run", cells)
+        )
     for m in _RATE_METRICS:
         cells = [f"{a.rates[m].k}/{a.rates[m].n}" if a and m in a.rates else "–" for a in aggs]
         rows.append(OverviewRow(kind_label(m), cells))
@@ -135,10 +142,14 @@ def _pass_k_row(summary: Summary | None, sides: list[SideView], sid: str) -> Ove
     if not ks:
         return None
     k = str(ks[0])
-    return OverviewRow(f"pass^{k}", [f"{a.pass_hat_k[k]:.2f}" if a and k in a.pass_hat_k else "–" for a in aggs])
+    return OverviewRow(
+        f"pass^{k}", [f"{a.pass_hat_k[k]:.2f}" if a and k in a.pass_hat_k else "–" for a in aggs]
+    )
 
 
-def _fact_rows(runs_by_side: dict[str, list[RunRecord]], sides: list[SideView]) -> list[OverviewRow]:
+def _fact_rows(
+    runs_by_side: dict[str, list[RunRecord]], sides: list[SideView]
+) -> list[OverviewRow]:
     runs = [runs_by_side.get(s.key, []) for s in sides]
 
     def per(fn: Any) -> list[str]:
@@ -147,37 +158,63 @@ def _fact_rows(runs_by_side: dict[str, list[RunRecord]], sides: list[SideView]) 
     calls = per(lambda rs: f"{sum(sum(1 for _ in r.all_tool_calls()) for r in rs) / len(rs):.1f}")
     final = per(lambda rs: f"{sum(r.stop_reason == 'final_answer' for r in rs)}/{len(rs)}")
     errors = per(lambda rs: str(sum(r.is_infra_error for r in rs)))
-    return [OverviewRow("runs", per(lambda rs: str(len(rs)))), OverviewRow("tool calls per run", calls),
-            OverviewRow("stopped with a final answer", final), OverviewRow("infrastructure errors", errors)]
+    return [
+        OverviewRow("runs", per(lambda rs: str(len(rs)))),
+        OverviewRow("tool calls per run", calls),
+        OverviewRow("stopped with a final answer", final),
+        OverviewRow("infrastructure errors", errors),
+    ]
 
 
 def _rank(metric: str) -> int:
     return KEY_METRICS.index(metric) if metric in KEY_METRICS else len(KEY_METRICS)
 
 
-def _rows(summary: Summary | None, sides: list[SideView], sid: str,
-          runs_by_side: dict[str, list[RunRecord]]) -> list[OverviewRow]:
+def _rows(
+    summary: Summary | None,
+    sides: list[SideView],
+    sid: str,
+    runs_by_side: dict[str, list[RunRecord]],
+) -> list[OverviewRow]:
     """Metric rows of scenario ``sid`` (``"*"``: pooled): the comparison's, else per side."""
     if summary is None:
         return _fact_rows(runs_by_side, sides)
     comp = summary.comparison(sid)
     if comp is not None and len(sides) == 2:
-        rows = [OverviewRow(kind_label(r.label), [r.baseline_text, r.candidate_text],
-                            _fmt_p(r.p_adjusted if r.p_adjusted is not None else r.p_value),
-                            r.significant, r.worse, r.decisive, r.metric in KEY_METRICS)
-                for r in sorted(comp.rows, key=lambda r: _rank(r.metric))]
+        rows = [
+            OverviewRow(
+                kind_label(r.label),
+                [r.baseline_text, r.candidate_text],
+                _fmt_p(r.p_adjusted if r.p_adjusted is not None else r.p_value),
+                r.significant,
+                r.worse,
+                r.decisive,
+                r.metric in KEY_METRICS,
+            )
+            for r in sorted(comp.rows, key=lambda r: _rank(r.metric))
+        ]
     else:
         rows = _agg_rows(summary, sides, sid)
     pk = _pass_k_row(summary, sides, sid)
     return rows + ([pk] if pk else [])
 
 
-def _overview(summary: Summary | None, sides: list[SideView], sid: str, title: str,
-              description: str, runs_by_side: dict[str, list[RunRecord]]) -> OverviewBlock:
+def _overview(
+    summary: Summary | None,
+    sides: list[SideView],
+    sid: str,
+    title: str,
+    description: str,
+    runs_by_side: dict[str, list[RunRecord]],
+) -> OverviewBlock:
     comp = summary.comparison(sid) if summary else None
     return OverviewBlock(
-        id=sid, title=title, description=description, verdict=comp.verdict if comp else None,
-        rows=_rows(summary, sides, sid, runs_by_side), kinds_by_side=_kinds(summary, sides, sid),
+        id=sid,
+        title=title,
+        description=description,
+        verdict=comp.verdict if comp else None,
+        rows=_rows(summary, sides, sid, runs_by_side),
+        kinds_by_side=_kinds(summary, sides, sid),
         reasons=[_reason(x) for x in comp.reasons] if comp else [],
     )
 
@@ -186,9 +223,22 @@ def _kinds(summary: Summary | None, sides: list[SideView], sid: str) -> list[lis
     out = []
     for s in sides:
         a = summary.aggregate(s.key, sid) if summary else None
-        out.append([kind_label(k) for k, r in sorted(a.rates.items())
-                    if a and k not in ("passed", "final_answer") and r.k > 0] if a else [])
+        out.append(
+            [
+                kind_label(k)
+                for k, r in sorted(a.rates.items())
+                if a and k not in ("passed", "final_answer") and r.k > 0
+            ]
+            if a
+            else []
+        )
     return out
+
+
+def _calls_at(rec: RunRecord, turn: int) -> int:
+    """Tool calls the model made at ``turn`` (0 past the end of the run)."""
+    resp = rec.turns[turn].response if turn < len(rec.turns) else None
+    return len(resp.tool_calls) if resp is not None else 0
 
 
 def _calls_series(view: ScenarioView, sides: list[SideView]) -> charts.Chart:
@@ -196,13 +246,14 @@ def _calls_series(view: ScenarioView, sides: list[SideView]) -> charts.Chart:
     for s in sides:
         recs = [r for r in view.runs_by_side.get(s.key, []) if not r.is_infra_error]
         depth = max((len(r.turns) for r in recs), default=0)
-        means = [sum(len(r.turns[t].response.tool_calls) if t < len(r.turns) and r.turns[t].response else 0
-                     for r in recs) / max(len(recs), 1) for t in range(depth)]
+        means = [sum(_calls_at(r, t) for r in recs) / max(len(recs), 1) for t in range(depth)]
         series.append((s.label, f"s-{s.css}", means))
     return charts.calls_per_turn(series)
 
 
-def _end_counts(summary: Summary | None, s: SideView, sid: str, recs: list[RunRecord]) -> dict[str, int]:
+def _end_counts(
+    summary: Summary | None, s: SideView, sid: str, recs: list[RunRecord]
+) -> dict[str, int]:
     agg = summary.aggregate(s.key, sid) if summary else None
     if agg is not None and agg.termination:
         return dict(agg.termination)
@@ -212,20 +263,31 @@ def _end_counts(summary: Summary | None, s: SideView, sid: str, recs: list[RunRe
     return out
 
 
-def _traces(summary: Summary | None, sides: list[SideView], sid: str) -> list[tuple[str, str, list[TraceLine]]]:
+def _traces(
+    summary: Summary | None, sides: list[SideView], sid: str
+) -> list[tuple[str, str, list[TraceLine]]]:
     """The first run with drift on each side, call by call (consecutive repeats folded)."""
     if summary is None:
         return []
     out = []
     for s in sides:
-        run = next((r for r in summary.runs if r.side == s.key and r.scenario_id == sid and r.drift), None)
+        run = next(
+            (r for r in summary.runs if r.side == s.key and r.scenario_id == sid and r.drift), None
+        )
         if run is None:
             continue
         lines: list[TraceLine] = []
         for c in run.calls:
-            phrases = sorted({f"{d.path}: {d.phrase}" for d in run.drift if d.call_index == c.call_index})
+            phrases = sorted(
+                {f"{d.path}: {d.phrase}" for d in run.drift if d.call_index == c.call_index}
+            )
             last = lines[-1] if lines else None
-            if last and last.arguments == c.arguments and last.tool == (c.tool or "") and last.phrases == phrases:
+            if (
+                last
+                and last.arguments == c.arguments
+                and last.tool == (c.tool or "")
+                and last.phrases == phrases
+            ):
                 last.times += 1
                 continue
             lines.append(TraceLine(c.turn, c.tool or "", c.arguments, phrases))
@@ -235,12 +297,17 @@ def _traces(summary: Summary | None, sides: list[SideView], sid: str) -> list[tu
 
 def _block(summary: Summary | None, sides: list[SideView], view: ScenarioView) -> ScenarioBlock:
     comp = summary.comparison(view.id) if summary else None
-    ends = [(s.label, _end_counts(summary, s, view.id, view.runs_by_side.get(s.key, []))) for s in sides]
+    ends = [
+        (s.label, _end_counts(summary, s, view.id, view.runs_by_side.get(s.key, []))) for s in sides
+    ]
     first = view.description.split(". ")[0].rstrip(".") + "." if view.description else ""
     return ScenarioBlock(
-        view=view, overview=_overview(summary, sides, view.id, view.id, first, view.runs_by_side),
-        calls_chart=_calls_series(view, sides), end_chart=charts.termination_bars(ends),
-        traces=_traces(summary, sides, view.id), divergence=comp.first_divergence if comp else None,
+        view=view,
+        overview=_overview(summary, sides, view.id, view.id, first, view.runs_by_side),
+        calls_chart=_calls_series(view, sides),
+        end_chart=charts.termination_bars(ends),
+        traces=_traces(summary, sides, view.id),
+        divergence=comp.first_divergence if comp else None,
     )
 
 
@@ -254,12 +321,17 @@ def _provenance(rf: RunFolder, sides: list[SideView]) -> list[dict[str, Any]]:
     for s in sides:
         t = s.target
         info = (t.server_info or {}) if t else {}
-        out.append({
-            "side": s, "role": s.role or "target", "label": s.label,
-            "url": t.base_url if t else "", "model": (t.model if t else None) or "(not reported)",
-            "version": info.get("version") if isinstance(info.get("version"), str) else None,
-            "fusion": _fusion_dict(rf.summary, s),
-        })
+        out.append(
+            {
+                "side": s,
+                "role": s.role or "target",
+                "label": s.label,
+                "url": t.base_url if t else "",
+                "model": (t.model if t else None) or "(not reported)",
+                "version": info.get("version") if isinstance(info.get("version"), str) else None,
+                "fusion": _fusion_dict(rf.summary, s),
+            }
+        )
     return out
 
 
@@ -286,42 +358,80 @@ def _warnings(rf: RunFolder, provenance: list[dict[str, Any]]) -> list[str]:
 
 
 def _verdict(rf: RunFolder) -> tuple[str | None, str, list[str]]:
+    """Headline verdict: the comparison's, else GSM8K's, else the boot checks'; the other
+    sources' verdicts join the reasons."""
+    found: list[tuple[str, str, list[str]]] = []
     if rf.summary is not None and rf.summary.verdict is not None:
         v = rf.summary.verdict
         msg = v.message.removeprefix(f"{v.verdict}: ")
         if v.repeats_needed and v.verdict == "INCONCLUSIVE" and "repeats" not in msg:
             msg += f" (about {v.repeats_needed} repeats per scenario would settle it)"
-        return v.verdict, msg, [_reason(x) for x in v.reasons]
+        found.append((v.verdict, msg, [_reason(x) for x in v.reasons]))
     if rf.gsm8k is not None and rf.gsm8k.verdict is not None:
         p = rf.gsm8k.paired
-        return rf.gsm8k.verdict, p.reason if p else "", []
+        found.append((rf.gsm8k.verdict, "GSM8K: " + (p.reason if p else ""), []))
     if rf.boot is not None:
         failed = [f"{c.name}: {c.detail}" for c in rf.boot.checks if c.verdict == "FAIL"]
-        return rf.boot.verdict, f"boot checks: {len(rf.boot.checks)} run, {len(failed)} failed", failed
+        found.append(
+            (
+                rf.boot.verdict,
+                f"boot checks: {len(rf.boot.checks)} run, {len(failed)} failed",
+                failed,
+            )
+        )
+    if found:
+        head, msg, reasons = found[0]
+        return head, msg, [f"{m} ({v})" for v, m, _ in found[1:]] + reasons
     if len({r.target.side or r.target.label for r in rf.records}) > 1:
         return None, "transcripts only: no summary.json, so no scores and no verdict", []
+    agg = (
+        rf.summary.aggregate(rf.summary.sides[0].side, "*")
+        if rf.summary and rf.summary.sides
+        else None
+    )
+    if agg is not None and "passed" in agg.rates:
+        r = agg.rates["passed"]
+        return (
+            None,
+            f"one side only: {r.k} of {r.n} scored runs passed (no comparison, no verdict)",
+            [],
+        )
     return None, "one side only: no comparison, no verdict", []
 
 
 def _settings(rf: RunFolder) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if rf.summary is not None:
-        out.update({k: v for k, v in rf.summary.settings.model_dump().items() if v not in (None, [], "")})
+        out.update(
+            {k: v for k, v in rf.summary.settings.model_dump().items() if v not in (None, [], "")}
+        )
     elif rf.manifest is not None:
-        out.update(rf.manifest.args)
+        out.update({k: v for k, v in rf.manifest.args.items() if v not in (None, [], "")})
     if rf.records:
         out.setdefault("sampling", rf.records[0].sampling)
     if rf.gsm8k is not None:
         c = rf.gsm8k.config
-        out["gsm8k"] = f"{c.num_questions} questions, {c.num_shots}-shot, {c.api} API, max_tokens {c.max_tokens}"
+        out["gsm8k"] = (
+            f"{c.num_questions} questions, {c.num_shots}-shot, {c.api} API, max_tokens {c.max_tokens}"
+        )
     return out
 
 
 def _overall_ends(rf: RunFolder, sides: list[SideView]) -> charts.Chart | None:
     if not rf.records:
         return None
-    rows = [(s.label, _end_counts(rf.summary, s, "*", [r for r in rf.records if (r.target.side or r.target.label) == s.key]))
-            for s in sides]
+    rows = [
+        (
+            s.label,
+            _end_counts(
+                rf.summary,
+                s,
+                "*",
+                [r for r in rf.records if (r.target.side or r.target.label) == s.key],
+            ),
+        )
+        for s in sides
+    ]
     return charts.termination_bars(rows)
 
 
@@ -329,8 +439,16 @@ def _gsm8k_chart(rf: RunFolder, sides: list[SideView]) -> charts.Chart | None:
     if rf.gsm8k is None:
         return None
     css = {s.role or s.label: s.css for s in sides}
-    rows = [(g.label, f"s-{css.get(g.side or g.label, 'ab'[i % 2])}", g.accuracy,
-             g.accuracy_interval.low, g.accuracy_interval.high) for i, g in enumerate(rf.gsm8k.sides)]
+    rows = [
+        (
+            g.label,
+            f"s-{css.get(g.side or g.label, 'ab'[i % 2])}",
+            g.accuracy,
+            g.accuracy_interval.low,
+            g.accuracy_interval.high,
+        )
+        for i, g in enumerate(rf.gsm8k.sides)
+    ]
     return charts.accuracy_whiskers(rows)
 
 
@@ -342,17 +460,36 @@ def build_report(rf: RunFolder) -> Report:
     prov = _provenance(rf, sides)
     verdict, msg, reasons = _verdict(rf)
     m = rf.manifest
-    by_side = {s.key: [r for r in rf.records if (r.target.side or r.target.label) == s.key] for s in sides}
-    pooled = (_overview(rf.summary, sides, "*", "All scenarios", "pooled over every scenario", by_side)
-              if len(views) > 1 else None)
+    by_side = {
+        s.key: [r for r in rf.records if (r.target.side or r.target.label) == s.key] for s in sides
+    }
+    pooled = (
+        _overview(rf.summary, sides, "*", "All scenarios", "pooled over every scenario", by_side)
+        if len(views) > 1
+        else None
+    )
     return Report(
         title=f"harness report · {m.run_id if m else rf.path.name}",
         run_id=m.run_id if m else rf.path.name,
         created_at=(m.created_at if m else "")[:19].replace("T", " ") + (" UTC" if m else ""),
-        harness_version=m.harness_version if m else "", git_revision=m.git_revision if m else None,
-        command=m.command if m else "", sides=sides, provenance=prov, args_diff=_args_diff(rf, sides),
-        verdict=verdict, verdict_message=msg, verdict_reasons=reasons, warnings=_warnings(rf, prov),
-        settings=_settings(rf), scenarios=[_block(rf.summary, sides, v) for v in views], pooled=pooled,
-        end_chart=_overall_ends(rf, sides), summary=rf.summary, gsm8k=rf.gsm8k,
-        gsm8k_chart=_gsm8k_chart(rf, sides), boot=rf.boot, facts_only=rf.summary is None,
+        harness_version=m.harness_version if m else "",
+        git_revision=m.git_revision if m else None,
+        command=m.command if m else "",
+        sides=sides,
+        provenance=prov,
+        args_diff=_args_diff(rf, sides),
+        verdict=verdict,
+        headline=verdict or ("ONE SIDE" if rf.summary is not None else "NOT SCORED"),
+        verdict_message=msg,
+        verdict_reasons=reasons,
+        warnings=_warnings(rf, prov),
+        settings=_settings(rf),
+        scenarios=[_block(rf.summary, sides, v) for v in views],
+        pooled=pooled,
+        end_chart=_overall_ends(rf, sides),
+        summary=rf.summary,
+        gsm8k=rf.gsm8k,
+        gsm8k_chart=_gsm8k_chart(rf, sides),
+        boot=rf.boot,
+        facts_only=rf.summary is None,
     )

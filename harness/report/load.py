@@ -103,7 +103,9 @@ def load_run_folder(path: str | Path) -> RunFolder:
         try:
             manifest = RunManifest.model_validate(_read_json(folder / "manifest.json"))
         except ValidationError as exc:
-            raise ReportInputError(f"{folder / 'manifest.json'}: invalid manifest ({exc.errors()[0]['msg']})") from None
+            raise ReportInputError(
+                f"{folder / 'manifest.json'}: invalid manifest ({exc.errors()[0]['msg']})"
+            ) from None
     try:
         records = list(read_records(folder / "transcripts.jsonl"))
     except ValidationError as exc:

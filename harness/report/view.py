@@ -106,6 +106,7 @@ class RunView:
     turns: list[TurnView]
     error: str | None
     badges: list[Badge] = field(default_factory=list)
+    tools_json: str = ""  # the ``tools`` request field, sent with every request
 
 
 @dataclass
@@ -172,7 +173,9 @@ def build_sides(records: Iterable[RunRecord], manifest: RunManifest | None) -> l
         seen.setdefault(side_key(r), r.target)
     keys = sorted(seen, key=lambda k: (_ROLE_ORDER.get(k, 2), list(seen).index(k)))
     return [
-        SideView(key=k, label=seen[k].label, role=seen[k].side, target=seen[k], css="abcdefgh"[i % 8])
+        SideView(
+            key=k, label=seen[k].label, role=seen[k].side, target=seen[k], css="abcdefgh"[i % 8]
+        )
         for i, k in enumerate(keys)
     ]
 
@@ -192,11 +195,19 @@ def _call_view(rec: RunRecord, turn: int, index: int, ann: Annotator) -> CallVie
     args: list[ArgView] = []
     if isinstance(parsed, dict):
         for k, v in parsed.items():
-            args.append(ArgView(str(k), pretty_json(v, indent=None, limit=2000), marks.pop(str(k), [])))
+            args.append(
+                ArgView(str(k), pretty_json(v, indent=None, limit=2000), marks.pop(str(k), []))
+            )
     for k, badges in marks.items():  # findings about keys that are absent (dropped keys)
         args.append(ArgView(k, "(absent)", badges))
-    return CallView(index, call.name or "(no name)", args, raw, ok and isinstance(parsed, dict),
-                    ann.call_badges(rec, turn, index))
+    return CallView(
+        index,
+        call.name or "(no name)",
+        args,
+        raw,
+        ok and isinstance(parsed, dict),
+        ann.call_badges(rec, turn, index),
+    )
 
 
 def _raw_request(rec: RunRecord, t: TurnRecord) -> str:
@@ -205,9 +216,31 @@ def _raw_request(rec: RunRecord, t: TurnRecord) -> str:
     if len(json.dumps(body["messages"], default=str)) > RAW_LIMIT:
         body["messages"] = t.new_messages
         body["_note"] = "messages since the previous request only (the full list is long)"
-    if rec.tools:
-        body["tools"] = rec.tools
-    return pretty_json(body)
+    if rec.tools:  # identical in every request: shown once, in the run's header
+        body["tools"] = f"(the {len(rec.tools)} tools shown under 'tools' in this run's header)"
+    return _request_text(body)
+
+
+def _dump(v: Any) -> str:
+    return json.dumps(v, ensure_ascii=False, default=str)
+
+
+def _request_text(body: dict[str, Any]) -> str:
+    """JSON of a request body, indented, with one message per line (compact and readable)."""
+    items = []
+    for k, v in body.items():
+        if k == "messages" and isinstance(v, list):
+            inner = ",\n".join(f"    {_dump(m)}" for m in v)
+            items.append(f'  "messages": [\n{inner}\n  ]')
+        else:
+            items.append(f"  {_dump(k)}: {_dump(v)}")
+    text = "{\n" + ",\n".join(items) + "\n}"
+    if len(text) > RAW_LIMIT:
+        text = (
+            text[:RAW_LIMIT]
+            + f"\n… cut: {len(text) - RAW_LIMIT} more characters in transcripts.jsonl"
+        )
+    return text
 
 
 def _tokens(usage: dict[str, Any] | None) -> str:
@@ -227,13 +260,17 @@ def _turn_view(rec: RunRecord, t: TurnRecord, ann: Annotator) -> TurnView:
     calls = [_call_view(rec, t.index, i, ann) for i in range(len(resp.tool_calls))] if resp else []
     err = t.error.message if t.error else None
     return TurnView(
-        index=t.index, segment=t.segment, user_messages=users if t.index > 0 else [],
+        index=t.index,
+        segment=t.segment,
+        user_messages=users if t.index > 0 else [],
         content=resp.content if resp else None,
         reasoning=resp.reasoning_content if resp else None,
-        calls=calls, results=results,
+        calls=calls,
+        results=results,
         finish_reason=resp.finish_reason if resp else None,
         latency_s=resp.latency_s if resp else None,
-        tokens=_tokens(resp.usage if resp else None), error=err,
+        tokens=_tokens(resp.usage if resp else None),
+        error=err,
         raw_request=_raw_request(rec, t),
         raw_response=pretty_json(resp.raw) if resp is not None else "(no response)",
     )
@@ -241,18 +278,28 @@ def _turn_view(rec: RunRecord, t: TurnRecord, ann: Annotator) -> TurnView:
 
 def _run_view(rec: RunRecord, ann: Annotator) -> RunView:
     return RunView(
-        side=side_key(rec), label=rec.target.label, run_key=rec.run_key, repeat=rec.repeat,
-        stream=rec.stream, stop_reason=rec.stop_reason, final_content=rec.final_content,
+        side=side_key(rec),
+        label=rec.target.label,
+        run_key=rec.run_key,
+        repeat=rec.repeat,
+        stream=rec.stream,
+        stop_reason=rec.stop_reason,
+        final_content=rec.final_content,
         n_calls=sum(1 for _ in rec.all_tool_calls()),
         turns=[_turn_view(rec, t, ann) for t in rec.turns],
-        error=rec.error.message if rec.error else None, badges=ann.run_badges(rec),
+        error=rec.error.message if rec.error else None,
+        badges=ann.run_badges(rec),
+        tools_json=pretty_json(rec.tools) if rec.tools else "",
     )
 
 
 def _pair(title: str, recs: list[RunRecord | None], ann: Annotator, sid: str, rep: int) -> PairView:
     runs = [_run_view(r, ann) if r is not None else None for r in recs]
     depth = max((len(r.turns) for r in runs if r is not None), default=0)
-    rows = [[r.turns[i] if r is not None and i < len(r.turns) else None for r in runs] for i in range(depth)]
+    rows = [
+        [r.turns[i] if r is not None and i < len(r.turns) else None for r in runs]
+        for i in range(depth)
+    ]
     div = ann.first_divergence(sid, rep)
     for row in rows if div is not None else []:
         for cell in row:
@@ -261,7 +308,9 @@ def _pair(title: str, recs: list[RunRecord | None], ann: Annotator, sid: str, re
     return PairView(title, runs, rows, div)
 
 
-def build_scenarios(records: list[RunRecord], sides: list[SideView], ann: Annotator) -> list[ScenarioView]:
+def build_scenarios(
+    records: list[RunRecord], sides: list[SideView], ann: Annotator
+) -> list[ScenarioView]:
     """One view per scenario id (sorted), with one :class:`PairView` per (repeat, mode)."""
     by_sid: dict[str, list[RunRecord]] = {}
     for r in records:
@@ -272,16 +321,27 @@ def build_scenarios(records: list[RunRecord], sides: list[SideView], ann: Annota
         keys = sorted({(r.repeat, r.stream) for r in recs})
         idx = {(side_key(r), r.repeat, r.stream): r for r in recs}
         pairs = [
-            _pair(f"repeat {rep} · {'streaming' if st else 'non-streaming'}",
-                  [idx.get((s.key, rep, st)) for s in sides], ann, sid, rep)
+            _pair(
+                f"repeat {rep} · {'streaming' if st else 'non-streaming'}",
+                [idx.get((s.key, rep, st)) for s in sides],
+                ann,
+                sid,
+                rep,
+            )
             for rep, st in keys
         ]
         sc = recs[0].scenario
-        out.append(ScenarioView(
-            id=sid, description=str(sc.get("description", "")),
-            kinds=[str(k) for k in sc.get("targets", [])],
-            opening=[{"role": str(m.get("role")), "content": str(m.get("content"))} for m in sc.get("messages", [])],
-            pairs=pairs,
-            runs_by_side={s.key: [r for r in recs if side_key(r) == s.key] for s in sides},
-        ))
+        out.append(
+            ScenarioView(
+                id=sid,
+                description=str(sc.get("description", "")),
+                kinds=[str(k) for k in sc.get("targets", [])],
+                opening=[
+                    {"role": str(m.get("role")), "content": str(m.get("content"))}
+                    for m in sc.get("messages", [])
+                ],
+                pairs=pairs,
+                runs_by_side={s.key: [r for r in recs if side_key(r) == s.key] for s in sides},
+            )
+        )
     return out

@@ -2,9 +2,22 @@
 
 Owned by issue 3. Public API (stable, others build on it):
 
-- ``SimProfile`` / ``PROFILES`` / ``get_profile(name)`` in ``harness.sim.profiles``
-- ``create_app(profile, scenarios_dir=..., gsm8k_path=..., latency_ms=..., seed=...)``
-  -> ASGI app, in ``harness.sim.app``
-- ``serve_in_thread(profile="healthy", **kw)`` -> context manager yielding the base URL
-  (``http://127.0.0.1:<port>``; the OpenAI base_url is that + ``/v1``), in ``harness.sim.server``
+- ``SimProfile`` / ``PROFILES`` / ``get_profile(name)`` in :mod:`harness.sim.profiles`
+  (the table of profiles is in that module's docstring; ``harness sim --list-profiles``).
+- ``Fault(kind, rate=1.0, start_turn=0, end_turn=None)`` in :mod:`harness.sim.faults`
+  (kinds documented there); custom profiles via ``dataclasses.replace(profile, faults=...)``.
+- ``create_app(profile, *, scenarios_dir="scenarios", gsm8k_path=None, latency_ms=0,
+  seed=0, capture=False)`` -> Starlette ASGI app, in :mod:`harness.sim.app`.
+- ``serve_in_thread(profile="healthy", *, scenarios_dir="scenarios", gsm8k_path=None,
+  latency_ms=0, seed=0, capture=False, host="127.0.0.1", port=0)`` -> context manager
+  yielding the base URL ``http://127.0.0.1:<port>`` (the OpenAI base_url is that +
+  ``/v1``), in :mod:`harness.sim.server`; raises ``SimBootCrash`` for a profile that
+  crashes at boot with ``capture=True``.
+- Pytest: the ``sim_url`` and ``write_scenarios`` fixtures in ``tests/conftest.py``.
+
+Layout: :mod:`~harness.sim.model` (plays scenarios, stateless per request),
+:mod:`~harness.sim.faults` (fault injection), :mod:`~harness.sim.wire` (OpenAI JSON and
+SSE shapes), :mod:`~harness.sim.tokens` (approximate token counts),
+:mod:`~harness.sim.moe` (boot log, server info, routed experts; issue 6),
+:mod:`~harness.sim.gsm8k_model` (GSM8K answers; issue 5).
 """

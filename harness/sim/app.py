@@ -43,6 +43,7 @@ from starlette.routing import Route
 from harness.sim import gsm8k_model, moe
 from harness.sim.faults import active_fault, corrupt_arguments, render, should_loop
 from harness.sim.model import (
+    UNKNOWN_ANSWER,
     Conversation,
     Decision,
     PlannedCall,
@@ -62,6 +63,7 @@ __all__ = ["MODEL_NAME", "SimState", "create_app"]
 #: The model id the server reports and answers as (any requested model is accepted).
 MODEL_NAME = "harness-sim"
 GENERIC_TEXT = " I am the harness reference server and have no answer for this prompt.\n\n"
+RELOAD_CHECK_S = 1.0
 GARBAGE_BODY = '<html><body>502 Bad Gateway</body></html>\n{"choices": [{"mess'
 
 
@@ -82,6 +84,20 @@ class SimState:
     rng: random.Random = field(default_factory=random.Random)
     flaky_seen: set[str] = field(default_factory=set)
     requests: int = 0
+    scenarios_dir: str | Path | None = None
+    fingerprint: tuple[tuple[str, int, int], ...] = ()
+    checked_at: float = 0.0
+
+    def scenarios(self) -> ScenarioIndex:
+        """The scenario index, re-read when a file under ``scenarios_dir`` changed
+        (checked at most every :data:`RELOAD_CHECK_S` seconds)."""
+        now = time.monotonic()
+        if self.scenarios_dir is not None and now - self.checked_at >= RELOAD_CHECK_S:
+            self.checked_at = now
+            fp = ScenarioIndex.fingerprint(self.scenarios_dir)
+            if fp != self.fingerprint:
+                self.index, self.fingerprint = ScenarioIndex.from_dir(self.scenarios_dir), fp
+        return self.index
 
 
 # ------------------------------------------------------------------ helpers
@@ -199,8 +215,6 @@ def _unscripted(state: SimState, messages: list[dict[str, Any]]) -> Decision:
     text = gsm8k_model.answer(state.profile, prompt, seed=state.seed, gsm8k_path=state.gsm8k_path)
     if text is not None:
         return Decision(content=text.strip(), reasoning="A math word problem; I work it out.")
-    from harness.sim.model import UNKNOWN_ANSWER
-
     return Decision(content=UNKNOWN_ANSWER, reasoning="No tool is needed; I reply directly.")
 
 
@@ -214,8 +228,10 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
         conv = Conversation.parse(body.get("messages"))
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    req, profile, turn = _request_options(body), state.profile, conv.turn
-    sc = state.index.match(conv)
+    req, profile = _request_options(body), state.profile
+    sc = state.scenarios().match(conv)
+    # turn: assistant messages beyond the scenario's opening (few-shot ones do not count)
+    turn = conv.turn - (sum(m.role == "assistant" for m in sc.messages) if sc else 0)
     nonce = nonce_for(conv, req, server_seed=state.seed, rng=state.rng)
     if sc is None:
         decision = _unscripted(state, body["messages"])
@@ -432,6 +448,19 @@ async def _bad_request(request: Request, exc: Exception) -> Response:
     return _error(400, str(exc))
 
 
+#: The endpoints (see the module docstring).
+ROUTES = [
+    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    Route("/v1/completions", completions, methods=["POST"]),
+    Route("/generate", generate, methods=["POST"]),
+    Route("/v1/models", models, methods=["GET"]),
+    Route("/health", health, methods=["GET"]),
+    Route("/server_info", server_info, methods=["GET"]),
+    Route("/get_server_info", server_info, methods=["GET"]),
+    Route("/model_info", model_info, methods=["GET"]),
+]
+
+
 def create_app(
     profile: str | SimProfile = "healthy",
     *,
@@ -445,7 +474,8 @@ def create_app(
 
     Args:
         profile: a profile name (see :data:`harness.sim.profiles.PROFILES`) or a profile.
-        scenarios_dir: scenario files to play (indexed once, now); missing dir = none.
+        scenarios_dir: scenario files to play (indexed now, re-read when a file
+            changes); a missing directory = no scenarios.
         gsm8k_path: GSM8K jsonl for the completions endpoint (default: harness cache).
         latency_ms: added delay before every POST response, in milliseconds.
         seed: server seed (noise draws, GSM8K correctness).
@@ -458,22 +488,15 @@ def create_app(
     state = SimState(
         profile=prof,
         index=ScenarioIndex.from_dir(scenarios_dir),
+        scenarios_dir=scenarios_dir,
+        fingerprint=ScenarioIndex.fingerprint(scenarios_dir),
+        checked_at=time.monotonic(),
         gsm8k_path=str(gsm8k_path) if gsm8k_path is not None else None,
         latency_ms=latency_ms,
         seed=seed,
         capture=capture,
         rng=random.Random(seed),
     )
-    routes = [
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/generate", generate, methods=["POST"]),
-        Route("/v1/models", models, methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/server_info", server_info, methods=["GET"]),
-        Route("/get_server_info", server_info, methods=["GET"]),
-        Route("/model_info", model_info, methods=["GET"]),
-    ]
-    app = Starlette(routes=routes, exception_handlers={BadRequest: _bad_request})
+    app = Starlette(routes=ROUTES, exception_handlers={BadRequest: _bad_request})
     app.state.sim = state
     return app

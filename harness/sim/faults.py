@@ -32,6 +32,9 @@ Kinds (``Fault.kind``) and what they do to a turn:
 ``reasoning_leak``         the reasoning text goes into ``content`` (as ``<think>...</think>``)
                            instead of ``reasoning_content``
 ``reasoning_leak_args``    the reasoning text is prefixed to each call's ``arguments``
+``empty_arguments``        streaming only: a call whose arguments are ``{}`` gets no
+                           ``arguments`` delta, so it assembles to ``""``
+``index_offset``           streaming only: tool_call delta indices start at 1, not 0
 =========================  =================================================================
 """
 
@@ -74,6 +77,8 @@ FaultKind = Literal[
     "stream_truncated_args",
     "reasoning_leak",
     "reasoning_leak_args",
+    "empty_arguments",
+    "index_offset",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
 
@@ -214,4 +219,6 @@ def render(
         tool_calls=calls,
         finish_reason=finish,
         drop_last_arg_piece=on("stream_truncated_args"),
+        drop_empty_args=on("empty_arguments"),
+        index_base=1 if on("index_offset") else 0,
     )

@@ -16,6 +16,7 @@ share of wrong answers (:data:`INVALID_SHARE`) contains no number at all (invali
 from __future__ import annotations
 
 import hashlib
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -88,9 +89,10 @@ def _working(q: Question) -> str:
 
 def _compose(q: Question, value: str, seed: int) -> str:
     working = _working(q)
-    if value != q.label and q.label in working:
-        head, _, tail = working.rpartition(q.label)
-        working = head + value + tail
+    if value != q.label:  # the last mention of the right number becomes the wrong one
+        hits = list(re.finditer(rf"(?<![\d.,]){re.escape(q.label)}(?![\d,])", working))
+        if hits:
+            working = working[: hits[-1].start()] + value + working[hits[-1].end() :]
     if _unit("style", seed, q.question) < PROSE_SHARE:
         return f" {working}\nThe answer is {value}.\n\n"
     return f" {working}\n#### {value}\n\n"

@@ -2,7 +2,8 @@
 
 Recognition: a request's conversation is matched to a scenario by its system
 message and first user message (exact text; the first user message alone when
-that is unambiguous). The scenarios are indexed once, when the app is created.
+that is unambiguous). The scenarios are indexed when the app is created and
+re-read when a scenario file changes (see ``SimState.scenarios`` in ``app.py``).
 
 Position (stateless per request): the segment is the number of user messages
 beyond the scenario's opening (0 = the opening, ``i`` = follow-up ``i``); the
@@ -29,6 +30,7 @@ unseeded sampled requests draw it from the server's seeded RNG.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 import re
@@ -190,6 +192,19 @@ class ScenarioIndex:
 
     def __len__(self) -> int:
         return len(self.scenarios)
+
+    @staticmethod
+    def fingerprint(directory: str | Path | None) -> tuple[tuple[str, int, int], ...]:
+        """(path, mtime_ns, size) of every scenario file: changes when a file does."""
+        root = Path(directory) if directory is not None else None
+        if root is None or not root.is_dir():
+            return ()
+        out = []
+        for p in sorted(p for p in root.rglob("*") if p.suffix in SCENARIO_SUFFIXES):
+            with contextlib.suppress(OSError):
+                st = p.stat()
+                out.append((str(p), st.st_mtime_ns, st.st_size))
+        return tuple(out)
 
     def match(self, conv: Conversation) -> Scenario | None:
         """The scenario this conversation plays, or ``None``."""

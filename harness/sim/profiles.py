@@ -31,6 +31,9 @@ name                       behaviour
 ``repeated-ids``           tool_call ids of turn 0 reused every turn
 ``stream-truncated-args``  streaming: last arguments delta of each call lost
 ``reasoning-leak``         reasoning model whose reasoning lands in ``content``
+``reasoning-leak-args``    reasoning model whose reasoning is prefixed to ``arguments``
+``empty-arguments``        streaming: a ``{}`` call's arguments dropped (assembles to ``""``)
+``index-offset``           streaming: tool_call delta indices start at 1
 ``gsm8k-drop``             GSM8K accuracy 0.81, nothing else
 ``experts-dup-shared``     routed experts: shared expert id in two columns (fusion on)
 ``capture-crash``          boot crash when capture is enabled (fusion on)
@@ -126,6 +129,9 @@ _LIST: list[SimProfile] = [
     _single("repeated-ids", "repeated_ids", "tool_call ids reused across turns"),
     _single("stream-truncated-args", "stream_truncated_args", "last arguments delta lost"),
     _single("reasoning-leak", "reasoning_leak", "reasoning in content", reasoning=True),
+    _single("reasoning-leak-args", "reasoning_leak_args", "reasoning in args", reasoning=True),
+    _single("empty-arguments", "empty_arguments", 'streaming: "{}" arguments dropped'),
+    _single("index-offset", "index_offset", "streaming: tool_call indices start at 1"),
     SimProfile(name="gsm8k-drop", gsm8k_accuracy=0.81, description="GSM8K accuracy 0.81"),
     SimProfile(
         name="experts-dup-shared",

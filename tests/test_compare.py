@@ -1,0 +1,212 @@
+"""``harness compare`` / ``harness score`` end to end against the reference server (HTTP)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import main
+from harness.summary import read_summary
+
+ENTROPY: dict[str, Any] = {
+    "id": "entropy",
+    "description": "an array argument and an optional base",
+    "messages": [
+        {"role": "system", "content": "You have an entropy tool."},
+        {"role": "user", "content": "Entropy of [0.5, 0.25, 0.25] in bits?"},
+    ],
+    "tools": [
+        {
+            "name": "entropy",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "values": {"type": "array", "items": {"type": "number"}},
+                    "base": {"type": "number"},
+                },
+                "required": ["values"],
+            },
+            "simulator": {"builtin": "entropy"},
+        }
+    ],
+    "expect": {
+        "calls": [{"tool": "entropy", "arguments": {"values": [0.5, 0.25, 0.25], "base": 2}}],
+        "final_answer": {"contains": ["1.5"], "example": "The entropy is 1.5 bits."},
+    },
+}
+LOOKUP: dict[str, Any] = {
+    "id": "lookup",
+    "description": "two string ids in a row",
+    "messages": [{"role": "user", "content": "Where are orders 123_456 and 007?"}],
+    "tools": [
+        {
+            "name": "lookup_order",
+            "parameters": {
+                "type": "object",
+                "properties": {"order_id": {"type": "string"}},
+                "required": ["order_id"],
+            },
+            "simulator": {"result": {"status": "shipped"}},
+        }
+    ],
+    "expect": {
+        "calls": [
+            {"tool": "lookup_order", "arguments": {"order_id": "123_456"}},
+            {"tool": "lookup_order", "arguments": {"order_id": "007"}},
+        ],
+        "final_answer": {"contains": ["shipped"], "example": "Both orders have shipped."},
+    },
+}
+CLOCK: dict[str, Any] = {
+    "id": "clock",
+    "description": "a tool without parameters",
+    "messages": [{"role": "user", "content": "What time is it?"}],
+    "tools": [{"name": "now", "simulator": {"result": "09:30"}}],
+    "expect": {
+        "calls": [{"tool": "now"}],
+        "final_answer": {"contains": ["9:30"], "example": "It is 09:30."},
+    },
+}
+
+
+@pytest.fixture
+def scenarios(write_scenarios: Callable[..., Path]) -> Path:
+    return write_scenarios(ENTROPY, LOOKUP, CLOCK)
+
+
+def _only_run(results: Path) -> Path:
+    (folder,) = [p for p in results.iterdir() if p.is_dir()]
+    return folder
+
+
+def test_default_compare_is_a_regression(
+    scenarios: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No URLs: healthy ("unfused") vs fused-regression ("fused") on the reference server."""
+    results = tmp_path / "results"
+    code = main(
+        ["compare", str(scenarios), "--results", str(results), "--repeats", "3", "--no-progress"]
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "REGRESSION" in out and "repeat_loop" in out
+    assert "array sent as a string" in out and "values collapsed to zeros" in out
+    assert "reached a final answer" in out and "repeated identical calls" in out
+    assert "first divergence at turn 0" in out
+    s = read_summary(_only_run(results))
+    assert s.verdict is not None and s.verdict.verdict == "REGRESSION"
+    assert {"repeat_loop", "missing_final_answer"} <= set(s.verdict.regressed_kinds)
+    cand, base = s.aggregate("candidate", "*"), s.aggregate("baseline", "*")
+    assert cand is not None and base is not None
+    assert cand.rates["final_answer"].k == 0 and base.rates["final_answer"].k == base.scored == 9
+    assert cand.rates["container_as_string"].k > 0 and cand.rates["collapse"].k > 0
+    assert cand.counts["tool_calls"].mean > 3 * base.counts["tool_calls"].mean  # type: ignore[operator]
+    assert [x.label for x in s.sides] == ["unfused", "fused"]
+    run = next(r for r in s.runs if r.side == "candidate" and r.scenario_id == "entropy")
+    assert run.drift[0].turn == 0 and run.drift[0].kind == "container_as_string"
+
+
+def test_aa_on_healthy_is_no_change(scenarios: Path, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    code = main(
+        [
+            "compare",
+            str(scenarios),
+            "--aa",
+            "--results",
+            str(results),
+            "--repeats",
+            "2",
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    s = read_summary(_only_run(results))
+    assert s.verdict is not None and s.verdict.verdict == "NO CHANGE"
+    assert all(r.passed for r in s.runs) and len(s.runs) == 12
+
+
+def test_two_urls_and_rescoring(
+    scenarios: Path, tmp_path: Path, sim_url: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = sim_url("healthy", scenarios_dir=scenarios)
+    cand = sim_url("finish-reason-mismatch", scenarios_dir=scenarios)
+    results = tmp_path / "results"
+    argv = [
+        "compare",
+        str(scenarios),
+        "--baseline",
+        base,
+        "--candidate",
+        cand,
+        "--results",
+        str(results),
+    ]
+    code = main([*argv, "--repeats", "3", "--no-progress", "--candidate-label", "fused"])
+    assert code == 1
+    folder = _only_run(results)
+    first = json.loads((folder / "summary.json").read_text())
+    assert "finish_reason_mismatch" in first["verdict"]["regressed_kinds"]
+    (folder / "summary.json").unlink()
+    capsys.readouterr()
+    assert main(["score", str(folder)]) == 1
+    again = json.loads((folder / "summary.json").read_text())
+    assert again["verdict"] == first["verdict"] and len(again["runs"]) == len(first["runs"]) == 18
+    assert again["sides"][1]["label"] == "fused"
+    assert "finish_reason_mismatch" in capsys.readouterr().out
+
+
+def test_infrastructure_errors_exit_3(
+    scenarios: Path, tmp_path: Path, sim_url: Callable[..., str]
+) -> None:
+    base = sim_url("healthy", scenarios_dir=scenarios)
+    cand = sim_url("no-choices", scenarios_dir=scenarios)
+    results = tmp_path / "results"
+    code = main(
+        [
+            "compare",
+            str(scenarios / "clock.yaml"),
+            "--baseline",
+            base,
+            "--candidate",
+            cand,
+            "--results",
+            str(results),
+            "--repeats",
+            "2",
+            "--no-progress",
+        ]
+    )
+    assert code == 3
+    s = read_summary(_only_run(results))
+    assert s.infra_errors == {"baseline": 0, "candidate": 2}
+    cand_agg = s.aggregate("candidate", "clock")
+    assert cand_agg is not None and cand_agg.scored == 0 and cand_agg.infra_errors == 2
+    assert all(r.failures == [] for r in s.runs)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--baseline", "http://127.0.0.1:9"], "--candidate"),
+        (["--baseline", "localhost:8000", "--candidate", "http://x"], "not a URL"),
+        (["--aa", "--baseline-log", "/nonexistent/log"], "no such log file"),
+        (["--repeats", "0"], "--repeats"),
+    ],
+)
+def test_usage_errors_exit_2(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compare", *argv]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_score_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["score", str(tmp_path / "nope")]) == 2
+    assert main(["score", str(tmp_path)]) == 2
+    assert "no recorded runs" in capsys.readouterr().err

@@ -1,0 +1,94 @@
+"""The decision rule on synthetic scores (pure, no server)."""
+
+from __future__ import annotations
+
+from harness.compare import first_divergence, summarize
+from harness.summary import RunScore
+from harness.verdict import aggregate, compare_sides
+from tests.test_scoring import GOOD, make_record
+
+
+def _scores(side: str, scenario: str, failures: list[list[str]]) -> list[RunScore]:
+    return [
+        RunScore(
+            run_key=f"{side}/{scenario}/{i}/nostream",
+            scenario_id=scenario,
+            side=side,
+            label=side,
+            repeat=i,
+            termination="final_answer",
+            final_answer=True,
+            failures=f,
+            passed=not f,
+        )
+        for i, f in enumerate(failures)
+    ]
+
+
+def _decide(base: dict[str, list[list[str]]], cand: dict[str, list[list[str]]]):  # type: ignore[no-untyped-def]
+    b = {s: _scores("baseline", s, f) for s, f in base.items()}
+    c = {s: _scores("candidate", s, f) for s, f in cand.items()}
+    kinds = sorted({k for d in (base, cand) for fs in d.values() for f in fs for k in f})
+    b_aggs = {s: aggregate("baseline", "b", s, v, kinds) for s, v in b.items()}
+    c_aggs = {s: aggregate("candidate", "c", s, v, kinds) for s, v in c.items()}
+    b_aggs["*"] = aggregate("baseline", "b", "*", [x for v in b.values() for x in v], kinds)
+    c_aggs["*"] = aggregate("candidate", "c", "*", [x for v in c.values() for x in v], kinds)
+    return compare_sides(b_aggs, c_aggs, kinds)
+
+
+CLEAN = [[] for _ in range(5)]
+
+
+def test_identical_sides_no_change() -> None:
+    r = _decide({"a": CLEAN, "b": CLEAN}, {"a": CLEAN, "b": CLEAN})
+    assert r.verdict.verdict == "NO CHANGE" and r.verdict.exit_code == 0
+
+
+def test_consistent_failure_is_a_regression_named_by_kind() -> None:
+    loop = [["repeat_loop"]] * 5
+    r = _decide({"a": CLEAN, "b": CLEAN}, {"a": loop, "b": loop})
+    assert r.verdict.verdict == "REGRESSION" and r.verdict.exit_code == 1
+    assert r.verdict.regressed_kinds == ["repeat_loop"]
+    row = next(x for x in r.scenarios[-1].rows if x.metric == "repeat_loop")
+    assert row.significant and row.worse and row.p_adjusted is not None
+    assert row.candidate_text == "10/10 runs" and row.baseline_text == "0/10 runs"
+
+
+def test_reverse_is_an_improvement() -> None:
+    loop = [["repeat_loop"]] * 5
+    r = _decide({"a": loop, "b": loop}, {"a": CLEAN, "b": CLEAN})
+    assert r.verdict.verdict == "IMPROVEMENT" and r.verdict.exit_code == 0
+    assert r.verdict.improved_kinds == ["repeat_loop"]
+
+
+def test_weak_difference_is_inconclusive_with_repeats_needed() -> None:
+    some = [["collapse"], ["collapse"], [], [], []]
+    r = _decide({"a": CLEAN, "b": CLEAN}, {"a": some, "b": some})
+    assert r.verdict.verdict == "INCONCLUSIVE" and r.verdict.exit_code == 0
+    assert r.verdict.repeats_needed is not None and r.verdict.repeats_needed > 0
+    assert "more repeats" in r.verdict.message
+
+
+def test_rare_noise_is_not_flagged() -> None:
+    one = [["missing_final_answer"], [], [], [], []]
+    r = _decide({"a": CLEAN, "b": CLEAN}, {"a": one, "b": CLEAN})
+    assert r.verdict.verdict == "NO CHANGE"
+    assert r.scenarios[0].new_failure_kinds == ["missing_final_answer"]
+
+
+def test_first_divergence_and_one_sided_summary() -> None:
+    drift = {"values": "[0.5, 0.25, 0.25]", "base": 2}
+    base = make_record([[GOOD], "1.5 bits"])
+    cand = make_record([[drift], [GOOD], "1.5 bits"])
+    base.target.side, base.target.label = "baseline", "unfused"
+    base.run_key = "baseline/entropy_array/0/nostream"
+    d = first_divergence([base], [cand])
+    assert d is not None and d.turn == 0
+    assert d.baseline == ['entropy {"values": [0.5, 0.25, 0.25], "base": 2}']
+    assert d.candidate == ['entropy {"values": "[0.5, 0.25, 0.25]", "base": 2}']
+    assert first_divergence([base], [base]) is None
+    s = summarize([base, cand], run_id="x")
+    assert s.kind == "compare" and s.comparisons[0].first_divergence == d
+    one = summarize([cand], run_id="y")
+    assert one.kind == "score" and one.verdict is None and one.comparisons == []
+    assert one.aggregate("candidate", "entropy_array") is not None
