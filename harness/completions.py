@@ -153,6 +153,7 @@ class StreamAssembler:
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.model: str | None = None
+        self.saw_choice = False
 
     def add(self, chunk: Any) -> None:
         self.chunks.append(chunk)
@@ -171,6 +172,7 @@ class StreamAssembler:
             self.usage = chunk["usage"]
         for choice in chunk["choices"][:1]:
             if isinstance(choice, dict):
+                self.saw_choice = True
                 self._add_choice(choice)
 
     def _add_choice(self, choice: dict[str, Any]) -> None:
@@ -203,6 +205,8 @@ class StreamAssembler:
     def record(self) -> ResponseRecord:
         if not self.chunks:
             raise RequestFailed("invalid_body", "stream ended without any chunk")
+        if not self.saw_choice:
+            raise RequestFailed("invalid_body", "no stream chunk carried a choice")
         calls = [
             ToolCallRecord(
                 index=c["index"],
@@ -266,11 +270,27 @@ async def read_sse(lines: AsyncIterator[str], state: StreamAssembler) -> None:
     flush()
 
 
+def _untransformed(params: dict[str, Any]) -> dict[str, Any]:
+    """``create`` kwargs with ``messages`` and ``tools`` sent as given, through ``extra_body``.
+
+    The SDK walks each request field through its TypedDict transform
+    (``_transform_recursive``), which changes nothing in chat messages but cost more CPU
+    than the rest of a turn once a conversation grows (make bench, benchmark 1).
+    ``extra_body`` values take precedence over ``create``'s and are sent untouched (the
+    workaround of anthropic-sdk-python#1195; see openai-python#3616).
+    """
+    p = dict(params)
+    extra = {k: p.pop(k) for k in ("messages", "tools") if k in p}
+    return {**p, "messages": [], "extra_body": {**extra, **(p.get("extra_body") or {})}}
+
+
 async def post_completion(client: AsyncOpenAI, params: dict[str, Any]) -> ResponseRecord:
     """One attempt. Raises :class:`RequestFailed` classifying any failure."""
     t0 = time.perf_counter()
     try:
-        async with client.chat.completions.with_streaming_response.create(**params) as resp:
+        async with client.chat.completions.with_streaming_response.create(
+            **_untransformed(params)
+        ) as resp:
             if params.get("stream"):
                 state = StreamAssembler()
                 await read_sse(resp.iter_lines(), state)

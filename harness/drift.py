@@ -12,6 +12,8 @@ Drift kinds (one finding per argument path, the most specific first):
   nulls, where the reference value is not collapsed ("values collapsed to zeros").
 - ``scalar_as_string``: a number, boolean or null sent as a string (``"2"``, ``"true"``).
 - ``int_as_float``: an integer sent as a float (``2.0`` where the schema says integer).
+- ``string_as_scalar``: a string-only argument sent as a number, boolean or null
+  (``"007"`` arriving as ``7``, ``"1e5"`` as ``100000.0``, ``"true"`` as ``true``).
 - ``enum_violation``: a value outside the schema's ``enum``.
 - ``dropped_keys``: a key the schema requires, or the reference sends, is absent.
 - ``unexpected_keys``: a key the schema does not declare.
@@ -170,6 +172,9 @@ def _type_drift(
             return Drift(
                 "scalar_as_string", path, f"{scalar} sent as a string", value, ref, has_ref
             )
+    if "string" in wanted and not wanted & _SCALARS and json_type(value) in _SCALARS:
+        phrase = f"string sent as {json_type(value)}"
+        return Drift("string_as_scalar", path, phrase, value, ref, has_ref)
     if (
         isinstance(value, float)
         and "integer" in wanted
@@ -231,7 +236,8 @@ def _walk_object(
                 exp,
                 ref is not None and key in ref,
             )
-    closed = bool(props) and (schema or {}).get("additionalProperties") is not True
+    extra = (schema or {}).get("additionalProperties")
+    closed = (bool(props) or extra is False) and extra is not True
     for key, item in value.items():
         sub = props.get(key) if isinstance(props.get(key), dict) else None
         if closed and key not in props and key not in (ref or {}):

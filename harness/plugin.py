@@ -117,8 +117,9 @@ def summary_lines(state: HarnessState) -> list[str]:
     s = state.settings
     counts = {k: sum(r.outcome == k for r in state.results) for k in ("passed", "failed", "infra")}
     base = f" against baseline {s.baseline}" if s.baseline else ""
+    what = f"target {s.target}{base}" if s.target else "harness checks"
     lines = [
-        f"target {s.target}{base}: {counts['passed']} passed, {counts['failed']} failed, "
+        f"{what}: {counts['passed']} passed, {counts['failed']} failed, "
         f"{counts['infra']} infrastructure errors",
         f"verdict: {session_verdict(state)}",
     ]
@@ -131,7 +132,13 @@ def session_verdict(state: HarnessState) -> str:
     """``PASS``/``FAIL``/``ERROR (infrastructure)`` of the tests, and with a baseline the
     overall compare verdict of ``summary.json`` (all scenarios pooled)."""
     outcomes = {r.outcome for r in state.results}
-    verdict = "FAIL" if "failed" in outcomes else "ERROR (infrastructure)" if "infra" in outcomes else "PASS"
+    verdict = (
+        "FAIL"
+        if "failed" in outcomes
+        else "ERROR (infrastructure)"
+        if "infra" in outcomes
+        else "PASS"
+    )
     compared = state.summary.verdict if state.summary is not None else None
     if compared is not None:
         verdict += f"; compare: {compared.message or compared.verdict}"
@@ -225,6 +232,6 @@ def run_scenario(
         done = state.run_scenario(
             sc, stream, out_dir=out, repeats=repeats, targets=[target or harness_target]
         )
-        return [ScoredRun(r, s) for r, s in zip(done.records, done.scores)]
+        return [ScoredRun(r, s) for r, s in zip(done.records, done.scores, strict=True)]
 
     return run

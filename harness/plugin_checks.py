@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -46,11 +46,13 @@ class _CheckItem(pytest.Item):
         return self.config.stash[state_key()]
 
     def _finish(self, reasons: list[str], evidence: list[str], verdict: str | None) -> None:
+        """Record the outcome; raise :class:`CheckFailure` (reasons, then evidence) if any."""
         outcome = "failed" if reasons else "passed"
         headline = "; ".join(reasons) or "passed"
         self.state.results.append(ItemResult(self.nodeid, outcome, headline, verdict))
         if reasons:
-            raise CheckFailure("\n".join([f"{self.check} check failed:", *reasons, *evidence]))
+            head = [f"{self.check} check failed:", *(f"  {r}" for r in reasons)]
+            raise CheckFailure("\n".join([*head, *evidence]))
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
@@ -109,12 +111,20 @@ class GSM8KItem(_CheckItem):
             f"{x.invalid} invalid)"
             for x in summary.sides
         ]
-        self.user_properties += [("gsm8k_accuracy", round(cand.accuracy, 4)), ("verdict", summary.verdict)]
+        self.user_properties += [
+            ("gsm8k_accuracy", round(cand.accuracy, 4)),
+            ("verdict", summary.verdict),
+        ]
         if summary.exit_code == 3 and summary.verdict != "REGRESSION":
-            pytest.fail("infrastructure error (not a model failure): gsm8k: " + "; ".join(lines), pytrace=False)
+            pytest.fail(
+                "infrastructure error (not a model failure): gsm8k: " + "; ".join(lines),
+                pytrace=False,
+            )
         reasons = []
         if s.gsm8k_min_accuracy is not None and cand.accuracy < s.gsm8k_min_accuracy:
-            reasons.append(f"accuracy {cand.accuracy:.3f} < --gsm8k-min-accuracy {s.gsm8k_min_accuracy:g}")
+            reasons.append(
+                f"accuracy {cand.accuracy:.3f} < --gsm8k-min-accuracy {s.gsm8k_min_accuracy:g}"
+            )
         paired = summary.paired
         if paired is not None:
             lines.append(
@@ -124,7 +134,9 @@ class GSM8KItem(_CheckItem):
                 f"candidate-only right {paired.c}); {paired.reason}"
             )
             if s.gsm8k_max_drop is not None and -paired.accuracy_diff > s.gsm8k_max_drop:
-                reasons.append(f"accuracy dropped {-paired.accuracy_diff:.3f} > --gsm8k-max-drop {s.gsm8k_max_drop:g}")
+                reasons.append(
+                    f"accuracy dropped {-paired.accuracy_diff:.3f} > --gsm8k-max-drop {s.gsm8k_max_drop:g}"
+                )
             elif s.gsm8k_max_drop is None and paired.verdict == "REGRESSION":
                 reasons.append("paired verdict REGRESSION against the baseline")
             lines += [
@@ -144,9 +156,11 @@ class BootItem(_CheckItem):
         from harness.boot import boot, check_running
 
         state, s = self.state, self.state.settings
-        probe = "routed-experts" if s.boot_probe else None
+        probe: Literal["routed-experts"] | None = "routed-experts" if s.boot_probe else None
         if s.boot_cmd:
-            report = boot(s.boot_cmd, timeout_s=s.boot_timeout, probe=probe, run_dir=state.run_dir())
+            report = boot(
+                s.boot_cmd, timeout_s=s.boot_timeout, probe=probe, run_dir=state.run_dir()
+            )
         else:
             target = state.target()
             if target is None:
@@ -155,11 +169,11 @@ class BootItem(_CheckItem):
                 target.base_url, log_path=s.boot_log, probe=probe, run_dir=state.run_dir()
             )
         self.user_properties.append(("boot_verdict", report.verdict))
-        lines = []
+        lines = [f"checks ({report.log_path or 'no log'}):"]
         for check in report.checks:
-            lines.append(f"{check.verdict:<4} {check.name}: {check.detail}")
-            lines += [f"       {ev}" for ev in check.evidence[:8]]
-        failed = [f"{c.name}: {c.detail}" for c in report.checks if c.verdict == "FAIL"]
+            lines.append(f"  {check.verdict:<4} {check.name}: {check.detail}")
+            lines += [f"         {ev}" for ev in check.evidence[-8:]]
+        failed = [f"{c.name} FAIL" for c in report.checks if c.verdict == "FAIL"]
         self._finish(failed, lines, report.verdict)
 
 

@@ -161,10 +161,16 @@ def format_run(score: RunScore, record: RunRecord | None) -> list[str]:
     if trace:
         lines.append("  drifted arguments by turn:")
         lines += ["    " + line for line in trace]
-    lines += [f"  schema: turn {v.turn} {v.tool} {v.path or '(arguments)'}: {v.message}"
-              for v in score.schema_violations[:3]]
-    lines += [f"  malformed: turn {m.turn} {m.kind}: {_cut(m.raw, 80)}" for m in score.malformed[:3]]
-    lines += [f"  protocol: turn {p.turn} {p.kind}: {p.message}" for p in score.protocol_violations[:3]]
+    lines += [
+        f"  schema: turn {v.turn} {v.tool} {v.path or '(arguments)'}: {v.message}"
+        for v in score.schema_violations[:3]
+    ]
+    lines += [
+        f"  malformed: turn {m.turn} {m.kind}: {_cut(m.raw, 80)}" for m in score.malformed[:3]
+    ]
+    lines += [
+        f"  protocol: turn {p.turn} {p.kind}: {p.message}" for p in score.protocol_violations[:3]
+    ]
     if score.final_excerpt:
         lines.append(f"  final answer: {_cut(score.final_excerpt, 160)}")
     return lines

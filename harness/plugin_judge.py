@@ -141,7 +141,9 @@ def judge(
     base = [s for s in scores if s.side == "baseline"]
     by_key = {r.run_key: r for r in records}
     props = _properties(tested, comparison)
-    infra = [_infra_reason("target" if not base else "candidate", tested, settings.max_infra_error_rate)]
+    infra = [
+        _infra_reason("target" if not base else "candidate", tested, settings.max_infra_error_rate)
+    ]
     if settings.baseline:
         infra.append(_infra_reason("baseline", base, settings.max_infra_error_rate))
     infra_reasons = [r for r in infra if r]

@@ -15,7 +15,7 @@ import importlib
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
@@ -73,7 +73,7 @@ class HarnessState:
         s = self.settings
         if not s.target:
             return None
-        side = "candidate" if s.baseline else None
+        side: Literal["candidate"] | None = "candidate" if s.baseline else None
         label = "candidate" if s.baseline else "target"
         return TargetConfig(
             base_url=s.target, model=s.model, label=label, side=side,
@@ -109,10 +109,16 @@ class HarnessState:
     def run_dir(self) -> Path:
         """The session's run folder, created (with ``manifest.json``) on first use."""
         if self._run_dir is None:
-            from harness.runs import prepare_run_dir
+            from harness.runs import DEFAULT_RESULTS, new_run_id, prepare_run_dir
 
+            root = Path(self.settings.results) if self.settings.results else DEFAULT_RESULTS
+            run_id = base = new_run_id("pytest")
+            for n in range(2, 1000):  # two sessions of one process in one second
+                if not (root / run_id).exists():
+                    break
+                run_id = f"{base}-{n}"
             self._run_dir = prepare_run_dir(
-                "pytest", results=self.settings.results, args=self.settings.public(),
+                "pytest", results=root, run_id=run_id, args=self.settings.public(),
                 extra={"runner": "pytest plugin"},
             )  # fmt: skip
         return self._run_dir
@@ -177,7 +183,8 @@ class HarnessState:
         if self.summary is not None:
             self.notes += [f"warning: {w}" for w in self.summary.warnings]
             self.notes.append(f"summary: {self._run_dir / 'summary.json'}")
-        self.notes.append(write_html(self._run_dir, self.settings.html))
+        if any((self._run_dir / f).exists() for f in _REPORTABLE):
+            self.notes.append(write_html(self._run_dir, self.settings.html))
 
     def _write_summary(self, run_dir: Path) -> Summary | None:
         """Score the folder's transcripts into ``summary.json`` as ``harness compare`` does,
@@ -197,6 +204,10 @@ class HarnessState:
 
 
 # ---------------------------------------------------------------- seams to other modules
+
+
+#: files of a run folder the HTML report renders (any one is enough)
+_REPORTABLE = ("transcripts.jsonl", "summary.json", "gsm8k.json", "boot.json")
 
 
 def _optional(module: str) -> Any:

@@ -152,7 +152,12 @@ class _Loop:
                 rec.error = result
                 return "error", None, result
             rec.response = result
-            stop = self._after(rec, result)
+            try:
+                stop = self._after(rec, result)
+            except Exception as exc:  # a harness bug ends this run only, recorded
+                err = InfraError(kind="other", message=f"harness error: {exc!r}", turn=turn)
+                rec.error = err
+                return "error", None, err
             if stop is not None:
                 return stop[0], stop[1], None
         return "turn_cap", None, None

@@ -18,7 +18,7 @@ __all__ = ["DEFAULT_RESULTS", "git_revision", "new_run_id", "prepare_run_dir", "
 #: results root; override with $HARNESS_RESULTS
 DEFAULT_RESULTS = Path(os.environ.get("HARNESS_RESULTS", "results"))
 
-_SECRET = re.compile(r"(key|token|secret|password|authorization)", re.I)
+_SECRET = re.compile(r"(^|_)(api_?key|key|token|secret|password|authorization)$", re.I)
 
 
 def new_run_id(command: str) -> str:

@@ -11,8 +11,8 @@ Failure kinds (``RunScore.failures``; named like the reference server's fault pr
   ``malformed_json``, ``stream_truncated_args``, ``reasoning_leak_args``,
   ``object_not_string``, ``not_an_object``, ``unknown_tool``, ``schema_violation``;
 - argument drift (:mod:`harness.drift`): ``container_as_string``, ``scalar_as_string``,
-  ``int_as_float``, ``collapse``, ``dropped_keys``, ``unexpected_keys``, ``enum_violation``,
-  ``value_mismatch``;
+  ``string_as_scalar``, ``int_as_float``, ``collapse``, ``dropped_keys``,
+  ``unexpected_keys``, ``enum_violation``, ``value_mismatch``;
 - sequence: ``missing_calls``, ``spurious_calls`` (calls matching no expected call, or more
   than ``max_calls``), ``order_violation``;
 - answer: ``missing_final_answer`` (a segment ended without one), ``wrong_final_answer``;

@@ -170,8 +170,8 @@ def _show(v: Any) -> str:
 
 def _number(args: dict[str, Any], key: str, default: float | None = None) -> float:
     v = args.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ToolInputError(f"{key} must be a number, got {_show(v)}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ToolInputError(f"{key} must be a finite number, got {_show(v)}")
     return v
 
 
@@ -182,13 +182,19 @@ def _numbers(args: dict[str, Any], key: str = "values") -> list[float]:
     if not v:
         raise ToolInputError(f"{key} must not be empty")
     for x in v:
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
             raise ToolInputError(f"{key} must be an array of numbers, found {_show(x)}")
     return list(v)
 
 
 def _clean(x: float) -> float | int:
-    """Round away float noise (12 decimals); integral values become ints."""
+    """Round away float noise (12 decimals); integral values become ints.
+
+    Raises:
+        ToolInputError: ``x`` is infinite or NaN (overflow, or such arguments).
+    """
+    if not math.isfinite(x):
+        raise ToolInputError(f"result is not a finite number ({x})")
     r = round(x, 12)
     return int(r) if r == int(r) and abs(r) < 2**53 else r
 

@@ -356,7 +356,7 @@ def _scenario_comparison(
         needed = max(1, min(needs) - have) if needs else None
         verdict = "INCONCLUSIVE"
         reasons = [
-            f"{t.metric}: {t.k_c}/{t.n_c} vs {t.k_b}/{t.n_b} (p={t.p_worse:.3g}, not significant)"
+            f"{t.metric}: candidate {t.k_c}/{t.n_c}, baseline {t.k_b}/{t.n_b} (p={t.p_worse:.3g}, not significant)"
             for t in suggest
         ]
     return ScenarioComparison(
@@ -370,7 +370,10 @@ def _scenario_comparison(
 
 
 def _reason(r: MetricRow) -> str:
-    return f"{r.label}: {r.candidate_text} vs {r.baseline_text} (adjusted p={r.p_adjusted:.2g})"
+    return (
+        f"{r.label}: candidate {r.candidate_text}, baseline {r.baseline_text} "
+        f"(adjusted p={r.p_adjusted:.2g})"
+    )
 
 
 def _overall(
@@ -387,8 +390,8 @@ def _overall(
     any_b = any(p <= alpha for p in better_adj.values())
     bad = [c.scenario_id for c in comps if c.verdict == "REGRESSION" and c.scenario_id != "*"]
     if any_w:
-        where = f" in {', '.join(bad)}" if bad else " (pooled over scenarios)"
-        msg = f"REGRESSION{where}: " + (", ".join(sig_w) if sig_w else "more runs fail")
+        where = f"in {', '.join(bad)}" if bad else "pooled over scenarios"
+        msg = f"REGRESSION: {', '.join(sig_w) if sig_w else 'more runs fail'} ({where})"
         return Verdict(
             verdict="REGRESSION",
             message=msg,

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,9 @@ def scenario_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("plugin") / "scenarios"
     folder.mkdir()
     for sc in (ENTROPY, NO_TOOLS):
-        (folder / f"{sc['id']}.yaml").write_text(yaml.safe_dump(sc, sort_keys=False), encoding="utf-8")
+        (folder / f"{sc['id']}.yaml").write_text(
+            yaml.safe_dump(sc, sort_keys=False), encoding="utf-8"
+        )
     return folder
 
 
@@ -137,7 +140,9 @@ def run_dirs(root: Path) -> list[Path]:
 # ---------------------------------------------------------------- the acceptance cases
 
 
-def test_healthy_target_passes_and_writes_a_run_folder(project: pytest.Pytester, healthy: str) -> None:
+def test_healthy_target_passes_and_writes_a_run_folder(
+    project: pytest.Pytester, healthy: str
+) -> None:
     result = project.runpytest("scenarios", "--target", healthy, "-ra")
     result.assert_outcomes(passed=2)
     [folder] = run_dirs(project.path / "results")
@@ -146,10 +151,14 @@ def test_healthy_target_passes_and_writes_a_run_folder(project: pytest.Pytester,
     assert {json.loads(r)["stop_reason"] for r in records} == {"final_answer"}
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["args"]["target"] == healthy
-    result.stdout.fnmatch_lines(["*- harness -*", "*2 passed, 0 failed*", "verdict: PASS", f"results: *{folder.name}"])
+    result.stdout.fnmatch_lines(
+        ["*- harness -*", "*2 passed, 0 failed*", "verdict: PASS", f"results: *{folder.name}"]
+    )
 
 
-def test_fused_regression_fails_with_readable_evidence(project: pytest.Pytester, fused: str) -> None:
+def test_fused_regression_fails_with_readable_evidence(
+    project: pytest.Pytester, fused: str
+) -> None:
     result = project.runpytest("scenarios/plugin_entropy.yaml", "--target", fused)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
@@ -182,7 +191,9 @@ def test_no_target_skips_everything_with_one_reason(project: pytest.Pytester) ->
 def test_baseline_mode_fails_on_regression_and_passes_on_equal_builds(
     project: pytest.Pytester, healthy: str, fused: str
 ) -> None:
-    bad = project.runpytest("scenarios/plugin_entropy.yaml", "--target", fused, "--baseline", healthy)
+    bad = project.runpytest(
+        "scenarios/plugin_entropy.yaml", "--target", fused, "--baseline", healthy
+    )
     bad.assert_outcomes(failed=1)
     bad.stdout.fnmatch_lines(["*candidate run 0*turn_cap*", "*baseline run 0*final_answer*"])
     good = project.runpytest("scenarios", "--target", healthy, "--baseline", healthy)
@@ -192,12 +203,16 @@ def test_baseline_mode_fails_on_regression_and_passes_on_equal_builds(
     assert keys == {"baseline", "candidate"}
 
 
-def test_bad_scenario_file_is_a_one_line_collection_error(project: pytest.Pytester, healthy: str) -> None:
+def test_bad_scenario_file_is_a_one_line_collection_error(
+    project: pytest.Pytester, healthy: str
+) -> None:
     bad = dict(ENTROPY, id="bad_one", colour="red")
     (project.path / "scenarios" / "bad_one.yaml").write_text(yaml.safe_dump(bad))
     result = project.runpytest("scenarios", "--target", healthy)
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*scenarios/bad_one.yaml: colour: unknown key; check its spelling*"])
+    result.stdout.fnmatch_lines(
+        ["*scenarios/bad_one.yaml: colour: unknown key; check its spelling*"]
+    )
     assert "Traceback" not in result.stdout.str()
     assert "pydantic" not in result.stdout.str()
 
@@ -223,13 +238,23 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_unreachable_server_is_an_infrastructure_error_not_a_failure(project: pytest.Pytester) -> None:
+def test_unreachable_server_is_an_infrastructure_error_not_a_failure(
+    project: pytest.Pytester,
+) -> None:
     url = f"http://127.0.0.1:{_closed_port()}"
     result = project.runpytest(
-        "scenarios/plugin_no_tools.yaml", "--target", url, "--harness-retries", "0", "--repeats", "1"
+        "scenarios/plugin_no_tools.yaml",
+        "--target",
+        url,
+        "--harness-retries",
+        "0",
+        "--repeats",
+        "1",
     )
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*infrastructure error (not a model failure): target: 1 of 1 runs*connection*"])
+    result.stdout.fnmatch_lines(
+        ["*infrastructure error (not a model failure): target: 1 of 1 runs*connection*"]
+    )
     assert "verdict: ERROR (infrastructure)" in result.stdout.str()
 
 
@@ -245,7 +270,11 @@ def test_baseline_regression_fails_even_with_absolute_thresholds_relaxed(
     bad = project.runpytest(*args, "--target", fused, "--baseline", healthy, "--junitxml", "j.xml")
     bad.assert_outcomes(failed=1)
     bad.stdout.fnmatch_lines(
-        ["*compare verdict REGRESSION against the baseline", "compare verdict: REGRESSION", "*first divergence at turn 0:"]
+        [
+            "*compare verdict REGRESSION against the baseline",
+            "compare verdict: REGRESSION",
+            "*first divergence at turn 0:",
+        ]
     )
     xml = (project.path / "j.xml").read_text()
     assert '<property name="verdict" value="REGRESSION"' in xml
@@ -277,10 +306,14 @@ def test_a_bad_option_value_is_a_usage_error_naming_its_source(
     pytester.makeini("[pytest]\nharness_min_pass_rate = 1.5\n")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*ini option harness_min_pass_rate: '1.5' is not a rate between 0 and 1*"])
+    result.stderr.fnmatch_lines(
+        ["*ini option harness_min_pass_rate: '1.5' is not a rate between 0 and 1*"]
+    )
     monkeypatch.setenv("HARNESS_REPEATS", "three")
     result = pytester.runpytest("--min-pass-rate", "0.5")
-    result.stderr.fnmatch_lines(["*environment variable HARNESS_REPEATS: 'three' is not a whole number >= 1*"])
+    result.stderr.fnmatch_lines(
+        ["*environment variable HARNESS_REPEATS: 'three' is not a whole number >= 1*"]
+    )
 
 
 # ---------------------------------------------------------------- collection
@@ -293,23 +326,37 @@ def test_only_files_under_a_scenarios_directory_are_collected(project: pytest.Py
     (project.path / "config" / "settings.yaml").write_text("a: 1\n")
     (project.path / "config" / "data.json").write_text("[1, 2]\n")
     result = project.runpytest("--collect-only", "-q", ".")
-    result.stdout.fnmatch_lines(["scenarios/plugin_entropy.yaml::plugin_entropy", "*2 tests collected*"])
+    result.stdout.fnmatch_lines(
+        ["scenarios/plugin_entropy.yaml::plugin_entropy", "*2 tests collected*"]
+    )
     out = result.stdout.str()
     assert "settings.yaml" not in out and "data.json" not in out and "ci.yml" not in out
 
 
-def test_ini_harness_scenarios_adds_a_directory(pytester: pytest.Pytester, scenario_dir: Path) -> None:
+def test_ini_harness_scenarios_adds_a_directory(
+    pytester: pytest.Pytester, scenario_dir: Path
+) -> None:
     shutil.copytree(scenario_dir, pytester.path / "cases")
     pytester.makeini("[pytest]\nharness_scenarios = cases\n")
     result = pytester.runpytest("--collect-only", "-q", "cases")
-    result.stdout.fnmatch_lines(["cases/plugin_entropy.yaml::plugin_entropy", "*2 tests collected*"])
+    result.stdout.fnmatch_lines(
+        ["cases/plugin_entropy.yaml::plugin_entropy", "*2 tests collected*"]
+    )
 
 
 def test_stream_both_makes_one_test_per_mode(project: pytest.Pytester, healthy: str) -> None:
     result = project.runpytest(
-        "scenarios/plugin_entropy.yaml", "--target", healthy, "--stream-both", "--repeats", "1", "-v"
+        "scenarios/plugin_entropy.yaml",
+        "--target",
+        healthy,
+        "--stream-both",
+        "--repeats",
+        "1",
+        "-v",
     )
-    result.stdout.fnmatch_lines(["*plugin_entropy[[]nostream[]] PASSED*", "*plugin_entropy[[]stream[]] PASSED*"])
+    result.stdout.fnmatch_lines(
+        ["*plugin_entropy[[]nostream[]] PASSED*", "*plugin_entropy[[]stream[]] PASSED*"]
+    )
     [folder] = run_dirs(project.path / "results")
     keys = sorted(json.loads(x)["run_key"] for x in (folder / "transcripts.jsonl").open())
     assert keys == ["target/plugin_entropy/0/nostream", "target/plugin_entropy/0/stream"]
@@ -317,7 +364,9 @@ def test_stream_both_makes_one_test_per_mode(project: pytest.Pytester, healthy: 
 
 def test_tags_are_keywords_and_items_carry_the_harness_marker(project: pytest.Pytester) -> None:
     result = project.runpytest("--collect-only", "-q", "scenarios", "-k", "arrays", "-m", "harness")
-    result.stdout.fnmatch_lines(["scenarios/plugin_entropy.yaml::plugin_entropy", "*1/2 tests collected (1 deselected)*"])
+    result.stdout.fnmatch_lines(
+        ["scenarios/plugin_entropy.yaml::plugin_entropy", "*1/2 tests collected (1 deselected)*"]
+    )
 
 
 # ---------------------------------------------------------------- results, report, junit
@@ -396,3 +445,15 @@ def test_boot_check_of_the_running_target(project: pytest.Pytester, healthy: str
     result.stdout.fnmatch_lines(["harness::boot PASSED*"])
     result.assert_outcomes(passed=1)
     assert list((project.path / "results").glob("pytest-*/boot.json"))
+
+
+def test_boot_cmd_that_crashes_fails_quoting_the_traceback(pytester: pytest.Pytester) -> None:
+    cmd = (
+        f"{sys.executable} -m harness sim --profile fused-regression --port 0 "
+        "--enable-return-routed-experts"
+    )
+    pytester.makeini("[pytest]\n")
+    result = pytester.runpytest("-m", "boot", f"--boot-cmd={cmd}", "--boot-timeout", "60")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["boot check failed:", "  health FAIL", "*FAIL health: *RuntimeError*expanded size of the tensor (5)*"])
+    assert list((pytester.path / "results").glob("pytest-*/server.log"))

@@ -330,3 +330,16 @@ def test_infrastructure_errors_are_shown_as_such(tmp_path: Path) -> None:
     text = _text(render_html(folder))
     assert "read timed out after 120 s" in text
     assert "infrastructure error (not scored)" in text
+
+
+def test_markdown_filters_neutralise_model_text() -> None:
+    from harness.report.render import _code, _fence, _md
+
+    assert _md("a|b <script>x</script> *bold* [l](javascript:x)") == (
+        r"a\|b &lt;script&gt;x&lt;/script&gt; \*bold\* \[l\](javascript:x)"
+    )
+    assert _md("two\nlines") == "two lines"
+    span = _code("x `y` z")
+    assert span.startswith("``") and span.endswith("``") and "`y`" in span
+    assert _code("a|b", table=True) == r"`a\|b`"
+    assert "```" not in _fence("a```b\nc") and "\n" not in _fence("a\nb")

@@ -273,3 +273,29 @@ def test_stream_flag_forms(argv: list[str], mode: object, paths: list[str]) -> N
     args = p.parse_args(["--target", "http://x", *argv])
     assert run_cmd._stream_mode(args) == mode
     assert args.scenarios == paths
+
+
+def test_a_harness_error_ends_only_that_run(
+    server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harness.runner as runner_mod
+
+    real = runner_mod.simulate
+
+    def fragile(tool: Any, raw: Any, index: int) -> Any:
+        if tool.name == "lookup_order":
+            raise RuntimeError("simulator bug")
+        return real(tool, raw, index)
+
+    monkeypatch.setattr(runner_mod, "simulate", fragile)
+    scs = [SCENARIOS["numeric_string_ids"], SCENARIOS["no_params_tool"]]
+    recs = {
+        r.scenario_id: r
+        for r in run_many_sync(
+            scs, [target(server, "ok")], repeats=1, out_dir=tmp_path, progress=False
+        )  # fmt: skip
+    }
+    bad = recs["numeric_string_ids"]
+    assert bad.stop_reason == "error" and bad.error is not None
+    assert bad.error.kind == "other" and "simulator bug" in bad.error.message
+    assert recs["no_params_tool"].stop_reason == "final_answer"

@@ -57,3 +57,17 @@ def test_fused_regression_sim_loops_to_the_turn_cap(
         assert len(r.turns) == sc[0].max_turns == 12
         assert all(t.response is not None and t.response.tool_calls for t in r.turns)
         assert all(len(t.tool_results) == len(t.response.tool_calls) for t in r.turns)
+
+
+@pytest.mark.parametrize("profile", ["no-choices", "invalid-json", "http-500"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_broken_sim_profiles_are_infrastructure_errors(
+    sim_url: Callable[..., str], tmp_path: Path, stream: bool, profile: str
+) -> None:
+    url = sim_url(profile, scenarios_dir=REPO / "scenarios")
+    sc = [s for s in SCENARIOS if s.id == "no_params_tool"]
+    tgt = TargetConfig(base_url=url, label=profile, timeout_s=10, max_retries=1, backoff_s=0.01)
+    (rec,) = run_many_sync(sc, [tgt], repeats=1, stream=stream, out_dir=tmp_path, progress=False)
+    assert rec.stop_reason == "error", (rec.stop_reason, rec.turns[-1].response)
+    assert rec.error is not None
+    assert rec.error.kind == ("http_status" if profile == "http-500" else "invalid_body")

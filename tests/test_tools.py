@@ -198,7 +198,13 @@ def test_builtin_errors_are_tool_errors() -> None:
         "Error: division by zero", True
     )
     assert simulate(tool({"builtin": "add"}), '{"a": "1", "b": 2}', 0) == ToolOutcome(
-        'Error: a must be a number, got "1"', True
+        'Error: a must be a finite number, got "1"', True
+    )
+    assert simulate(tool({"builtin": "multiply"}), '{"a": 1e308, "b": 10}', 0) == ToolOutcome(
+        "Error: result is not a finite number (inf)", True
+    )
+    assert simulate(tool({"builtin": "add"}), '{"a": NaN, "b": 1}', 0) == ToolOutcome(
+        "Error: a must be a finite number, got NaN", True
     )
     assert simulate(tool({"builtin": "nope"}), "{}", 0) == ToolOutcome(
         "Error: unknown builtin 'nope'", True

@@ -220,6 +220,12 @@ def render_summary(summary: Summary, console: Console) -> None:
     scenario_ids = [a.scenario_id for a in summary.aggregates if a.side == summary.sides[0].side]
     for sid in scenario_ids:
         _scenario_table(summary, sid, labels, console)
+        comp = summary.comparison(sid)
+        if comp is not None and comp.new_failure_kinds and comp.verdict != "REGRESSION":
+            kinds = ", ".join(comp.new_failure_kinds)
+            console.print(
+                f"  only in {escape(labels.get('candidate', 'candidate'))}, not significant: {escape(kinds)}"
+            )
         if sid != "*":
             _drift_traces(summary, sid, console)
             _divergence(summary.comparison(sid), labels, console)

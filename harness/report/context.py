@@ -21,7 +21,7 @@ from harness.transcript import RunRecord
 __all__ = ["OverviewRow", "Report", "ScenarioBlock", "TraceLine", "build_report"]
 
 #: summary metrics shown in the overview when there is no comparison (one side)
-_COUNT_METRICS = ["tool_calls", "malformed_args", "repeated_calls"]
+_COUNT_METRICS = ["tool_calls", "malformed_args", "repeated_calls", "drift"]
 _RATE_METRICS = ["final_answer", "passed"]
 
 

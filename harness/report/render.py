@@ -74,6 +74,7 @@ def environment() -> Environment:
         code=_code,
         cell=lambda t: _code(t, table=True),
         fence=_fence,
+        json=lambda v: json.dumps(v, ensure_ascii=False, default=str),
         tojson_md=lambda v: _code(json.dumps(v, ensure_ascii=False), table=True),
     )
     return env

@@ -32,6 +32,11 @@ Kinds (``Fault.kind``) and what they do to a turn:
 ``reasoning_leak``         the reasoning text goes into ``content`` (as ``<think>...</think>``)
                            instead of ``reasoning_content``
 ``reasoning_leak_args``    the reasoning text is prefixed to each call's ``arguments``
+``string_as_scalar``       top-level strings that read as numbers/booleans/null decoded as a
+                           lenient parser would: ``"007"`` -> ``7``, ``"123_456"`` -> ``123456``,
+                           ``"1e5"`` -> ``100000.0``, ``"true"`` -> ``true``
+``enum_violation``         top-level strings capitalised (``"celsius"`` -> ``"Celsius"``), so
+                           lower-case enum values fall outside the enum
 ``empty_arguments``        streaming only: a call whose arguments are ``{}`` gets no
                            ``arguments`` delta, so it assembles to ``""``
 ``index_offset``           streaming only: tool_call delta indices start at 1, not 0
@@ -43,6 +48,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -79,6 +85,8 @@ FaultKind = Literal[
     "reasoning_leak_args",
     "empty_arguments",
     "index_offset",
+    "string_as_scalar",
+    "enum_violation",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
 
@@ -150,6 +158,23 @@ def _empties(value: Any) -> Any:
     return ""
 
 
+def _decoded(text: str) -> Any:
+    """``text`` as a lenient parser reads it: JSON scalar, else ``int()``, else ``float()``."""
+    try:
+        value = json.loads(text)
+        if value is None or isinstance(value, (bool, int, float)):
+            return value
+    except ValueError:
+        pass
+    for conv in (int, float):
+        try:
+            num = conv(text)
+            return num if math.isfinite(num) else text
+        except ValueError:
+            pass
+    return text
+
+
 def corrupt_arguments(
     profile: SimProfile, args: dict[str, Any], *, required: list[str], nonce: str, turn: int
 ) -> dict[str, Any]:
@@ -165,6 +190,10 @@ def corrupt_arguments(
     if active_fault(profile, "dropped_keys", nonce, turn) and out:
         victim = next((k for k in required if k in out), next(iter(out)))
         del out[victim]
+    if active_fault(profile, "string_as_scalar", nonce, turn):
+        out = {k: _decoded(v) if isinstance(v, str) else v for k, v in out.items()}
+    if active_fault(profile, "enum_violation", nonce, turn):
+        out = {k: v.capitalize() if isinstance(v, str) else v for k, v in out.items()}
     if active_fault(profile, "unexpected_keys", nonce, turn):
         out[UNEXPECTED_KEY] = True
     return out

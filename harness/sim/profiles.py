@@ -34,6 +34,8 @@ name                       behaviour
 ``reasoning-leak-args``    reasoning model whose reasoning is prefixed to ``arguments``
 ``empty-arguments``        streaming: a ``{}`` call's arguments dropped (assembles to ``""``)
 ``index-offset``           streaming: tool_call delta indices start at 1
+``string-as-scalar``       ``"007"`` -> ``7``, ``"1e5"`` -> ``100000.0``, ``"true"`` -> ``true``
+``enum-violation``         string arguments capitalised (``"celsius"`` -> ``"Celsius"``)
 ``gsm8k-drop``             GSM8K accuracy 0.81, nothing else
 ``experts-dup-shared``     routed experts: shared expert id in two columns (fusion on)
 ``capture-crash``          boot crash when capture is enabled (fusion on)
@@ -132,6 +134,8 @@ _LIST: list[SimProfile] = [
     _single("reasoning-leak-args", "reasoning_leak_args", "reasoning in args", reasoning=True),
     _single("empty-arguments", "empty_arguments", 'streaming: "{}" arguments dropped'),
     _single("index-offset", "index_offset", "streaming: tool_call indices start at 1"),
+    _single("string-as-scalar", "string_as_scalar", 'numeric-looking strings decoded ("007" -> 7)'),
+    _single("enum-violation", "enum_violation", 'string arguments capitalised ("Celsius")'),
     SimProfile(name="gsm8k-drop", gsm8k_accuracy=0.81, description="GSM8K accuracy 0.81"),
     SimProfile(
         name="experts-dup-shared",
