@@ -35,6 +35,7 @@ a scenario file and returns its :class:`ScoredRun`\\ s).
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,16 @@ def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.It
     from harness.plugin_checks import make_check_items
 
     items.extend(make_check_items(session))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if "harness.plugin_items" not in sys.modules:
+        return  # no scenario file was collected
+    from harness.plugin_items import ScenarioItem
+
+    _state(session.config).planned = [
+        (item.scenario, item.stream) for item in session.items if isinstance(item, ScenarioItem)
+    ]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

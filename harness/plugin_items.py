@@ -109,6 +109,7 @@ class ScenarioItem(pytest.Item):
     def setup(self) -> None:
         state = self.state
         state.targets()  # skips with the one NO_TARGET reason when no target is set
+        state.run_planned()
         run = self.scenario_run = state.run_scenario(self.scenario, self.stream)
         state.scenario_ids.add(self.scenario.id)
         j = self.judgement = judge(

@@ -258,6 +258,7 @@ class HarnessSettings:
     min_final_answer_rate: float = 1.0
     min_pass_rate: float = 1.0
     max_infra_error_rate: float = 0.2
+    batch: bool = True
     concurrency: int = 8
     timeout: float = 120.0
     retries: int = 3

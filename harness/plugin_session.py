@@ -62,6 +62,8 @@ class HarnessState:
     notes: list[str] = field(default_factory=list)  # lines for the terminal summary
     scenario_ids: set[str] = field(default_factory=set)  # collected scenarios
     summary: Summary | None = None  # summary.json, once written
+    planned: list[tuple[Scenario, bool]] = field(default_factory=list)  # selected tests
+    _batched: bool = False
     _run_dir: Path | None = None
 
     # ------------------------------------------------------------ targets
@@ -124,6 +126,25 @@ class HarnessState:
         return self._run_dir
 
     # ------------------------------------------------------------ running
+
+    def run_planned(self) -> None:
+        """Batching (``--harness-batch on``, the default): on the first call, run every
+        selected scenario test's runs in one :func:`harness.runner.run_many_sync` per stream
+        mode, so ``--harness-concurrency`` runs are in flight across scenarios, as with
+        ``harness run``. Each test then reads its runs back from the folder."""
+        if self._batched or not self.settings.batch or not self.planned:
+            return
+        from harness.runner import run_many_sync
+
+        self._batched = True
+        targets, folder = self.targets(), self.run_dir()
+        for stream in (False, True):
+            scenarios = list({sc.id: sc for sc, mode in self.planned if mode == stream}.values())
+            if scenarios:
+                run_many_sync(
+                    scenarios, targets, repeats=self.settings.repeats, stream=stream,
+                    concurrency=self.settings.concurrency, out_dir=folder, progress=False,
+                )  # fmt: skip
 
     def run_scenario(
         self,

@@ -455,5 +455,22 @@ def test_boot_cmd_that_crashes_fails_quoting_the_traceback(pytester: pytest.Pyte
     pytester.makeini("[pytest]\n")
     result = pytester.runpytest("-m", "boot", f"--boot-cmd={cmd}", "--boot-timeout", "60")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["boot check failed:", "  health FAIL", "*FAIL health: *RuntimeError*expanded size of the tensor (5)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "boot check failed:",
+            "  health FAIL",
+            "*FAIL health: *RuntimeError*expanded size of the tensor (5)*",
+        ]
+    )
     assert list((pytester.path / "results").glob("pytest-*/server.log"))
+
+
+@pytest.mark.parametrize(("batch", "recorded"), [("on", 4), ("off", 2)])
+def test_batching_runs_every_selected_scenario_at_the_first_test(
+    project: pytest.Pytester, fused: str, batch: str, recorded: int
+) -> None:
+    """With ``-x`` the session stops at the first failure: batched, all runs were made."""
+    result = project.runpytest("scenarios", "-x", "--target", fused, "--harness-batch", batch)
+    result.assert_outcomes(failed=1)
+    [folder] = run_dirs(project.path / "results")
+    assert len((folder / "transcripts.jsonl").read_text().splitlines()) == recorded

@@ -50,8 +50,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenarios", nargs="*", default=["scenarios"], help="scenario files or folders")
     p.add_argument("--baseline", metavar="URL", help="baseline server (e.g. the unfused build)")
     p.add_argument("--candidate", metavar="URL", help="candidate server (e.g. the fused build)")
-    p.add_argument("--baseline-label", default=None, help="name of the baseline (default unfused)")
-    p.add_argument("--candidate-label", default=None, help="name of the candidate (default fused)")
+    p.add_argument(
+        "--baseline-label",
+        default=None,
+        help="name shown for the baseline (default: baseline; unfused for the built-in server)",
+    )
+    p.add_argument(
+        "--candidate-label",
+        default=None,
+        help="name shown for the candidate (default: candidate; fused for the built-in server)",
+    )
     p.add_argument(
         "--repeats",
         type=int,
