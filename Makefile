@@ -44,6 +44,12 @@ compare: $(STAMP)
 	  $(if $(AA),--aa) $(if $(STREAM),--stream) \
 	  $(SCENARIOS)
 
+# The harness's own speed and scale (bench/): one table, JSON under results/bench/.
+# BENCH_ARGS="--quick" for a smoke run, "--only 1,3" for some benchmarks (~5 min in full).
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
 # End to end on a real server: llama.cpp + SmolLM2-135M on the CPU (scripts/e2e.sh).
 # The llama-cpp-python wheel is built once into $(HARNESS_E2E_CACHE) (~/.cache/harness-e2e).
 e2e: $(STAMP)

@@ -47,9 +47,28 @@ class Row:
     passed: bool | None
     note: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    target_text: str = ""  # shown instead of ``target`` when the target is not one number
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` (Linux ``/proc``; else 0)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Sim(str):
+    """The base URL of a ``harness sim`` subprocess (a ``str``), with its ``pid``."""
+
+    pid: int
+
+    def cpu_s(self) -> float:
+        return process_cpu_s(self.pid)
 
 
 @contextmanager
@@ -59,8 +78,9 @@ def sim_process(
     latency_ms: float = 0,
     scenarios: Path | None = SCENARIOS,
     gsm8k: Path | None = None,
-) -> Iterator[str]:
-    """Start ``harness sim`` in a subprocess; yields its base URL; terminates it on exit.
+) -> Iterator[Sim]:
+    """Start ``harness sim`` in a subprocess; yields its base URL (a :class:`Sim`, with the
+    server's pid and CPU clock); terminates it on exit.
 
     Raises:
         RuntimeError: the server exited or did not print ``Serving on URL`` within 30 s.
@@ -74,7 +94,8 @@ def sim_process(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
     )
     try:
-        url = _wait_url(proc)
+        url = Sim(_wait_url(proc))
+        url.pid = proc.pid
         # keep draining stdout so a chatty server never blocks on a full pipe
         threading.Thread(target=proc.stdout.read, daemon=True).start()  # type: ignore[union-attr]
         yield url

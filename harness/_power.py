@@ -60,8 +60,15 @@ FAULT_PROFILES: dict[str, str] = {
     "repeated-ids": "repeated_ids",
     "stream-truncated-args": "stream_truncated_args",
     "reasoning-leak": "reasoning_leak",
+    "reasoning-leak-args": "reasoning_leak_args",
+    "empty-arguments": "empty_arguments",
+    "index-offset": "index_offset",
+    "string-as-scalar": "string_as_scalar",
+    "enum-violation": "enum_violation",
+    "int-as-float": "int_as_float",
+    "spurious-calls": "spurious_calls",
 }
-STREAM_ONLY = {"stream-truncated-args"}
+STREAM_ONLY = {"stream-truncated-args", "empty-arguments", "index-offset"}
 
 
 class _Response:
@@ -182,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--regression", type=int, default=100)
     p.add_argument("--faults", type=int, default=20)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--profiles", default=None, help="comma-separated fault profiles (default all)")
     p.add_argument("--json", default=None, help="write the figures here as JSON")
     args = p.parse_args(argv)
     scenarios = _noisy(load_scenarios([args.scenarios]))
@@ -204,7 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "fused_regression": _tally(reg),
         "faults": {},
     }
+    chosen = args.profiles.split(",") if args.profiles else list(FAULT_PROFILES)
     for k, (prof, kind) in enumerate(FAULT_PROFILES.items()):
+        if prof not in chosen:
+            continue
         res = _batch(
             prof, args.faults, run("healthy", prof, 20_000 + 1000 * k, prof in STREAM_ONLY)
         )

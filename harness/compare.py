@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.client import TargetConfig
 from harness.drift import canonical_json, excerpt
+from harness.parity import parity_report
 from harness.runs import prepare_run_dir
 from harness.scenario import Scenario
 from harness.scoring import run_side, score_run
@@ -143,6 +144,7 @@ def summarize(
         infra_errors={i.side: i.infra_errors for i in infos},
         warnings=list(warnings),
         server_args_diff=server_args_diff,
+        parity=parity_report(recs),
     )
     if summary.kind == "compare":
         _add_comparison(summary, recs, kinds)

@@ -98,6 +98,8 @@ def server_command(model: Path, port: int, extra: Sequence[str] = ()) -> list[st
 
     ``--interrupt_requests false``: by default the server cuts a stream short when
     another request is waiting, which would turn concurrency into truncated streams.
+    One thread each: with OpenMP's two threads on a busy 2-core machine a request was
+    5-8x slower (spinning), and the job runs two servers side by side anyway.
     """
     return [
         sys.executable, "-m", "llama_cpp.server",
@@ -107,6 +109,7 @@ def server_command(model: Path, port: int, extra: Sequence[str] = ()) -> list[st
         "--host", "127.0.0.1", "--port", str(port),
         "--n_ctx", "4096",
         "--interrupt_requests", "false",
+        "--n_threads", "1", "--n_threads_batch", "1",
         *extra,
     ]  # fmt: skip
 
@@ -263,7 +266,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m harness.e2e", description=__doc__.split("\n")[0])
     p.add_argument("--out", help="output folder (default results/e2e-<UTC time>)")
     p.add_argument("--scenarios", default="e2e/scenarios", help="scenario folder (e2e/scenarios)")
-    p.add_argument("--repeats", type=int, default=5, help="repeats per scenario and side (5)")
+    p.add_argument("--repeats", type=int, default=4, help="repeats per scenario and side (4)")
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight (4)")
     p.add_argument(
         "--gsm8k-data",
@@ -282,17 +285,20 @@ def _common(args: argparse.Namespace, out: Path, run_id: str) -> list[str]:
     return ["--results", str(out), "--run-id", run_id, "--no-progress"]
 
 
-def _aa_steps(args: argparse.Namespace, out: Path, a: str) -> list[Step]:
-    sc, reps = args.scenarios, str(args.repeats)
+def _run_step(args: argparse.Namespace, out: Path, a: str) -> Step:
+    return Step("run", ["run", "--target", a, "--label", "llama.cpp", "--stream", "both",
+                        "--repeats", "2", "--concurrency", str(args.concurrency),
+                        args.scenarios, *_common(args, out, "run")])  # fmt: skip
+
+
+def _aa_steps(args: argparse.Namespace, out: Path, a: str, a2: str) -> list[Step]:
     return [
-        Step("run", ["run", "--target", a, "--label", "llama.cpp", "--stream", "both",
-                     "--repeats", reps, "--concurrency", str(args.concurrency), sc,
-                     *_common(args, out, "run")]),
-        Step("compare A/A", ["compare", "--aa", "--baseline", a, "--baseline-label", "A",
-                             "--candidate-label", "A-again", "--repeats", reps,
-                             "--concurrency", str(args.concurrency), sc,
+        Step("compare A/A", ["compare", "--baseline", a, "--candidate", a2,
+                             "--baseline-label", "A", "--candidate-label", "A-again",
+                             "--repeats", str(args.repeats),
+                             "--concurrency", str(args.concurrency), args.scenarios,
                              *_common(args, out, "compare-aa")]),
-        Step("gsm8k A/A", ["gsm8k", "--target", a, "--baseline", a, "--baseline-label", "A",
+        Step("gsm8k A/A", ["gsm8k", "--baseline", a, "--target", a2, "--baseline-label", "A",
                            "--target-label", "A-again", *_gsm8k(args),
                            *_common(args, out, "gsm8k-aa")]),
     ]  # fmt: skip
@@ -314,7 +320,8 @@ def _ab_steps(args: argparse.Namespace, out: Path, a: str, b: str) -> list[Step]
 def _gsm8k(args: argparse.Namespace) -> list[str]:
     # one request at a time: llama-cpp-python serves one request at a time anyway
     return ["--data", args.gsm8k_data, "--num-questions", str(args.gsm8k_questions),
-            "--num-shots", str(args.gsm8k_shots), "--parallel", "1"]  # fmt: skip
+            "--num-shots", str(args.gsm8k_shots), "--parallel", "1",
+            "--max-tokens", "256"]  # fmt: skip
 
 
 def _boot_step(args: argparse.Namespace, out: Path, model: Path) -> Step:
@@ -364,13 +371,19 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
             f"harness boot of the llama.cpp server failed (exit {boot.exit_code}); "
             f"see {boot.run_dir}/boot.json and server.log"
         )
-    steps = [boot]
-    t = args.boot_timeout
-    with serve(server_command(model, free_port()), out / "server-a.log", timeout_s=t) as a:
-        steps += [_harness(s) for s in _aa_steps(args, out, a)]
+    steps, t = [boot], args.boot_timeout
+
+    def up(name: str, extra: Sequence[str] = ()) -> contextlib.AbstractContextManager[str]:
+        cmd = server_command(model, free_port(), extra)
+        return serve(cmd, out / f"server-{name}.log", timeout_s=t)
+
+    with up("A") as a:
+        steps.append(_harness(_run_step(args, out, a)))
+        # A/A: a second process of the same configuration, so both cores work
+        with up("A2") as a2:
+            steps += [_harness(s) for s in _aa_steps(args, out, a, a2)]
         if not args.no_ab:
-            b_cmd = server_command(model, free_port(), shlex.split(args.ab_args))
-            with serve(b_cmd, out / "server-b.log", timeout_s=t) as b:
+            with up("B", shlex.split(args.ab_args)) as b:
                 steps += [_harness(s) for s in _ab_steps(args, out, a, b)]
     for s in steps[1:]:
         _fill(s, out)

@@ -21,6 +21,10 @@ Usage::
   (:mod:`harness.plugin_checks`).
 - With no target every harness test is skipped with one reason, so a plain ``pytest``
   in a repository still runs its own tests.
+- All selected scenarios' runs are made together at the first scenario test
+  (``--harness-batch``, default on; ``--harness-concurrency`` runs in flight), then each
+  test judges its own. Harness tests bound their own time (``--harness-timeout`` per
+  request, ``max_turns``, ``--boot-timeout``), so pytest-timeout's limit is off for them.
 - Results go to one run folder per session, ``<results>/pytest-<stamp>-<pid>/``, as the
   CLI writes them: ``manifest.json``, ``transcripts.jsonl``, ``summary.json``,
   ``report.html`` (or ``--harness-html PATH``). JUnit XML comes from pytest's own
@@ -97,11 +101,18 @@ def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.It
     from harness.plugin_checks import make_check_items
 
     items.extend(make_check_items(session))
+    if session.config.pluginmanager.hasplugin("timeout"):
+        # pytest-timeout's per-test limit (e.g. ini `timeout = 300`) would kill a boot wait
+        # or a batch of runs; harness tests bound themselves (--harness-timeout per
+        # request, max_turns, --boot-timeout), so it is off for them (timeout 0).
+        for item in items:
+            if item.get_closest_marker("harness") and not item.get_closest_marker("timeout"):
+                item.add_marker(pytest.mark.timeout(0))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if "harness.plugin_items" not in sys.modules:
-        return  # no scenario file was collected
+    if "harness.plugin_items" not in sys.modules or hasattr(session.config, "workerinput"):
+        return  # no scenario file was collected, or an xdist worker (it runs only a share)
     from harness.plugin_items import ScenarioItem
 
     _state(session.config).planned = [

@@ -71,15 +71,16 @@ class ScenarioFile(pytest.File):
     """A scenario file: one :class:`ScenarioItem` per stream mode."""
 
     def collect(self) -> Iterator[pytest.Item]:
+        where = self._shown_path()
         try:
             scenario = load_scenario(self.path)
         except ScenarioError as exc:
-            raise self.CollectError(str(exc)) from None
+            raise self.CollectError(str(ScenarioError(where, exc.field, exc.reason))) from None
         seen = self.config.stash.setdefault(_IDS_KEY, {})
-        other = seen.setdefault(scenario.id, self.path)
-        if other != self.path:
+        other = seen.setdefault(scenario.id, where)
+        if other != where:
             raise self.CollectError(
-                f"{self.path}: id: {scenario.id!r} is already used by {other}; ids must be unique"
+                f"{where}: id: {scenario.id!r} is already used by {other}; ids must be unique"
             )
         state = self.config.stash[state_key()]
         modes = state.settings.stream_modes
@@ -88,6 +89,11 @@ class ScenarioFile(pytest.File):
             if len(modes) > 1:
                 name += "[stream]" if stream else "[nostream]"
             yield ScenarioItem.from_parent(self, name=name, scenario=scenario, stream=stream)
+
+    def _shown_path(self) -> Path:
+        """The file's path relative to the rootdir (as pytest shows it), else absolute."""
+        root = self.config.rootpath
+        return self.path.relative_to(root) if _under(self.path, root) else self.path
 
 
 class ScenarioItem(pytest.Item):
@@ -127,8 +133,8 @@ class ScenarioItem(pytest.Item):
         assert j is not None, "setup did not run"
         self._record(j)
         if j.outcome == "failed":
-            head = "\n  ".join([f"scenario {self.scenario.id!r} failed:", *j.reasons])
-            raise ScenarioFailure(f"{head}\n{j.evidence}")
+            # one reason per line, the first is what pytest's short summary shows
+            raise ScenarioFailure("\n".join([*j.reasons, j.evidence]))
 
     def _record(self, j: Judgement) -> None:
         self.state.results.append(ItemResult(self.nodeid, j.outcome, j.headline, j.verdict))

@@ -126,9 +126,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "baseline", "--baseline", _str, "URL of a baseline server: also assert no regression", "URL"
     ),
-    OptionSpec("model", "--model", _str, "model request field (default: first of /v1/models)"),
     OptionSpec(
-        "baseline_model", "--baseline-model", _str, "model on the baseline (default --model)"
+        "model", "--model", _str, "model request field (default: first of /v1/models)", "NAME"
+    ),
+    OptionSpec(
+        "baseline_model",
+        "--baseline-model",
+        _str,
+        "model on the baseline (default --model)",
+        "NAME",
     ),
     OptionSpec(
         "repeats", "--repeats", _positive, "runs per scenario (default: the scenario's)", "N"
@@ -167,6 +173,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         _rate,
         "fraction of runs that may fail for server/network reasons (default 0.2, as harness compare)",
         "RATE",
+    ),
+    OptionSpec(
+        "batch",
+        "--harness-batch",
+        _bool,
+        "run all selected scenarios' runs together at the first test (default true)",
+        "BOOL",
     ),
     OptionSpec(
         "concurrency", "--harness-concurrency", _positive, "runs in flight (default 8)", "N"

@@ -211,7 +211,10 @@ class _Loop:
                     error=outcome.error,
                 )
             )
-        self._append({"role": "assistant", "content": resp.content, "tool_calls": wire_calls})
+        # content "" rather than null: OpenAI accepts both with tool_calls, but
+        # llama-cpp-python's server answers 500 to the null it sends itself (and to no key)
+        content = resp.content if resp.content is not None else ""
+        self._append({"role": "assistant", "content": content, "tool_calls": wire_calls})
         for res in rec.tool_results:
             self._append({"role": "tool", "tool_call_id": res.tool_call_id, "content": res.content})
 

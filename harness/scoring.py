@@ -92,6 +92,12 @@ def _malformed(kind: str, call: ToolCallRecord, turn: int, idx: int, reason: str
     )
 
 
+def _cut_short(exc: Exception, text: str) -> bool:
+    """Whether a JSON error means the text ended early (an unfinished value or string)."""
+    msg = getattr(exc, "msg", "")
+    return getattr(exc, "pos", -1) >= len(text) - 1 or msg.startswith("Unterminated string")
+
+
 def parse_call(
     call: ToolCallRecord, turn: int, segment: int, idx: int, *, stream: bool, sc: Scenario
 ) -> ParsedCall:
@@ -126,7 +132,7 @@ def parse_call(
             kind = "malformed_json"
             if _THINK.search(text[:200]):
                 kind = "reasoning_leak_args"
-            elif stream and getattr(exc, "pos", -1) >= len(text) - 1:
+            elif stream and _cut_short(exc, text):
                 kind = "stream_truncated_args"
             bad = _malformed(kind, call, turn, idx, f"arguments are not valid JSON: {exc}")
         if args is not None and not isinstance(args, dict):
@@ -389,7 +395,7 @@ def _protocol(record: RunRecord) -> list[ProtocolViolation]:
             continue
         found = _message_checks(t.response)
         indices = [c.index for c in t.response.tool_calls]
-        if indices and indices != list(range(len(indices))):
+        if t.response.stream and indices and indices != list(range(len(indices))):
             msg = f"tool_call indices {indices}, not 0..{len(indices) - 1}"
             found.append(("index_offset", msg))
         for c in t.response.tool_calls:

@@ -18,6 +18,8 @@ optional fields):
   out when there is a single scenario), only when two sides were run; each row is a
   :class:`MetricRow`.
 - ``verdict``: the overall :class:`Verdict` (``None`` for a one-sided run).
+- ``parity``: :class:`harness.parity.ParityDiff` per stream/non-stream difference (runs
+  made with ``--stream both``; empty when the modes agree or only one mode was run).
 - ``sides``: :class:`SideInfo` for each side (``"baseline"``/``"candidate"``, or the
   target label of a one-sided run), in that order, with the server's self-description
   and the fusion-engagement slot filled by :mod:`harness.fusion` when available.
@@ -36,6 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness._version import __version__
+from harness.parity import ParityDiff
 from harness.transcript import InfraError, TargetInfo
 
 __all__ = [
@@ -329,6 +332,7 @@ class Summary(_Model):
     verdict: Verdict | None = None
     infra_errors: dict[str, int] = Field(default_factory=dict)  # side -> count
     warnings: list[str] = Field(default_factory=list)
+    parity: list[ParityDiff] = Field(default_factory=list)  # stream vs nostream (--stream both)
 
     def aggregate(self, side: str, scenario_id: str) -> Aggregate | None:
         """The aggregate of ``side`` for ``scenario_id`` (``"*"``: pooled)."""

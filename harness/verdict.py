@@ -14,7 +14,8 @@ Used by :mod:`harness.compare`. Decision rule (documented in ``Settings.decision
    ``p <= alpha`` (default 0.01).
 5. ``REGRESSION``: any significant regression. ``IMPROVEMENT``: none, and a significant
    improvement. ``INCONCLUSIVE``: neither, but some outcome is worse in the candidate with
-   unadjusted one-sided ``p < 0.1``; the verdict gives about how many more repeats per
+   unadjusted one-sided ``p < 0.1``, or fails every candidate run and no baseline run (too
+   few repeats to prove it); the verdict gives about how many more repeats per
    scenario a two-proportion test at the Bonferroni share of ``alpha`` and 80% power needs
    for the observed rates (:func:`harness.stats.repeats_needed`). ``NO CHANGE`` otherwise
    (failure kinds seen only in the candidate are still listed in ``new_failure_kinds``).
@@ -337,7 +338,9 @@ def _scenario_comparison(
     suggest = [
         t
         for t in tests
-        if t.metric != "final_answer" and t.k_c * t.n_b > t.k_b * t.n_c and t.p_worse < SUGGESTIVE_P
+        if t.metric != "final_answer"
+        and t.k_c * t.n_b > t.k_b * t.n_c
+        and (t.p_worse < SUGGESTIVE_P or (t.k_c == t.n_c > 0 and t.k_b == 0))
     ]
     verdict: VerdictName = "NO CHANGE"
     reasons: list[str] = []

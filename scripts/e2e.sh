@@ -92,4 +92,4 @@ install_packages() {
 
 [ -x "$PY" ] || die "no venv at $VENV: run 'make install' first"
 install_packages
-exec "$PY" -m harness.e2e ${E2E_ARGS:-}
+exec "$PY" -m harness.e2e ${E2E_ARGS:-} "$@"

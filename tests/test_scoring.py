@@ -72,9 +72,10 @@ def make_record(
             resp = ResponseRecord(content=t, finish_reason="stop")
         else:
             calls = []
-            for a in t:
+            for pos, a in enumerate(t):
                 name, a = a if isinstance(a, tuple) else ("entropy", a)
                 c = _call(a, n, name)
+                c.index = pos
                 if raw_objects:
                     c.arguments = a
                 calls.append(c)
@@ -241,6 +242,26 @@ def test_order_and_missing_and_spurious_calls() -> None:
     assert s.sequence.missing == ["seg0:entropy"] and "missing_calls" in s.failures
     s = score_run(make_record([[GOOD, second, GOOD], "1.5"], scenario=sc))
     assert "spurious_calls" in s.failures and s.sequence.unexpected == ["turn0:entropy"]
+
+
+def test_lenient_parser_and_streaming_kinds() -> None:
+    sc = json.loads(json.dumps(ENTROPY))
+    sc["id"] = "ids"
+    sc["tools"][0]["parameters"]["properties"]["label"] = {"type": "string"}
+    sc["expect"]["calls"][0]["arguments"]["label"] = "007"
+    s = score_run(make_record([[{**GOOD, "label": 7}], "1.5 bits"], scenario=sc))
+    d = next(x for x in s.drift if x.path == "label")
+    assert d.kind == "string_as_scalar" and d.expected == "007"
+    s = score_run(make_record([[""], "1.5 bits"]))
+    assert s.malformed[0].kind == "empty_arguments" and "dropped_keys" in s.failures
+    rec = make_record([[GOOD, GOOD], "1.5 bits"])
+    rec.stream = True
+    for i, c in enumerate(rec.turns[0].response.tool_calls):  # type: ignore[union-attr]
+        c.index = i + 1
+    rec.turns[0].response.stream = True  # type: ignore[union-attr]
+    assert "index_offset" in score_run(rec).failures
+    rec.turns[0].response.stream = False  # type: ignore[union-attr]
+    assert "index_offset" not in score_run(rec).failures
 
 
 def test_infra_error_is_not_a_model_failure() -> None:

@@ -28,9 +28,10 @@ from rich.table import Table
 from harness.cli import ExitCode
 from harness.client import TargetConfig
 from harness.compare import compare, write_report
+from harness.parity import render_parity
 from harness.scenario import load_scenarios
-from harness.summary import RunScore, ScenarioComparison, Settings, Summary
-from harness.verdict import ALPHA, DECISION_RULE, INFRA_ERROR_LIMIT
+from harness.summary import Aggregate, RunScore, ScenarioComparison, Settings, Summary
+from harness.verdict import ALPHA, COUNT_METRICS, DECISION_RULE, INFRA_ERROR_LIMIT
 
 HELP = "Compare a candidate server against a baseline over the scenarios (A/B, with a verdict)."
 
@@ -44,6 +45,7 @@ _VERDICT_STYLE = {
     "INCONCLUSIVE": "bold yellow",
 }
 _TABLE_ROWS = ["tool_calls", "malformed_args", "repeated_calls", "final_answer", "passed"]
+_ROW_LABELS = {**COUNT_METRICS, "final_answer": "reached a final answer", "passed": "passed"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,7 +68,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_REPEATS,
         help=f"runs per scenario and side (default {DEFAULT_REPEATS})",
     )
-    p.add_argument("--stream", action="store_true", help="stream responses (SSE)")
+    p.add_argument(
+        "--stream",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_stream_mode,
+        metavar="both",
+        help="stream responses (SSE); `--stream both` runs each scenario both ways",
+    )
     p.add_argument(
         "--aa", action="store_true", help="A/A: compare one target with itself (noise floor)"
     )
@@ -86,6 +96,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout in seconds")
     p.add_argument("--strict", action="store_true", help="exit 1 on INCONCLUSIVE too")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _stream_mode(value: str) -> bool | str:
+    """``--stream`` value: ``both``, or on/off (``true``/``false``)."""
+    modes: dict[str, bool | str] = {"both": "both", "on": True, "true": True}
+    modes |= {"off": False, "false": False}
+    if value.lower() not in modes:
+        raise argparse.ArgumentTypeError(f"{value!r}: use --stream, --stream both or --stream off")
+    return modes[value.lower()]
 
 
 def _usage_error(msg: str) -> int:
@@ -238,6 +257,9 @@ def render_summary(summary: Summary, console: Console) -> None:
             _drift_traces(summary, sid, console)
             _divergence(summary.comparison(sid), labels, console)
     _infra(summary, console)
+    if summary.settings.stream == "both":
+        pairs = {(r.side, r.scenario_id, r.repeat) for r in summary.runs if r.stream}
+        render_parity(summary.parity, len(pairs), console)
     _verdict(summary, console)
 
 
@@ -279,25 +301,22 @@ def _rows(
         p = "" if row is None or row.p_value is None else f"{row.p_value:.2g}"
         if row is not None and row.significant:
             p += " *"
-        label = row.label if row else metric.replace("_", " ")
+        label = row.label if row else _ROW_LABELS.get(metric, metric)
         out.append((metric, label, cells, p))
     return out
 
 
-def _cell(agg: object, metric: str) -> str:
-    from harness.verdict import COUNT_METRICS
-
+def _cell(agg: Aggregate | None, metric: str) -> str:
     if agg is None:
         return "-"
-    a = agg  # Aggregate
     if metric in COUNT_METRICS:
-        c = a.counts[metric]  # type: ignore[attr-defined]
+        c = agg.counts[metric]
         if not c.values:
             return "-"
         vals = ", ".join(map(str, c.values)) if len(c.values) <= 5 else f"median {c.median:g}"
         return f"{c.total} ({vals})"
-    r = a.rates[metric]  # type: ignore[attr-defined]
-    return f"{r.k}/{r.n}"
+    r = agg.rates.get(metric)
+    return f"{r.k}/{r.n}" if r else "-"
 
 
 def _drift_traces(summary: Summary, sid: str, console: Console) -> None:
@@ -338,9 +357,10 @@ def drift_trace(run: RunScore, limit: int = 12) -> list[str]:
         tail = "; ".join(dict.fromkeys(notes.get(c.call_index, [])))
         lines.append(f"turn {c.turn} {c.tool} {c.arguments}" + (f"  <- {tail}" if tail else ""))
         if j > i:
-            lines.append(
-                f"turns {calls[i + 1].turn}-{calls[j].turn}: the same call {j - i} more times (repeated identical calls)"
-            )
+            first, last = calls[i + 1].turn, calls[j].turn
+            where = f"turn {first}" if first == last else f"turns {first}-{last}"
+            times = "again" if j - i == 1 else f"{j - i} more times"
+            lines.append(f"{where}: the same call {times} (repeated identical calls)")
         i = j + 1
     if i < len(calls):
         lines.append(f"... {len(calls) - i} more calls")

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from harness.cli import ExitCode
 from harness.client import TargetConfig
+from harness.parity import pair_runs, parity_report, render_parity
 from harness.runner import StreamMode, run_many_sync
 from harness.runs import DEFAULT_RESULTS, prepare_run_dir
 from harness.scenario import load_scenarios
@@ -102,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     )
     records = list(read_records(folder / "transcripts.jsonl"))
     console.print(summary_table(records))
+    if stream == "both":
+        render_parity(parity_report(records), len(pair_runs(records)), console)
     console.print(f"transcripts: {folder / 'transcripts.jsonl'}")
     errors = [r for r in records if r.error is not None]
     if errors:

@@ -102,6 +102,7 @@ class Report:
     boot: Any
     facts_only: bool
     notes: list[str] = field(default_factory=list)
+    matrix: Any = None  # harness.matrix.MatrixResult (harness matrix)
 
 
 def _reason(text: str) -> str:
@@ -479,8 +480,10 @@ def build_report(rf: RunFolder) -> Report:
         provenance=prov,
         args_diff=_args_diff(rf, sides),
         verdict=verdict,
-        headline=verdict or ("ONE SIDE" if rf.summary is not None else "NOT SCORED"),
-        verdict_message=msg,
+        headline=verdict
+        or (rf.matrix.outcome if rf.matrix is not None else None)
+        or ("ONE SIDE" if rf.summary is not None else "NOT SCORED"),
+        verdict_message=rf.matrix.message if rf.matrix is not None and not verdict else msg,
         verdict_reasons=reasons,
         warnings=_warnings(rf, prov),
         settings=_settings(rf),
@@ -492,4 +495,5 @@ def build_report(rf: RunFolder) -> Report:
         gsm8k_chart=_gsm8k_chart(rf, sides),
         boot=rf.boot,
         facts_only=rf.summary is None,
+        matrix=rf.matrix,
     )

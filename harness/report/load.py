@@ -31,6 +31,7 @@ _MODELS: dict[str, tuple[str, tuple[str, ...]]] = {
     "summary.json": ("harness.summary", ("Summary", "RunSummary", "CompareSummary")),
     "gsm8k.json": ("harness.gsm8k_models", ("GSM8KSummary",)),
     "boot.json": ("harness.boot", ("BootReport", "BootSummary", "BootResult")),
+    "matrix.json": ("harness.matrix", ("MatrixResult",)),
 }
 
 
@@ -48,6 +49,7 @@ class RunFolder:
     summary: Any = None  # harness.summary model (or the raw dict if the module is absent)
     gsm8k: Any = None  # GSM8KSummary (or raw dict)
     boot: Any = None  # boot report model (or raw dict)
+    matrix: Any = None  # harness.matrix.MatrixResult (harness matrix)
     raw: dict[str, Any] = field(default_factory=dict)  # file name -> parsed JSON
 
 
@@ -113,7 +115,12 @@ def load_run_folder(path: str | Path) -> RunFolder:
             f"{folder / 'transcripts.jsonl'}: a line is not a RunRecord ({exc.errors()[0]['msg']})"
         ) from None
     rf = RunFolder(path=folder, manifest=manifest, records=records)
-    for name, attr in (("summary.json", "summary"), ("gsm8k.json", "gsm8k"), ("boot.json", "boot")):
+    for name, attr in (
+        ("summary.json", "summary"),
+        ("gsm8k.json", "gsm8k"),
+        ("boot.json", "boot"),
+        ("matrix.json", "matrix"),
+    ):
         model, raw = _load_optional(folder, name)
         setattr(rf, attr, model)
         if raw is not None:

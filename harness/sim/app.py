@@ -41,7 +41,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from harness.sim import gsm8k_model, moe
-from harness.sim.faults import active_fault, corrupt_arguments, render, should_loop
+from harness.sim.faults import (
+    active_fault,
+    corrupt_arguments,
+    render,
+    should_loop,
+    spurious_call,
+)
 from harness.sim.model import (
     UNKNOWN_ANSWER,
     Conversation,
@@ -238,6 +244,11 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
     else:
         plan = plan_for(sc, conv, req, nonce, profile)
         decision = decide(sc, conv, req, plan, loop=should_loop(profile, nonce, turn))
+        if plan is not None:
+            first = conv.position == len(plan.steps)
+            decision = spurious_call(
+                profile, decision, tools=req.tools, first_answer=first, nonce=nonce, turn=turn
+            )
     decision.calls = [
         PlannedCall(
             c.name,

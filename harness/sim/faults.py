@@ -37,6 +37,9 @@ Kinds (``Fault.kind``) and what they do to a turn:
                            ``"1e5"`` -> ``100000.0``, ``"true"`` -> ``true``
 ``enum_violation``         top-level strings capitalised (``"celsius"`` -> ``"Celsius"``), so
                            lower-case enum values fall outside the enum
+``int_as_float``           top-level integers sent as floats (``4`` -> ``4.0``)
+``spurious_calls``         where the model would answer right after its planned calls, it
+                           first calls the first offered tool with ``{}`` (one extra call)
 ``empty_arguments``        streaming only: a call whose arguments are ``{}`` gets no
                            ``arguments`` delta, so it assembles to ``""``
 ``index_offset``           streaming only: tool_call delta indices start at 1, not 0
@@ -66,6 +69,7 @@ __all__ = [
     "corrupt_arguments",
     "render",
     "should_loop",
+    "spurious_call",
     "unit_draw",
 ]
 
@@ -87,6 +91,8 @@ FaultKind = Literal[
     "index_offset",
     "string_as_scalar",
     "enum_violation",
+    "int_as_float",
+    "spurious_calls",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
 
@@ -133,6 +139,25 @@ def active_fault(profile: SimProfile, kind: str, nonce: str, turn: int) -> Fault
 def should_loop(profile: SimProfile, nonce: str, turn: int) -> bool:
     """Whether the repeat loop replaces a final answer at this turn."""
     return active_fault(profile, "repeat_loop", nonce, turn) is not None
+
+
+def spurious_call(
+    profile: SimProfile,
+    decision: Decision,
+    *,
+    tools: list[str],
+    first_answer: bool,
+    nonce: str,
+    turn: int,
+) -> Decision:
+    """``decision``, or a call of the first offered tool (``{}``) where the model would
+    give the segment's answer right after its planned calls (``first_answer``; the
+    ``spurious_calls`` fault). The next request answers as planned."""
+    if decision.calls or not first_answer or not tools:
+        return decision
+    if active_fault(profile, "spurious_calls", nonce, turn) is None:
+        return decision
+    return Decision(calls=[PlannedCall(tools[0], {})], reasoning="Let me check with a tool.")
 
 
 # ------------------------------------------------------------- argument values
@@ -192,6 +217,8 @@ def corrupt_arguments(
         del out[victim]
     if active_fault(profile, "string_as_scalar", nonce, turn):
         out = {k: _decoded(v) if isinstance(v, str) else v for k, v in out.items()}
+    if active_fault(profile, "int_as_float", nonce, turn):
+        out = {k: float(v) if type(v) is int else v for k, v in out.items()}
     if active_fault(profile, "enum_violation", nonce, turn):
         out = {k: v.capitalize() if isinstance(v, str) else v for k, v in out.items()}
     if active_fault(profile, "unexpected_keys", nonce, turn):

@@ -36,6 +36,8 @@ name                       behaviour
 ``index-offset``           streaming: tool_call delta indices start at 1
 ``string-as-scalar``       ``"007"`` -> ``7``, ``"1e5"`` -> ``100000.0``, ``"true"`` -> ``true``
 ``enum-violation``         string arguments capitalised (``"celsius"`` -> ``"Celsius"``)
+``int-as-float``           integer arguments sent as floats (``4.0``)
+``spurious-calls``         one needless call (first tool, ``{}``) before each answer
 ``gsm8k-drop``             GSM8K accuracy 0.81, nothing else
 ``experts-dup-shared``     routed experts: shared expert id in two columns (fusion on)
 ``capture-crash``          boot crash when capture is enabled (fusion on)
@@ -136,6 +138,8 @@ _LIST: list[SimProfile] = [
     _single("index-offset", "index_offset", "streaming: tool_call indices start at 1"),
     _single("string-as-scalar", "string_as_scalar", 'numeric-looking strings decoded ("007" -> 7)'),
     _single("enum-violation", "enum_violation", 'string arguments capitalised ("Celsius")'),
+    _single("int-as-float", "int_as_float", "integer arguments sent as floats (4.0)"),
+    _single("spurious-calls", "spurious_calls", "a needless tool call before a plain answer"),
     SimProfile(name="gsm8k-drop", gsm8k_accuracy=0.81, description="GSM8K accuracy 0.81"),
     SimProfile(
         name="experts-dup-shared",

@@ -1,0 +1,131 @@
+"""The plugin's pass/fail rule and evidence text, on small hand-made scores (no server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.plugin_evidence import drift_trace, format_run, run_line
+from harness.plugin_judge import judge
+from harness.plugin_options import HarnessSettings
+from harness.scenario import scenario_from_data
+from harness.summary import CallScore, DriftFinding, RunScore
+from harness.transcript import InfraError
+
+SCENARIO = scenario_from_data(
+    {
+        "id": "entropy_array",
+        "description": "d",
+        "messages": [{"role": "user", "content": "entropy?"}],
+        "tools": [{"name": "entropy", "parameters": {"type": "object", "properties": {}}}],
+        "expect": {"calls": [{"tool": "entropy", "arguments": {"values": [0.5, 0.25, 0.25]}}]},
+    }
+)
+
+#: the reference trace of the fused kernel: a string, then zeros, then empty strings
+TRACE = [
+    ('{"values": "[0.5, 0.25, 0.25]", "base": 2}', "array sent as a string"),
+    ('{"values": [0, 0, 0], "base": 2}', "values collapsed to zeros"),
+    ('{"values": ["", "", ""], "base": 2}', "values collapsed to empty strings"),
+    ('{"values": ["", "", ""], "base": 2}', "values collapsed to empty strings"),
+]
+
+
+def score(repeat: int = 0, *, side: str = "target", **kw: Any) -> RunScore:
+    base: dict[str, Any] = dict(
+        run_key=f"{side}/entropy_array/{repeat}/nostream", scenario_id="entropy_array",
+        side=side, label=side, repeat=repeat, termination="final_answer", turns=2,
+        tool_calls=1, final_answer=True, final_answer_ok=True, passed=True,
+    )  # fmt: skip
+    return RunScore(**{**base, **kw})
+
+
+def looping(repeat: int = 0, side: str = "target") -> RunScore:
+    calls = [
+        CallScore(
+            turn=t, call_index=t, tool="entropy", arguments=args, repeat_of=2 if t == 3 else None
+        )
+        for t, (args, _) in enumerate(TRACE)
+    ]
+    drift = [
+        DriftFinding(
+            kind="collapse",
+            phrase=phrase,
+            tool="entropy",
+            path="values",
+            turn=t,
+            call_index=t,
+            value="",
+        )
+        for t, (_, phrase) in enumerate(TRACE)
+    ]
+    return score(
+        repeat, side=side, termination="turn_cap", turns=12, tool_calls=4, repeated_calls=1,
+        longest_repeat_streak=1, final_answer=False, final_answer_ok=False, passed=False,
+        failures=["collapse", "repeat_loop"], calls=calls, drift=drift,
+    )  # fmt: skip
+
+
+def infra(repeat: int = 0) -> RunScore:
+    err = InfraError(kind="http_status", status=500, message="HTTP 500: boom")
+    return score(repeat, termination="error", infra_error=err, passed=False, final_answer_ok=False)
+
+
+def test_drift_trace_reads_like_the_reviewers_trace_and_folds_repeats() -> None:
+    raw = [args for args, _ in TRACE]
+    assert drift_trace(looping(), raw) == [
+        'turn 0 {"values": "[0.5, 0.25, 0.25]", "base": 2}  <- array sent as a string (values)',
+        'turn 1 {"values": [0, 0, 0], "base": 2}  <- values collapsed to zeros (values)',
+        'turns 2-3 (2 calls) {"values": ["", "", ""], "base": 2}  <- values collapsed to empty strings (values)',
+    ]
+
+
+def test_format_run_shows_stop_reason_repeats_and_calls() -> None:
+    text = "\n".join(format_run(looping(), None))
+    assert "stop reason: turn_cap after 12 turns" in text
+    assert "repeat of call 2" in text
+    assert "repeated identical calls: 1 (longest streak 1, scenario allows 0)" in text
+
+
+def test_all_good_runs_pass() -> None:
+    j = judge(SCENARIO, [score(0), score(1)], [], HarnessSettings(target="t"))
+    assert j.outcome == "passed" and not j.reasons
+    assert ("final_answers", 2) in j.properties
+
+
+def test_thresholds_fail_with_one_reason_each() -> None:
+    j = judge(SCENARIO, [score(0), looping(1)], [], HarnessSettings(target="t"))
+    assert j.outcome == "failed"
+    assert j.reasons[0].startswith("acceptable final answer in 1/2 runs")
+    assert j.reasons[1].startswith("repeated identical tool calls in 1/2 runs")
+    assert j.reasons[2].startswith("passed 1/2 runs")
+    assert "first failed run (target run 1)" in j.evidence
+
+
+def test_relaxed_thresholds_pass_the_same_runs() -> None:
+    relaxed = HarnessSettings(
+        target="t", min_final_answer_rate=0.5, min_pass_rate=0.5, max_repeated_calls=1
+    )
+    assert judge(SCENARIO, [score(0), looping(1)], [], relaxed).outcome == "passed"
+
+
+def test_allowed_repeats_of_the_scenario_are_not_counted() -> None:
+    run = score(0, repeated_calls=2, allowed_repeats=2)
+    assert judge(SCENARIO, [run], [], HarnessSettings(target="t")).outcome == "passed"
+
+
+def test_infrastructure_errors_are_left_out_up_to_the_limit() -> None:
+    settings = HarnessSettings(target="t", max_infra_error_rate=0.5)
+    j = judge(SCENARIO, [score(0), infra(1)], [], settings)
+    assert j.outcome == "passed"  # one of two errored: judged on the other
+    j = judge(SCENARIO, [infra(0), infra(1), score(2)], [], settings)
+    assert j.outcome == "infra"
+    assert "2 of 3 runs failed for server/network reasons" in j.reasons[0]
+    assert "http_status" in j.reasons[0] and "infrastructure error" in run_line(infra())
+
+
+def test_a_baseline_side_with_only_errors_is_an_infrastructure_error() -> None:
+    settings = HarnessSettings(target="t", baseline="b")
+    base_err = infra(0).model_copy(update={"side": "baseline", "run_key": "baseline/x/0/nostream"})
+    cand = score(0, side="candidate")
+    j = judge(SCENARIO, [cand, base_err], [], settings)
+    assert j.outcome == "infra" and j.reasons[0].startswith("baseline:")
