@@ -52,9 +52,7 @@ def _plain_inputs(rec: RunRecord) -> tuple[dict[str, Any], list[dict[str, Any]],
     return params, list(rec.turns[0].new_messages), results
 
 
-async def _plain_run(
-    client: httpx.AsyncClient, url: str, inputs: Any, max_turns: int
-) -> int:
+async def _plain_run(client: httpx.AsyncClient, url: str, inputs: Any, max_turns: int) -> int:
     params, opening, results = inputs
     messages = list(opening)
     for turn in range(max_turns):
@@ -64,7 +62,7 @@ async def _plain_run(
         if not calls:
             return turn + 1
         messages.append({"role": "assistant", "content": msg.get("content"), "tool_calls": calls})
-        for call, content in zip(calls, results[turn]):
+        for call, content in zip(calls, results[turn], strict=True):
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
     return max_turns
 

@@ -48,7 +48,10 @@ def _check(recs: list[RunRecord], runs: int) -> None:
 def run(runs: int = 100, concurrency: int = 32, latency_ms: float = 200) -> list[Row]:
     """Time ``runs`` runs of the 12-turn scenario through :func:`run_many`, then plain."""
     sc = load_scenario(SCENARIO)
-    with sim_process("repeat-loop", latency_ms=latency_ms) as url, tempfile.TemporaryDirectory() as tmp:
+    with (
+        sim_process("repeat-loop", latency_ms=latency_ms) as url,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         target = TargetConfig(url, label="bench")
         warm = run_many_sync([sc], [target], repeats=1, out_dir=Path(tmp) / "w", progress=False)
         s0 = url.cpu_s()
@@ -80,9 +83,13 @@ def run(runs: int = 100, concurrency: int = 32, latency_ms: float = 200) -> list
                 f"server {server_cpu:.1f} s"
             ),
             details={
-                "ideal_s": ideal, "turns": turns, "client_cpu_s": round(c["cpu_s"], 2),
-                "server_cpu_s": round(server_cpu, 2), "plain_wall_s": round(p["wall_s"], 2),
-                "plain_cpu_s": round(p["cpu_s"], 2), "plain_turns": plain_turns,
+                "ideal_s": ideal,
+                "turns": turns,
+                "client_cpu_s": round(c["cpu_s"], 2),
+                "server_cpu_s": round(server_cpu, 2),
+                "plain_wall_s": round(p["wall_s"], 2),
+                "plain_cpu_s": round(p["cpu_s"], 2),
+                "plain_turns": plain_turns,
             },
         )  # fmt: skip
     ]

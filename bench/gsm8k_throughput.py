@@ -55,7 +55,10 @@ def run(n: int = 500, parallel: int = 64, latency_ms: float = 200, rounds: int =
     if not GSM8K.exists():
         raise FileNotFoundError(f"{GSM8K}: GSM8K test split not found (set $BENCH_GSM8K)")
     h, p, acc = [], [], []
-    with sim_process(latency_ms=latency_ms, gsm8k=GSM8K) as url, tempfile.TemporaryDirectory() as tmp:
+    with (
+        sim_process(latency_ms=latency_ms, gsm8k=GSM8K) as url,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         for i in range(rounds):
             with clocks() as hc:
                 s = run_gsm8k(url, data=GSM8K, num_questions=n, parallel=parallel,

@@ -61,7 +61,9 @@ def table(rows: list[Row], errors: list[dict[str, Any]]) -> Table:
         target = r.target_text or ("-" if r.target is None else f"{r.target:g} {r.unit}")
         verdict = {True: "[green]pass", False: "[red]FAIL", None: "[dim]info"}[r.passed]
         ratio = "-" if r.ratio is None else f"{r.ratio:g}x"
-        t.add_row(f"{r.benchmark}\n[dim]{r.note}", f"{r.measured:g} {r.unit}", target, ratio, verdict)
+        t.add_row(
+            f"{r.benchmark}\n[dim]{r.note}", f"{r.measured:g} {r.unit}", target, ratio, verdict
+        )
     for e in errors:
         t.add_row(f"{e['benchmark']}. [red]error: {e['error']}", "", "", "", "[red]ERROR")
     return t

@@ -39,9 +39,10 @@ def make_templates(folder: Path) -> list[dict[str, Any]]:
     from harness.sim.server import serve_in_thread
 
     scenarios = load_scenarios(sorted(SCENARIOS.glob("*.yaml")))
-    with serve_in_thread("healthy", scenarios_dir=SCENARIOS) as a, serve_in_thread(
-        "fused-regression", scenarios_dir=SCENARIOS
-    ) as b:
+    with (
+        serve_in_thread("healthy", scenarios_dir=SCENARIOS) as a,
+        serve_in_thread("fused-regression", scenarios_dir=SCENARIOS) as b,
+    ):
         targets = [
             TargetConfig(a, label="unfused", side="baseline"),
             TargetConfig(b, label="fused", side="candidate"),
@@ -60,7 +61,9 @@ def write_folder(templates: list[dict[str, Any]], n: int, root: Path) -> Path:
             side = rec["target"]["side"]
             rec["scenario_id"] = sid
             rec["scenario"] = {**rec["scenario"], "id": sid}
-            rec["run_key"] = f"{side}/{sid}/{rec['repeat']}/{'stream' if rec['stream'] else 'nostream'}"
+            rec["run_key"] = (
+                f"{side}/{sid}/{rec['repeat']}/{'stream' if rec['stream'] else 'nostream'}"
+            )
             fh.write(json.dumps(rec) + "\n")
     return folder
 

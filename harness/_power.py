@@ -10,8 +10,10 @@ as ``harness compare``. It reports:
 - the false-alarm rate: REGRESSION verdicts among ``--aa`` A/A comparisons of ``healthy``;
 - the detection rate: REGRESSION verdicts among ``--regression`` comparisons of ``healthy``
   against ``fused-regression``;
-- per single-fault profile: detections among ``--faults`` comparisons, and how often the
-  fault's own kind is among the significant (``regressed_kinds``) ones.
+- per single-fault profile: detections among ``--faults`` comparisons, how often the
+  fault's own kind is among the significant ones (``kind_significant``: in
+  ``regressed_kinds``) and how often a REGRESSION verdict names it (``kind_named``: in
+  ``regressed_kinds`` or ``candidate_only_kinds``).
 
 Fast path: the runner's real loop (:func:`harness.runner.run_scenario`) talks to the sim's
 request handler (:func:`harness.sim.app.chat_reply`) through an in-process stand-in for the
@@ -220,7 +222,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             prof, args.faults, run("healthy", prof, 20_000 + 1000 * k, prof in STREAM_ONLY)
         )
         t = _tally(res)
-        t["kind_named"] = sum(kind in s.verdict.regressed_kinds for s in res if s.verdict)
+        t["kind_significant"] = sum(kind in s.verdict.regressed_kinds for s in res if s.verdict)
+        t["kind_named"] = sum(
+            kind in s.verdict.regressed_kinds + s.verdict.candidate_only_kinds
+            for s in res
+            if s.verdict and s.verdict.verdict == "REGRESSION"
+        )
         figures["faults"][prof] = t
     print(json.dumps(figures, indent=2))
     if args.json:

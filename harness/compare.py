@@ -167,12 +167,13 @@ def _add_comparison(summary: Summary, recs: list[RunRecord], kinds: list[str]) -
     base = {a.scenario_id: a for a in summary.aggregates if a.side == "baseline"}
     cand = {a.scenario_id: a for a in summary.aggregates if a.side == "candidate"}
     result = compare_sides(base, cand, kinds, alpha=summary.settings.alpha)
+    by: dict[tuple[str, str], list[RunRecord]] = {}  # one pass: scenarios x records was O(n^2)
+    for r in recs:
+        by.setdefault((r.scenario_id, run_side(r)), []).append(r)
     for comp in result.scenarios:
         if comp.scenario_id != "*":
-            b = [r for r in recs if r.scenario_id == comp.scenario_id and run_side(r) == "baseline"]
-            c = [
-                r for r in recs if r.scenario_id == comp.scenario_id and run_side(r) == "candidate"
-            ]
+            b = by.get((comp.scenario_id, "baseline"), [])
+            c = by.get((comp.scenario_id, "candidate"), [])
             comp.first_divergence = first_divergence(b, c)
     summary.comparisons = result.scenarios
     verdict = result.verdict

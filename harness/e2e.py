@@ -188,6 +188,8 @@ def _harness(step: Step) -> Step:
         step.exit_code = exc.code if isinstance(exc.code, int) else 2
     step.seconds = round(time.monotonic() - t0, 1)
     print(f"=== e2e: {step.name}: exit {step.exit_code} in {step.seconds:.1f}s", flush=True)
+    if step.exit_code == 130:  # Ctrl-C inside the command: stop the servers, stop the job
+        raise KeyboardInterrupt
     return step
 
 
@@ -287,7 +289,7 @@ def _common(args: argparse.Namespace, out: Path, run_id: str) -> list[str]:
 
 def _run_step(args: argparse.Namespace, out: Path, a: str) -> Step:
     return Step("run", ["run", "--target", a, "--label", "llama.cpp", "--stream", "both",
-                        "--repeats", "2", "--concurrency", str(args.concurrency),
+                        "--repeats", "1", "--concurrency", str(args.concurrency),
                         args.scenarios, *_common(args, out, "run")])  # fmt: skip
 
 
@@ -458,6 +460,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except E2EError as exc:
         print(f"e2e: FAILED: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("e2e: interrupted (servers stopped)", file=sys.stderr)
+        return 130
     result = _write_result(out, model, args, steps, time.monotonic() - t0)
     print(f"\n{_markdown(result)}\ne2e: results in {out} (e2e.md, e2e.json, */report.html)")
     if result["exit_code"] == 1:

@@ -44,8 +44,8 @@ from __future__ import annotations
 import contextlib
 import shlex
 import shutil
+import sys
 import tempfile
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -59,7 +59,7 @@ from harness.client import TargetConfig
 from harness.compare import score_dir, summarize
 from harness.gsm8k_models import GSM8KPaired, GSM8KRecord
 from harness.matrix_analysis import AttributeFinding, DeploymentOutcome, analyse_attributes
-from harness.matrix_spec import DeploymentSpec, MatrixSpec, PassCriterion
+from harness.matrix_spec import DeploymentSpec, MatrixError, MatrixSpec, PassCriterion
 from harness.runs import prepare_run_dir
 from harness.scenario import Scenario, load_scenarios
 from harness.summary import Aggregate, Settings, SideInfo, Summary, Verdict
@@ -287,7 +287,7 @@ def build_result(
     result = MatrixResult(
         run_id=run_id, name=spec.name, spec=spec.model_dump(mode="json"), deployments=rows,
         findings=findings, carriers=[f.attribute for f in findings if f.classification == "carrier"],
-        outcome=outcome, message=message, warnings=_fusion_warnings(rows), exit_code=_EXIT[outcome],
+        outcome=outcome, message=message, warnings=_warnings(rows, need), exit_code=_EXIT[outcome],
     )  # fmt: skip
     if len(rows) == 2 and records:
         two = two_way_summary(records, rows, run_id=run_id, settings=summary.settings)
@@ -315,9 +315,14 @@ def _two_sides(rows: Sequence[DeploymentResult]) -> tuple[DeploymentResult, Depl
     return base, rows[1] if base is rows[0] else rows[0]
 
 
-def _fusion_warnings(rows: list[DeploymentResult]) -> list[str]:
-    """The seed case's lesson: a ``fusion`` attribute the server contradicts."""
-    out = []
+def _warnings(rows: list[DeploymentResult], need_gsm8k: bool) -> list[str]:
+    """The seed case's lesson (a ``fusion`` attribute the server contradicts), and GSM8K
+    requested but not scored."""
+    out = [
+        f"{r.label}: GSM8K was requested but not scored (see gsm8k/{r.label}/)"
+        for r in rows
+        if need_gsm8k and r.status != "error" and r.gsm8k_accuracy is None
+    ]
     for r in rows:
         said, seen = r.attributes.get("fusion", "").lower(), r.facts.fusion
         want = {"on": "ON", "true": "ON", "off": "OFF", "false": "OFF"}.get(said)
@@ -444,11 +449,15 @@ def _gsm8k(spec: MatrixSpec, t: TargetConfig, folder: Path) -> tuple[float, int]
 
     g = spec.gsm8k
     assert g is not None
-    s = run_gsm8k(
-        GSM8KTarget(t.base_url, label=t.label, model=t.model, api_key_env=t.api_key_env),
-        data=g.data, num_questions=g.questions, num_shots=g.shots, parallel=g.parallel,
-        results=folder / "gsm8k", run_id=t.label, report=False,
-    )  # fmt: skip
+    try:
+        s = run_gsm8k(
+            GSM8KTarget(t.base_url, label=t.label, model=t.model, api_key_env=t.api_key_env),
+            data=g.data, num_questions=g.questions, num_shots=g.shots, parallel=g.parallel,
+            results=folder / "gsm8k", run_id=t.label, report=False,
+        )  # fmt: skip
+    except Exception as exc:  # the scenario results stand; the row shows GSM8K as missing
+        print(f"warning: GSM8K of {t.label} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
     side = s.sides[0]
     return (side.accuracy, side.n) if side.n else None
 
@@ -472,6 +481,18 @@ def _serve_all(
     return urls
 
 
+def _check_gsm8k_data(spec: MatrixSpec) -> None:
+    if spec.gsm8k is None:
+        return
+    from harness.gsm8k_data import GSM8KDataError, load_dataset
+
+    try:
+        load_dataset(spec.gsm8k.data)
+    except GSM8KDataError as exc:
+        reason = str(exc).replace("pass --data PATH", "set gsm8k.data to the path of")
+        raise MatrixError(spec.source, "gsm8k.data", reason) from None
+
+
 def run_matrix(
     spec: MatrixSpec,
     *,
@@ -484,8 +505,10 @@ def run_matrix(
 
     Raises:
         harness.scenario.ScenarioError: a scenario file is invalid.
+        harness.matrix_spec.MatrixError: the GSM8K data cannot be loaded (checked first).
     """
     scenarios = load_scenarios(spec.scenarios)
+    _check_gsm8k_data(spec)
     folder = prepare_run_dir(
         "matrix", results=results, run_id=run_id, args=args,
         extra={"matrix": spec.model_dump(mode="json")},
@@ -580,8 +603,3 @@ def rescore_matrix(
     )  # fmt: skip
     (folder / "matrix.json").write_text(result.model_dump_json(indent=2), encoding="utf-8")
     return result
-
-
-def status_counts(result: MatrixResult) -> Counter[str]:
-    """``{"pass": n, "fail": m, "error": k}`` over the deployments."""
-    return Counter(r.status for r in result.deployments)

@@ -65,6 +65,8 @@ def _explain(name: str, cls: AttributeClass, counts: Mapping[str, Mapping[str, i
         return f"{name} splits the outcomes but varies within a group; cannot isolate it"
     if cls == "constant":
         return f"{name} is the same everywhere"
+    if not fail or not pas:
+        return f"every deployment {'passed' if not fail else 'failed'}: nothing to separate"
     return f"{name} varies within one group only; more deployments are needed"
 
 

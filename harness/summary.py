@@ -274,13 +274,17 @@ class ScenarioComparison(_Model):
 class Verdict(_Model):
     """The overall verdict. ``repeats_needed``: for INCONCLUSIVE, about how many more
     repeats per scenario would settle it; ``regressed_kinds``: failure kinds whose
-    increase is significant."""
+    increase is significant; ``candidate_only_kinds``: other kinds seen in the candidate
+    and never in the baseline (descriptive, not significant on their own)."""
 
     verdict: VerdictName
     message: str
     reasons: list[str] = Field(default_factory=list)
     regressed_kinds: list[str] = Field(default_factory=list)
     improved_kinds: list[str] = Field(default_factory=list)
+    candidate_only_kinds: list[str] = Field(
+        default_factory=list
+    )  # seen only there, not significant
     repeats_needed: int | None = None
     exit_code: int = 0
 

@@ -392,13 +392,18 @@ def _overall(
     any_w = any(p <= alpha for p in worse_adj.values())
     any_b = any(p <= alpha for p in better_adj.values())
     bad = [c.scenario_id for c in comps if c.verdict == "REGRESSION" and c.scenario_id != "*"]
+    only = sorted({k for c in comps for k in c.new_failure_kinds} - set(sig_w))
+    also = (
+        f"; also only in the candidate (not significant alone): {', '.join(only)}" if only else ""
+    )
     if any_w:
         where = f"in {', '.join(bad)}" if bad else "pooled over scenarios"
-        msg = f"REGRESSION: {', '.join(sig_w) if sig_w else 'more runs fail'} ({where})"
+        msg = f"REGRESSION: {', '.join(sig_w) if sig_w else 'more runs fail'} ({where}){also}"
         return Verdict(
             verdict="REGRESSION",
             message=msg,
             regressed_kinds=sig_w,
+            candidate_only_kinds=only,
             exit_code=1,
             reasons=[r for c in comps if c.verdict == "REGRESSION" for r in c.reasons],
         )
@@ -417,9 +422,12 @@ def _overall(
         return Verdict(
             verdict="INCONCLUSIVE",
             repeats_needed=n,
-            message=f"INCONCLUSIVE: differences not significant{tail}",
+            message=f"INCONCLUSIVE: differences not significant{tail}{also}",
+            candidate_only_kinds=only,
             reasons=[f"{c.scenario_id}: {r}" for c in unsure for r in c.reasons],
         )
     return Verdict(
-        verdict="NO CHANGE", message="NO CHANGE: no significant difference between the sides"
+        verdict="NO CHANGE",
+        message=f"NO CHANGE: no significant difference between the sides{also}",
+        candidate_only_kinds=only,
     )

@@ -53,7 +53,10 @@ def test_scale_folder_copies_records_with_unique_ids(sim_url: Any, tmp_path: Pat
 def test_run_prints_table_and_writes_json(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rows = [Row("x. fake", 2.0, 1.0, "s", 2.0, False, note="slow"), Row("y", 1, None, "s", None, None)]
+    rows = [
+        Row("x. fake", 2.0, 1.0, "s", 2.0, False, note="slow"),
+        Row("y", 1, None, "s", None, None),
+    ]
 
     def boom() -> list[Row]:
         raise RuntimeError("server did not start")

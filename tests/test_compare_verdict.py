@@ -74,6 +74,8 @@ def test_rare_noise_is_not_flagged() -> None:
     r = _decide({"a": CLEAN, "b": CLEAN}, {"a": one, "b": CLEAN})
     assert r.verdict.verdict == "NO CHANGE"
     assert r.scenarios[0].new_failure_kinds == ["missing_final_answer"]
+    assert r.verdict.candidate_only_kinds == ["missing_final_answer"]
+    assert "only in the candidate" in r.verdict.message
 
 
 def test_first_divergence_and_one_sided_summary() -> None:

