@@ -18,20 +18,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     scenarios = load_scenarios(args.scenarios or ["scenarios"])
-    table = Table(title=f"{len(scenarios)} scenarios")
+    console = Console()
+    wide = console.width >= 140  # tags and descriptions only where they fit
+    table = Table(title=f"{len(scenarios)} scenarios", show_lines=not wide)
     widest_id = max((len(sc.id) for sc in scenarios), default=2)
     table.add_column("id", no_wrap=True, min_width=widest_id)
-    for col, ratio in (("targets", 2), ("tags", 2), ("tools", 2), ("description", 4)):
-        table.add_column(col, overflow="fold", ratio=ratio)
+    table.add_column("targets (failure kinds)", ratio=3)
+    table.add_column("tools", ratio=2)
+    if wide:
+        table.add_column("tags", ratio=2)
+        table.add_column("description", ratio=4, overflow="ellipsis")
     for sc in scenarios:
-        text = sc.description.strip()
-        first = text.splitlines()[0] if text else ""
-        table.add_row(
-            sc.id,
-            ", ".join(sc.targets),
-            ", ".join(sc.tags),
-            ", ".join(t.name for t in sc.tools),
-            first.split(". ")[0].rstrip(".") + ".",
-        )
-    Console().print(table)
+        text = " ".join(sc.description.split())
+        row = [sc.id, ", ".join(sc.targets), ", ".join(t.name for t in sc.tools)]
+        if wide:
+            row += [", ".join(sc.tags), text.split(". ")[0].rstrip(".") + "."]
+        table.add_row(*row)
+    console.print(table)
     return 0
