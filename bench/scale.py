@@ -1,7 +1,7 @@
 """Benchmark 4: scoring and report of a large results folder (1,000 and 10,000 transcripts).
 
-Template records are made for real: the 4 starter scenarios x 3 repeats against a
-``healthy`` baseline and a ``fused-regression`` candidate (reference servers in threads).
+Template records are made for real: every scenario of ``scenarios/`` x 3 repeats against
+a ``healthy`` baseline and a ``fused-regression`` candidate (reference servers in threads).
 A folder of N transcripts holds copies of them with varied ids (scenario id suffixed
 ``-c<k>``, run_key to match): realistic sizes, 3 repeats per scenario and side.
 
@@ -28,7 +28,7 @@ from bench.common import ROOT, SCENARIOS, Row
 from harness.client import TargetConfig
 from harness.runner import run_many_sync
 from harness.runs import prepare_run_dir
-from harness.scenario import load_scenarios
+from harness.scenario import Scenario, load_scenarios
 
 TIME_GROWTH = 1.2  # allowed slack over linear
 MEMORY_PER_OUTPUT_BYTE = 3.0
@@ -54,6 +54,7 @@ def make_templates(folder: Path) -> list[dict[str, Any]]:
 def write_folder(templates: list[dict[str, Any]], n: int, root: Path) -> Path:
     """A run folder ``root/n<N>`` with ``n`` transcripts copied from ``templates``."""
     folder = prepare_run_dir("bench", results=root, run_id=f"n{n}")
+    hashes: dict[str, str] = {}  # scenario id -> content hash of the renamed scenario
     with open(folder / "transcripts.jsonl", "w", encoding="utf-8") as fh:
         for i in range(n):
             rec = dict(templates[i % len(templates)])
@@ -61,6 +62,9 @@ def write_folder(templates: list[dict[str, Any]], n: int, root: Path) -> Path:
             side = rec["target"]["side"]
             rec["scenario_id"] = sid
             rec["scenario"] = {**rec["scenario"], "id": sid}
+            if sid not in hashes:
+                hashes[sid] = Scenario.model_validate(rec["scenario"]).content_hash()
+            rec["scenario_hash"] = hashes[sid]
             rec["run_key"] = (
                 f"{side}/{sid}/{rec['repeat']}/{'stream' if rec['stream'] else 'nostream'}"
             )
@@ -114,7 +118,10 @@ def run(sizes: tuple[int, int] = (1000, 10000)) -> list[Row]:
             folder = write_folder(templates, n, root)
             for step in ("score", "report"):
                 figs[step][n] = measure(step, folder)
-    return [_row(step, figs[step], small, large) for step in ("score", "report")]
+    rows = [_row(step, figs[step], small, large) for step in ("score", "report")]
+    for r in rows:
+        r.details["templates"] = len(templates)
+    return rows
 
 
 def _row(step: str, f: dict[int, dict[str, float]], small: int, large: int) -> Row:

@@ -8,12 +8,14 @@ OpenAI-compatible server (``python -m llama_cpp.server``, chat format
 1. ``harness boot`` of the server command (launch, health wait on ``/v1/models``, log
    capture, shutdown): a failure to boot ends the job with exit code 2.
 2. With server A (the default configuration) up: ``harness run`` on ``e2e/scenarios``
-   (streaming and not); ``harness compare --aa`` at the scenarios' temperature (0.7)
-   over ``--repeats`` (an A/A comparison on real sampling noise); ``harness gsm8k`` on
-   ``--gsm8k-questions`` questions, paired against itself.
-3. With server B (the same model, another configuration: ``--ab-args``) up as well: the
-   real A/B, ``compare`` and ``gsm8k`` of A (baseline) against B (candidate). Its
-   verdicts are reported whatever they are; they never fail the job.
+   (streaming and not). Then, with A2 (a second process of the same configuration, so
+   both cores work) up as well: ``harness compare`` of A against A2 at the scenarios'
+   temperature (0.7) over ``--repeats`` (an A/A comparison on real sampling noise) and
+   ``harness gsm8k`` on ``--gsm8k-questions`` questions, paired A against A2.
+3. With server B (the same model, another configuration: ``--ab-args``) up instead of
+   A2: the real A/B, ``compare`` and ``gsm8k`` of A (baseline) against B (candidate).
+   Its verdicts, and a B that will not boot, are reported whatever they are; they never
+   fail the job.
 4. ``harness report --markdown`` for each run folder, then ``e2e.json`` and ``e2e.md``
    (the figures: runs, tool calls, final answers, accuracy, seconds per step) in the
    output folder.
@@ -385,12 +387,25 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
         with up("A2") as a2:
             steps += [_harness(s) for s in _aa_steps(args, out, a, a2)]
         if not args.no_ab:
-            with up("B", shlex.split(args.ab_args)) as b:
-                steps += [_harness(s) for s in _ab_steps(args, out, a, b)]
+            steps += _ab_or_boot_failure(args, out, a, up("B", shlex.split(args.ab_args)))
     for s in steps[1:]:
-        _fill(s, out)
-        _harness(Step(f"report {s.name}", ["report", str(s.run_dir), "--markdown"]))
+        if s.argv:
+            _fill(s, out)
+            _harness(Step(f"report {s.name}", ["report", str(s.run_dir), "--markdown"]))
     return steps
+
+
+def _ab_or_boot_failure(
+    args: argparse.Namespace, out: Path, a: str, server_b: contextlib.AbstractContextManager[str]
+) -> list[Step]:
+    """The A/B steps; a server B that will not boot is the A/B's finding, not a job failure."""
+    try:
+        with server_b as b:
+            return [_harness(s) for s in _ab_steps(args, out, a, b)]
+    except E2EError as exc:
+        print(f"e2e: server B ({args.ab_args}) did not boot: {exc}", file=sys.stderr)
+        return [Step("boot B (A/B)", [], exit_code=1,
+                     figures={"verdict": "REGRESSION", "message": f"B did not boot: {exc}"})]  # fmt: skip
 
 
 def exit_code(steps: Sequence[Step]) -> int:

@@ -161,3 +161,17 @@ def test_real_server_runs_are_recorded_and_scored(llama_server: str, tmp_path: P
         score = score_run(r)  # must not crash on the real server's quirks
         assert score.run_key == r.run_key
     assert sum(1 for r in nonstream for _ in r.all_tool_calls()) >= 1
+
+
+def test_a_server_b_that_does_not_boot_is_the_ab_finding(tmp_path: Path) -> None:
+    import argparse
+
+    port = e2e.free_port()
+    cmd = [sys.executable, "-c", "raise SystemExit('bad --type_k')", "--port", str(port)]
+    args = argparse.Namespace(ab_args="--type_k 99")
+    server_b = e2e.serve(cmd, tmp_path / "server-B.log", timeout_s=30)
+    steps = e2e._ab_or_boot_failure(args, tmp_path, "http://127.0.0.1:1", server_b)
+    assert [s.name for s in steps] == ["boot B (A/B)"]
+    assert "bad --type_k" in steps[0].figures["message"]
+    ok = [_step("boot", 0), _step("compare A/A", 0, "NO CHANGE")]
+    assert e2e.exit_code([*ok, *steps]) == 0  # reported, not a job failure
