@@ -10,6 +10,7 @@
 #   VENV               the project's venv (default .venv)
 #   HARNESS_E2E_CACHE  wheel cache and build logs (default ~/.cache/harness-e2e)
 #   E2E_ARGS           extra arguments for `python -m harness.e2e` (see --help)
+#   E2E_LLAMA_CPP_VERSION  llama-cpp-python version to build (default 0.3.36, tested)
 # Exit: 0 all A/A verdicts NO CHANGE; 1 an A/A comparison reported a regression;
 #       2 the server could not be built, installed or booted (message says which).
 set -euo pipefail
@@ -20,7 +21,7 @@ VENV=${VENV:-.venv}
 PY="$VENV/bin/python"
 CACHE=${HARNESS_E2E_CACHE:-$HOME/.cache/harness-e2e}
 WHEELS="$CACHE/wheels"
-LLAMA_VERSION=0.3.36
+LLAMA_VERSION=${E2E_LLAMA_CPP_VERSION:-0.3.36}
 SMOL_VERSION=0.1.2
 # a native build (-march=native) crashed with a segfault on its first generation here
 BUILD_CMAKE_ARGS="-DGGML_NATIVE=OFF"

@@ -267,11 +267,12 @@ def test_stream_flag_forms(argv: list[str], mode: object, paths: list[str]) -> N
     import argparse
 
     from harness.commands import run as run_cmd
+    from harness.commands._common import stream_mode
 
     p = argparse.ArgumentParser()
     run_cmd.add_arguments(p)
     args = p.parse_args(["--target", "http://x", *argv])
-    assert run_cmd._stream_mode(args) == mode
+    assert stream_mode(args) == mode
     assert args.scenarios == paths
 
 

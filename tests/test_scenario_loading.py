@@ -106,7 +106,7 @@ def test_starter_scenarios_load_and_cover_the_issue() -> None:
     } <= set(scs)
     for sc in scs.values():
         assert sc.targets, f"{sc.id} names no failure kind"
-        assert sc.max_turns == 12
+    assert all(scs[k].max_turns == 12 for k in ("sensor_entropy_pipeline", "entropy_followups"))
     pipeline = scs["sensor_entropy_pipeline"]
     assert [c.tool for c in pipeline.expect.calls] == [
         "get_sensor_readings",
@@ -143,4 +143,4 @@ def test_cli_list_shows_ids_targets_and_tools(
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["list", str(REPO / "scenarios" / "numeric_string_ids.yaml")]) == 0
     out = capsys.readouterr().out
-    assert "numeric_string_ids" in out and "lookup_order" in out and "scalar_type_drift" in out
+    assert "numeric_string_ids" in out and "lookup_order" in out and "string_as_scalar" in out
