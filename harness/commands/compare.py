@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import tempfile
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,6 +124,16 @@ def _sim_dir(paths: list[str]) -> str:
     return str(dirs.pop()) if len(dirs) == 1 else "scenarios"
 
 
+def _sim_log(folder: str, profile: str) -> str:
+    """Write the boot log a ``harness sim --profile PROFILE`` would print; return its path."""
+    from harness.sim.moe import boot_log_lines
+    from harness.sim.profiles import get_profile
+
+    path = Path(folder) / f"{profile}.log"
+    path.write_text("\n".join(boot_log_lines(get_profile(profile), capture=False)) + "\n")
+    return str(path)
+
+
 @contextlib.contextmanager
 def _targets(args: argparse.Namespace) -> Iterator[tuple[TargetConfig, TargetConfig]]:
     """The two targets; starts the reference server(s) in-process when no URL is given."""
@@ -145,9 +156,13 @@ def _targets(args: argparse.Namespace) -> Iterator[tuple[TargetConfig, TargetCon
     folder = _sim_dir(args.scenarios)
     cand_profile = "healthy" if args.aa else "fused-regression"
     with (
+        tempfile.TemporaryDirectory(prefix="harness-sim-logs-") as logs,
         serve_in_thread("healthy", scenarios_dir=folder, seed=0) as b_url,
         serve_in_thread(cand_profile, scenarios_dir=folder, seed=1) as c_url,
     ):
+        # the in-process servers' boot logs, so fusion engagement is judged as for real ones
+        args.baseline_log = args.baseline_log or _sim_log(logs, "healthy")
+        args.candidate_log = args.candidate_log or _sim_log(logs, cand_profile)
         b_label = args.baseline_label or ("healthy" if args.aa else "unfused")
         c_label = args.candidate_label or ("healthy-again" if args.aa else "fused")
         yield (
