@@ -2,20 +2,49 @@
 
 Drives any OpenAI-compatible server through scenario loops, records transcripts,
 scores them, and compares a candidate build against a baseline.
+
+The public API is what this module exports; the engine lives in the modules named for
+the field's concepts (``scenario``, ``runner``, ``scoring``, ``compare``, ``gsm8k``,
+``boot``, ``fusion``, ``experts``, ``matrix``, ``report``, ``plugin``, ``sim``). Heavy
+modules (scipy, the openai SDK) are imported on first use of their names.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from harness._version import __version__
 from harness.scenario import Scenario, ScenarioError, load_scenario, load_scenarios
 from harness.transcript import RunRecord, read_records
 
-__all__ = sorted(
-    [
-        "RunRecord",
-        "Scenario",
-        "ScenarioError",
-        "__version__",
-        "load_scenario",
-        "load_scenarios",
-        "read_records",
-    ]
-)
+_LAZY = {
+    "TargetConfig": "harness.client",
+    "run_many": "harness.runner",
+    "run_many_sync": "harness.runner",
+    "run_scenario": "harness.runner",
+    "score_run": "harness.scoring",
+    "write_report": "harness.report",
+}
+
+__all__ = [
+    "RunRecord",
+    "Scenario",
+    "ScenarioError",
+    "TargetConfig",
+    "__version__",
+    "load_scenario",
+    "load_scenarios",
+    "read_records",
+    "run_many",
+    "run_many_sync",
+    "run_scenario",
+    "score_run",
+    "write_report",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")

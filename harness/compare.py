@@ -12,9 +12,11 @@ The decision rule is documented in :mod:`harness.verdict`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +36,37 @@ from harness.summary import (
     read_summary,
     write_summary,
 )
-from harness.transcript import RunManifest, RunRecord, TurnRecord, read_records
+from harness.transcript import (
+    ResponseRecord,
+    RunManifest,
+    RunRecord,
+    TargetInfo,
+    TurnRecord,
+    read_records,
+)
 from harness.verdict import aggregate, compare_sides
 
-__all__ = ["compare", "engagement", "first_divergence", "score_dir", "summarize", "write_report"]
+__all__ = [
+    "CallSequence",
+    "Scorer",
+    "compare",
+    "engagement",
+    "first_divergence",
+    "score_dir",
+    "summarize",
+    "write_report",
+]
 
 # ------------------------------------------------------------------ first divergence
+
+#: call identities longer than this are kept as a digest (they are only compared)
+_IDENT_LIMIT = 96
+
+
+def _ident(text: str) -> str:
+    if len(text) <= _IDENT_LIMIT:
+        return text
+    return "#" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def _turn_calls(turn: TurnRecord) -> list[tuple[str, str]]:
@@ -57,31 +84,57 @@ def _turn_calls(turn: TurnRecord) -> list[tuple[str, str]]:
             ident, shown = canonical_json(args), json.dumps(args, ensure_ascii=False)
         except (json.JSONDecodeError, RecursionError):
             ident = shown = str(c.arguments)
-        out.append((f"{c.name} {ident}", f"{c.name} {excerpt(shown, 160)}"))
+        out.append((_ident(f"{c.name} {ident}"), f"{c.name} {excerpt(shown, 160)}"))
     return out
 
 
-def _ended(r: RunRecord) -> list[tuple[str, str]]:
+@dataclass(frozen=True)
+class CallSequence:
+    """The calls of one run, turn by turn: what :func:`first_divergence` compares.
+
+    ``turns``: per turn, ``(identity, shown)`` per call (identity: tool + canonical
+    arguments, long ones as a digest; shown: ``tool {args}`` cut to 160 characters, or
+    ``final answer: ...``). A few hundred bytes per run instead of the whole record.
+    """
+
+    run_key: str
+    repeat: int
+    stop_reason: str
+    is_infra_error: bool
+    turns: tuple[tuple[tuple[str, str], ...], ...]
+
+    @classmethod
+    def of(cls, r: RunRecord) -> CallSequence:
+        turns = tuple(tuple(_turn_calls(t)) for t in r.turns)
+        return cls(r.run_key, r.repeat, r.stop_reason, r.is_infra_error, turns)
+
+
+def _ended(r: CallSequence) -> list[tuple[str, str]]:
     return [(f"(ended: {r.stop_reason})", f"(ended: {r.stop_reason})")]
 
 
-def first_divergence(base: Sequence[RunRecord], cand: Sequence[RunRecord]) -> Divergence | None:
+def first_divergence(
+    base: Sequence[RunRecord | CallSequence], cand: Sequence[RunRecord | CallSequence]
+) -> Divergence | None:
     """First turn where the call sequences of a baseline and a candidate run differ.
 
     Uses the lowest repeat scored on both sides (else the first scored run of each). Calls
     within a turn compare as a set of ``tool canonical-args``; two final answers compare
     equal whatever their text. ``None`` when the sequences agree or a side has no run.
+    Takes records or their :class:`CallSequence`.
     """
-    b_ok = sorted((r for r in base if not r.is_infra_error), key=lambda r: r.repeat)
-    c_ok = sorted((r for r in cand if not r.is_infra_error), key=lambda r: r.repeat)
+    bs = [r if isinstance(r, CallSequence) else CallSequence.of(r) for r in base]
+    cs = [r if isinstance(r, CallSequence) else CallSequence.of(r) for r in cand]
+    b_ok = sorted((r for r in bs if not r.is_infra_error), key=lambda r: r.repeat)
+    c_ok = sorted((r for r in cs if not r.is_infra_error), key=lambda r: r.repeat)
     if not b_ok or not c_ok:
         return None
     common = sorted({r.repeat for r in b_ok} & {r.repeat for r in c_ok})
     b = next((r for r in b_ok if common and r.repeat == common[0]), b_ok[0])
     c = next((r for r in c_ok if common and r.repeat == common[0]), c_ok[0])
     for i in range(max(len(b.turns), len(c.turns))):
-        tb = _turn_calls(b.turns[i]) if i < len(b.turns) else _ended(b)
-        tc = _turn_calls(c.turns[i]) if i < len(c.turns) else _ended(c)
+        tb = list(b.turns[i]) if i < len(b.turns) else _ended(b)
+        tc = list(c.turns[i]) if i < len(c.turns) else _ended(c)
         if sorted(x for x, _ in tb) != sorted(x for x, _ in tc):
             return Divergence(
                 turn=i,
@@ -101,8 +154,98 @@ def _side_order(sides: Iterable[str]) -> list[str]:
     return sorted(set(sides), key=lambda s: (rank.get(s, 2), s))
 
 
+def _parity_skeleton(r: RunRecord, target: TargetInfo) -> RunRecord:
+    """The fields :func:`harness.parity.parity_report` compares, nothing else."""
+    turns = [
+        TurnRecord(
+            index=t.index,
+            response=None
+            if t.response is None
+            else ResponseRecord(
+                finish_reason=t.response.finish_reason, tool_calls=t.response.tool_calls
+            ),
+        )
+        for t in r.turns
+    ]
+    return r.model_copy(
+        update={"scenario": {}, "tools": [], "sampling": {}, "turns": turns, "target": target}
+    )
+
+
+@dataclass
+class _Run:
+    """What the summary keeps of one run once its record is scored."""
+
+    score: RunScore
+    calls: CallSequence
+    parity: RunRecord
+    side: str
+    target: TargetInfo
+
+
+@dataclass
+class Scorer:
+    """Scores records one at a time and builds the :class:`~harness.summary.Summary`.
+
+    Keeps per run only its :class:`~harness.summary.RunScore`, its
+    :class:`CallSequence` and the few fields stream/non-stream parity compares, never
+    the records: ``score_dir`` streams ``transcripts.jsonl`` through it. A later record
+    with the same ``run_key`` replaces an earlier one (keeping the first one's place).
+    """
+
+    runs: dict[str, _Run] = field(default_factory=dict)
+    _targets: dict[str, TargetInfo] = field(default_factory=dict)  # interned by JSON
+
+    def __bool__(self) -> bool:
+        return bool(self.runs)
+
+    def add(self, record: RunRecord) -> None:
+        """Score ``record`` (:func:`harness.scoring.score_run`) and keep what is needed."""
+        key = record.target.model_dump_json()
+        target = self._targets.setdefault(key, record.target)
+        self.runs[record.run_key] = _Run(
+            score_run(record),
+            CallSequence.of(record),
+            _parity_skeleton(record, target),
+            run_side(record),
+            target,
+        )
+
+    def summary(
+        self,
+        *,
+        run_id: str,
+        settings: Settings | None = None,
+        sides: dict[str, SideInfo] | None = None,
+        warnings: Sequence[str] = (),
+        server_args_diff: dict[str, list[Any]] | None = None,
+    ) -> Summary:
+        """The summary of every run added so far (see :func:`summarize`)."""
+        runs = list(self.runs.values())
+        scores = [r.score for r in runs]
+        settings = settings or Settings()
+        kinds = sorted({k for s in scores for k in s.failures})
+        order = _side_order(s.side for s in scores)
+        infos = [_side_info(side, runs, (sides or {}).get(side)) for side in order]
+        summary = Summary(
+            kind="compare" if order == ["baseline", "candidate"] else "score",
+            run_id=run_id,
+            settings=settings,
+            sides=infos,
+            runs=scores,
+            aggregates=_aggregates(scores, order, kinds),
+            infra_errors={i.side: i.infra_errors for i in infos},
+            warnings=list(warnings),
+            server_args_diff=server_args_diff,
+            parity=parity_report(r.parity for r in runs),
+        )
+        if summary.kind == "compare":
+            _add_comparison(summary, runs, kinds)
+        return summary
+
+
 def summarize(
-    records: Sequence[RunRecord],
+    records: Iterable[RunRecord],
     *,
     run_id: str,
     settings: Settings | None = None,
@@ -114,62 +257,54 @@ def summarize(
 
     Two sides named ``baseline`` and ``candidate`` give comparisons and a verdict; any
     other set of sides gives aggregates only (``kind="score"``). A later record with the
-    same ``run_key`` replaces an earlier one.
+    same ``run_key`` replaces an earlier one. ``records`` may be any iterable (it is
+    consumed once, record by record: see :class:`Scorer`).
     """
-    latest = {r.run_key: r for r in records}
-    recs = list(latest.values())
-    scores = [score_run(r) for r in recs]
-    settings = settings or Settings()
-    kinds = sorted({k for s in scores for k in s.failures})
-    order = _side_order(s.side for s in scores)
-    aggs: list[Aggregate] = []
+    acc = Scorer()
+    for r in records:
+        acc.add(r)
+    return acc.summary(
+        run_id=run_id,
+        settings=settings,
+        sides=sides,
+        warnings=warnings,
+        server_args_diff=server_args_diff,
+    )
+
+
+def _aggregates(scores: list[RunScore], order: list[str], kinds: list[str]) -> list[Aggregate]:
     by: dict[tuple[str, str], list[RunScore]] = {}
+    labels: dict[str, str] = {}
     for s in scores:
         by.setdefault((s.side, s.scenario_id), []).append(s)
         by.setdefault((s.side, "*"), []).append(s)
+        labels.setdefault(s.side, s.label)
     scenario_ids = sorted({s.scenario_id for s in scores})
-    for side in order:
-        label = next(s.label for s in scores if s.side == side)
-        for sid in [*scenario_ids, "*"]:
-            if (side, sid) in by:
-                aggs.append(aggregate(side, label, sid, by[(side, sid)], kinds))
-    infos = [_side_info(side, scores, recs, (sides or {}).get(side)) for side in order]
-    summary = Summary(
-        kind="compare" if order == ["baseline", "candidate"] else "score",
-        run_id=run_id,
-        settings=settings,
-        sides=infos,
-        runs=scores,
-        aggregates=aggs,
-        infra_errors={i.side: i.infra_errors for i in infos},
-        warnings=list(warnings),
-        server_args_diff=server_args_diff,
-        parity=parity_report(recs),
-    )
-    if summary.kind == "compare":
-        _add_comparison(summary, recs, kinds)
-    return summary
+    return [
+        aggregate(side, labels[side], sid, by[(side, sid)], kinds)
+        for side in order
+        for sid in [*scenario_ids, "*"]
+        if (side, sid) in by
+    ]
 
 
-def _side_info(
-    side: str, scores: list[RunScore], recs: list[RunRecord], given: SideInfo | None
-) -> SideInfo:
-    mine = [s for s in scores if s.side == side]
+def _side_info(side: str, runs: list[_Run], given: SideInfo | None) -> SideInfo:
+    mine = [r.score for r in runs if r.score.side == side]
     errs = [s.infra_error.kind for s in mine if s.infra_error is not None]
-    target = next((r.target for r in recs if run_side(r) == side), None)
+    target = next((r.target for r in runs if r.side == side), None)
     info = given.model_copy() if given else SideInfo(side=side, label=mine[0].label)
     info.target = info.target or target
     info.runs, info.infra_errors, info.infra_error_kinds = len(mine), len(errs), dict(Counter(errs))
     return info
 
 
-def _add_comparison(summary: Summary, recs: list[RunRecord], kinds: list[str]) -> None:
+def _add_comparison(summary: Summary, runs: list[_Run], kinds: list[str]) -> None:
     base = {a.scenario_id: a for a in summary.aggregates if a.side == "baseline"}
     cand = {a.scenario_id: a for a in summary.aggregates if a.side == "candidate"}
     result = compare_sides(base, cand, kinds, alpha=summary.settings.alpha)
-    by: dict[tuple[str, str], list[RunRecord]] = {}  # one pass: scenarios x records was O(n^2)
-    for r in recs:
-        by.setdefault((r.scenario_id, run_side(r)), []).append(r)
+    by: dict[tuple[str, str], list[CallSequence]] = {}  # one pass: scenarios x runs was O(n^2)
+    for r in runs:
+        by.setdefault((r.score.scenario_id, r.side), []).append(r.calls)
     for comp in result.scenarios:
         if comp.scenario_id != "*":
             b = by.get((comp.scenario_id, "baseline"), [])
@@ -219,8 +354,10 @@ def score_dir(
     """
     folder = Path(run_dir)
     path = folder / "transcripts.jsonl"
-    records = list(read_records(path))
-    if not records:
+    acc = Scorer()
+    for record in read_records(path):  # streaming: one record in memory at a time
+        acc.add(record)
+    if not acc:
         raise FileNotFoundError(f"{path}: no recorded runs (is this a run folder?)")
     old = _previous(folder)
     if old is not None:
@@ -230,8 +367,7 @@ def score_dir(
         server_args_diff = (
             server_args_diff if server_args_diff is not None else old.server_args_diff
         )
-    summary = summarize(
-        records,
+    summary = acc.summary(
         run_id=_run_id(folder),
         settings=settings,
         sides=sides,

@@ -148,9 +148,7 @@ class Tool(_Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
     description: str = ""
-    parameters: dict[str, Any] = Field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     strict: bool | None = None
     simulator: SimulatorSpec = Field(default_factory=lambda: SimulatorSpec(result="ok"))
 
@@ -187,9 +185,7 @@ class ArgMatcher(_Strict):
     @model_validator(mode="after")
     def _one_op(self) -> ArgMatcher:
         ops = [
-            k
-            for k in ("equals", "type", "approx", "regex", "any")
-            if getattr(self, k) is not None
+            k for k in ("equals", "type", "approx", "regex", "any") if getattr(self, k) is not None
         ]
         if "equals" not in self.model_fields_set and len(ops) != 1:
             raise ValueError("a matcher takes exactly one of equals/type/approx/regex/any")
@@ -374,7 +370,9 @@ def load_scenario(path: str | Path) -> Scenario:
         line = getattr(exc, "lineno", None) if line is None else line + 1
         where = f"line {line}" if line else ""
         reason = getattr(exc, "problem", None) or getattr(exc, "msg", None) or str(exc)
-        raise ScenarioError(p, where, f"not valid {p.suffix.lstrip('.').upper()}: {reason}") from None
+        raise ScenarioError(
+            p, where, f"not valid {p.suffix.lstrip('.').upper()}: {reason}"
+        ) from None
     return scenario_from_data(data, p)
 
 

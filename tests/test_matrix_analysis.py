@@ -19,7 +19,10 @@ SEED_CASE = [
 def test_seed_case_names_fusion_and_rules_out_kernel_config() -> None:
     findings = {f.attribute: f for f in analyse_attributes(SEED_CASE)}
     assert findings["fusion"].classification == "carrier"
-    assert findings["fusion"].counts == {"on": {"pass": 0, "fail": 2}, "off": {"pass": 3, "fail": 0}}
+    assert findings["fusion"].counts == {
+        "on": {"pass": 0, "fail": 2},
+        "off": {"pass": 3, "fail": 0},
+    }
     assert findings["moe_config"].classification == "ruled_out"
     assert "none" in findings["moe_config"].explanation
     assert findings["triton"].classification == "constant"

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import tempfile
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,9 +51,7 @@ _ROW_LABELS = {**COUNT_METRICS, "final_answer": "reached a final answer", "passe
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "scenarios", nargs="*", help="scenario files or folders (default: scenarios)"
-    )
+    p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
     p.add_argument("--baseline", metavar="URL", help="baseline server (e.g. the unfused build)")
     p.add_argument("--candidate", metavar="URL", help="candidate server (e.g. the fused build)")
     p.add_argument(
