@@ -3,7 +3,8 @@
 Both ask the first 500 test questions (5-shot completions prompts, SGLang's format) at
 the same parallelism (64) of one ``harness sim --gsm8k ... --latency-ms 200`` process:
 
-- harness: :func:`harness.gsm8k.run_gsm8k` (asyncio + httpx, records written to disk);
+- harness: :func:`harness.gsm8k.run_gsm8k` (the same thread pool of blocking ``httpx``
+  clients, plus retries, three answer extractions, records written to disk);
 - plain: the way SGLang's few-shot GSM8K benchmark sends requests: a
   ``ThreadPoolExecutor`` of ``parallel`` threads, one blocking HTTP client per thread
   (here ``httpx.Client``; SGLang's ``RuntimeEndpoint`` uses ``requests``), answer
@@ -51,7 +52,8 @@ def plain_threaded(url: str, data: Path, n: int, parallel: int, shots: int = 5) 
 
 
 def run(n: int = 500, parallel: int = 64, latency_ms: float = 200, rounds: int = 2) -> list[Row]:
-    """Alternate harness / plain ``rounds`` times; the best round of each is compared."""
+    """Run harness and plain ``rounds`` times each (the first to go alternates by round);
+    the best round of each is compared."""
     if not GSM8K.exists():
         raise FileNotFoundError(f"{GSM8K}: GSM8K test split not found (set $BENCH_GSM8K)")
     h, p, acc = [], [], []
@@ -60,11 +62,15 @@ def run(n: int = 500, parallel: int = 64, latency_ms: float = 200, rounds: int =
         tempfile.TemporaryDirectory() as tmp,
     ):
         for i in range(rounds):
+            if i % 2:  # alternate which client goes first: neither always meets a cold server
+                with clocks() as pc:
+                    plain_acc = plain_threaded(url, GSM8K, n, parallel)
             with clocks() as hc:
                 s = run_gsm8k(url, data=GSM8K, num_questions=n, parallel=parallel,
                               results=tmp, run_id=f"r{i}", report=False)  # fmt: skip
-            with clocks() as pc:
-                plain_acc = plain_threaded(url, GSM8K, n, parallel)
+            if not i % 2:
+                with clocks() as pc:
+                    plain_acc = plain_threaded(url, GSM8K, n, parallel)
             h.append(hc)
             p.append(pc)
             acc.append((s.sides[0].accuracy, plain_acc))

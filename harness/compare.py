@@ -4,7 +4,9 @@
   (:func:`harness.runner.run_many_sync`), record the servers' fusion engagement when
   :mod:`harness.fusion` is available, score, decide and write ``summary.json`` (and
   ``report.html`` when :mod:`harness.report` is available).
-- :func:`score_dir`: re-score an existing run folder and rewrite its ``summary.json``.
+- :func:`score_dir`: re-score an existing run folder and rewrite its ``summary.json``,
+  streaming ``transcripts.jsonl`` through a :class:`Scorer` (one record in memory at a
+  time; per run only its score and its :class:`CallSequence` are kept).
 - :func:`summarize`: the pure function from records to :class:`~harness.summary.Summary`.
 
 The decision rule is documented in :mod:`harness.verdict`.
@@ -15,14 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.client import TargetConfig
 from harness.drift import canonical_json, excerpt
-from harness.parity import parity_report
+from harness.parity import ParityDiff, parity_report
 from harness.runs import prepare_run_dir
 from harness.scenario import Scenario
 from harness.scoring import run_side, score_run
@@ -42,7 +44,6 @@ from harness.transcript import (
     RunRecord,
     TargetInfo,
     TurnRecord,
-    read_records,
 )
 from harness.verdict import aggregate, compare_sides
 
@@ -174,13 +175,19 @@ def _parity_skeleton(r: RunRecord, target: TargetInfo) -> RunRecord:
 
 @dataclass
 class _Run:
-    """What the summary keeps of one run once its record is scored."""
+    """What the summary keeps of one run once its record is scored.
+
+    ``parity``: the fields stream/non-stream parity compares, kept only when the record
+    cannot be read again (else ``offset``: its line's byte offset in ``Scorer.path``).
+    """
 
     score: RunScore
     calls: CallSequence
-    parity: RunRecord
     side: str
     target: TargetInfo
+    infra: bool
+    parity: RunRecord | None = None
+    offset: int | None = None
 
 
 @dataclass
@@ -193,23 +200,52 @@ class Scorer:
     with the same ``run_key`` replaces an earlier one (keeping the first one's place).
     """
 
+    path: Path | None = None  # transcripts.jsonl, when records are added with offsets
     runs: dict[str, _Run] = field(default_factory=dict)
     _targets: dict[str, TargetInfo] = field(default_factory=dict)  # interned by JSON
 
     def __bool__(self) -> bool:
         return bool(self.runs)
 
-    def add(self, record: RunRecord) -> None:
-        """Score ``record`` (:func:`harness.scoring.score_run`) and keep what is needed."""
+    def add(self, record: RunRecord, offset: int | None = None) -> None:
+        """Score ``record`` (:func:`harness.scoring.score_run`) and keep what is needed.
+
+        ``offset``: byte offset of the record's line in ``path``; stream/non-stream
+        parity then reads the record again if it has a partner, instead of keeping it.
+        """
         key = record.target.model_dump_json()
         target = self._targets.setdefault(key, record.target)
-        self.runs[record.run_key] = _Run(
+        run = _Run(
             score_run(record),
             CallSequence.of(record),
-            _parity_skeleton(record, target),
             run_side(record),
             target,
+            record.is_infra_error,
+            offset=offset,
         )
+        if offset is None or self.path is None:
+            run.parity = _parity_skeleton(record, target)
+        self.runs[record.run_key] = run
+
+    def parity(self) -> list[ParityDiff]:
+        """:func:`harness.parity.parity_report` of the runs, one pair in memory at a time."""
+        by: dict[tuple[str, str, int], dict[bool, _Run]] = {}
+        for r in self.runs.values():
+            if not r.infra:
+                by.setdefault((r.side, r.score.scenario_id, r.score.repeat), {})[r.score.stream] = r
+        out: list[ParityDiff] = []
+        for _, pair in sorted(by.items()):
+            if len(pair) == 2:
+                out += parity_report([self._record(pair[True]), self._record(pair[False])])
+        return out
+
+    def _record(self, run: _Run) -> RunRecord:
+        if run.parity is not None:
+            return run.parity
+        assert self.path is not None and run.offset is not None
+        with open(self.path, "rb") as fh:
+            fh.seek(run.offset)
+            return RunRecord.model_validate_json(fh.readline())
 
     def summary(
         self,
@@ -237,7 +273,7 @@ class Scorer:
             infra_errors={i.side: i.infra_errors for i in infos},
             warnings=list(warnings),
             server_args_diff=server_args_diff,
-            parity=parity_report(r.parity for r in runs),
+            parity=self.parity(),
         )
         if summary.kind == "compare":
             _add_comparison(summary, runs, kinds)
@@ -354,9 +390,9 @@ def score_dir(
     """
     folder = Path(run_dir)
     path = folder / "transcripts.jsonl"
-    acc = Scorer()
-    for record in read_records(path):  # streaming: one record in memory at a time
-        acc.add(record)
+    acc = Scorer(path)
+    for offset, record in _read_with_offsets(path):  # streaming: one record at a time
+        acc.add(record, offset)
     if not acc:
         raise FileNotFoundError(f"{path}: no recorded runs (is this a run folder?)")
     old = _previous(folder)
@@ -376,6 +412,24 @@ def score_dir(
     )
     write_summary(folder, summary)
     return summary
+
+
+def _read_with_offsets(path: Path) -> Iterator[tuple[int, RunRecord]]:
+    """``(byte offset of the line, record)``, as :func:`harness.transcript.read_records`
+    reads them (blank lines and a truncated last line skipped)."""
+    if not path.exists():
+        return
+    offset = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            start, offset = offset, offset + len(line)
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            yield start, RunRecord.model_validate(data)
 
 
 def _run_id(folder: Path) -> str:

@@ -1,8 +1,8 @@
 """One chat-completion request and its response, parsed as received.
 
 :func:`post_completion` makes one attempt through the openai SDK
-(``client.chat.completions.with_streaming_response.create``, so the body is read by us
-and kept raw) and returns a :class:`harness.transcript.ResponseRecord`:
+(``client.post("/chat/completions", ..., stream=True)``, so the body is sent as given,
+read by us and kept raw) and returns a :class:`harness.transcript.ResponseRecord`:
 
 - non-streaming: the JSON body (``raw``) and ``choices[0].message``: ``content``,
   ``reasoning_content`` (or ``reasoning``), ``tool_calls`` with ``arguments`` exactly as
@@ -29,7 +29,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpenAI, OpenAIError
+from openai import (
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AsyncOpenAI,
+    OpenAIError,
+)
 
 from harness.tools import render
 from harness.transcript import ResponseRecord, ToolCallRecord
@@ -41,6 +47,7 @@ __all__ = [
     "parse_completion",
     "post_completion",
     "read_sse",
+    "request_body",
 ]
 
 #: HTTP statuses worth retrying: request timeout, rate limit, server errors.
@@ -56,11 +63,14 @@ _TRANSPORT: tuple[type[Exception], ...] = (
     httpx.TransportError,
     ConnectionError,
 )
+#: the SDK's raw HTTP response class (``cast_to`` of :func:`post_completion`)
+_RAW_RESPONSE: Any = httpx.Response
 try:  # openai >= 3 talks through httpx2, whose exceptions are separate classes
     import httpx2
 
     _TIMEOUTS += (httpx2.TimeoutException,)
     _TRANSPORT += (httpx2.TransportError,)
+    _RAW_RESPONSE = httpx2.Response
 except ImportError:  # pragma: no cover - depends on the installed openai
     pass
 
@@ -270,33 +280,41 @@ async def read_sse(lines: AsyncIterator[str], state: StreamAssembler) -> None:
     flush()
 
 
-def _untransformed(params: dict[str, Any]) -> dict[str, Any]:
-    """``create`` kwargs with ``messages`` and ``tools`` sent as given, through ``extra_body``.
-
-    The SDK walks each request field through its TypedDict transform
-    (``_transform_recursive``), which changes nothing in chat messages but cost more CPU
-    than the rest of a turn once a conversation grows (make bench, benchmark 1).
-    ``extra_body`` values take precedence over ``create``'s and are sent untouched (the
-    workaround of anthropic-sdk-python#1195; see openai-python#3616).
-    """
-    p = dict(params)
-    extra = {k: p.pop(k) for k in ("messages", "tools") if k in p}
-    return {**p, "messages": [], "extra_body": {**extra, **(p.get("extra_body") or {})}}
+def request_body(params: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body for ``params`` (``create``-style kwargs): every field as given, with
+    ``extra_body`` merged over the others (as the SDK's ``create`` merges it)."""
+    body = {k: v for k, v in params.items() if k != "extra_body"}
+    body.update(params.get("extra_body") or {})
+    return body
 
 
 async def post_completion(client: AsyncOpenAI, params: dict[str, Any]) -> ResponseRecord:
-    """One attempt. Raises :class:`RequestFailed` classifying any failure."""
+    """One attempt. Raises :class:`RequestFailed` classifying any failure.
+
+    Sent with the SDK's own request method, ``client.post("/chat/completions",
+    cast_to=<http response>, stream=True)`` (the SDK's documented way to make a request
+    with a body of one's own): same base URL, API key, headers, timeout and error
+    classes (``APIStatusError`` for a non-2xx answer) as ``chat.completions.create``,
+    without ``create``'s per-request work the harness does not use: the TypedDict
+    transform of every field (``_transform_recursive``; ``model`` alone is checked
+    against a ``Literal`` of every OpenAI model name), and the response wrapper. Together
+    they were ~25% of the client's CPU per turn (make bench, benchmark 1). The body is
+    sent exactly as given and read raw by us.
+    """
     t0 = time.perf_counter()
     try:
-        async with client.chat.completions.with_streaming_response.create(
-            **_untransformed(params)
-        ) as resp:
+        resp = await client.post(
+            "/chat/completions", body=request_body(params), cast_to=_RAW_RESPONSE, stream=True
+        )
+        try:
             if params.get("stream"):
                 state = StreamAssembler()
-                await read_sse(resp.iter_lines(), state)
+                await read_sse(resp.aiter_lines(), state)
                 rec = state.record()
             else:
-                rec = parse_completion(await resp.read())
+                rec = parse_completion(await resp.aread())
+        finally:
+            await resp.aclose()
     except RequestFailed:
         raise
     except APIStatusError as exc:

@@ -13,21 +13,28 @@ Python API::
     summary = compare_gsm8k(baseline_url, candidate_url, num_questions=500)
     summary.paired.verdict  # "REGRESSION" | "IMPROVEMENT" | "NO CHANGE" | "INCONCLUSIVE"
 
-Requests go out with ``asyncio`` + ``httpx`` and bounded parallelism; transient errors
-(connection, timeout, HTTP 408/429/5xx) are retried with exponential backoff, and a
-question that still errors is reported and left out, never scored as wrong.
+Requests go out the way SGLang's own few-shot benchmark sends them: a
+``ThreadPoolExecutor`` of ``parallel`` threads, each with its own blocking
+``httpx.Client`` (measured faster than 64 asyncio workers on a busy CPU: ``make bench``,
+benchmark 3). Transient errors (connection, timeout, HTTP 408/429/5xx) are retried with
+exponential backoff, and a question that still errors is reported and left out, never
+scored as wrong. Records are written to ``gsm8k.jsonl`` as they finish.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
 import ssl
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -128,11 +135,11 @@ def _headers(target: GSM8KTarget) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-async def _discover_model(client: httpx.AsyncClient, target: GSM8KTarget) -> str | None:
+def _discover_model(client: httpx.Client, target: GSM8KTarget) -> str | None:
     if target.model:
         return target.model
     try:
-        resp = await client.get(f"{target.v1}/models", timeout=10.0)
+        resp = client.get(f"{target.v1}/models", timeout=10.0)
         data = resp.json().get("data") or []
         return str(data[0]["id"]) if data else None
     except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError, IndexError):
@@ -168,11 +175,11 @@ def _parse(api: Api, data: Any) -> tuple[str, str | None, int | None]:
     return text or "", choice.get("finish_reason"), tokens if isinstance(tokens, int) else None
 
 
-async def _post_once(
-    client: httpx.AsyncClient, target: GSM8KTarget, path: str, body: dict[str, Any], api: Api
+def _post_once(
+    client: httpx.Client, target: GSM8KTarget, path: str, body: dict[str, Any], api: Api
 ) -> tuple[str, str | None, int | None]:
     try:
-        resp = await client.post(f"{target.v1}/{path}", json=body, timeout=target.timeout_s)
+        resp = client.post(f"{target.v1}/{path}", json=body, timeout=target.timeout_s)
     except httpx.TimeoutException as exc:
         raise _InfraError(f"timeout: {type(exc).__name__}", True) from None
     except httpx.TransportError as exc:
@@ -201,8 +208,8 @@ def _score(q: Question, output: str) -> dict[str, Any]:
     }
 
 
-async def _ask(
-    client: httpx.AsyncClient, target: GSM8KTarget, plan: _Plan, model: str | None, index: int
+def _ask(
+    client: httpx.Client, target: GSM8KTarget, plan: _Plan, model: str | None, index: int
 ) -> GSM8KRecord:
     """Ask one question, retrying transient errors; returns its record."""
     path, body = _request_body(plan, model, index)
@@ -218,12 +225,12 @@ async def _ask(
     for attempt in range(1, target.max_retries + 2):
         t0 = time.perf_counter()
         try:
-            text, finish, tokens = await _post_once(client, target, path, body, plan.config.api)
+            text, finish, tokens = _post_once(client, target, path, body, plan.config.api)
         except _InfraError as exc:
             rec.update(error=str(exc), attempts=attempt, latency_s=time.perf_counter() - t0)
             if not exc.retryable or attempt > target.max_retries:
                 break
-            await asyncio.sleep(min(target.retry_backoff_s * 2 ** (attempt - 1), 8.0))
+            time.sleep(min(target.retry_backoff_s * 2 ** (attempt - 1), 8.0))
             continue
         rec.update(error=None, attempts=attempt, latency_s=time.perf_counter() - t0)
         rec.update(output=text, finish_reason=finish, completion_tokens=tokens, **_score(q, text))
@@ -231,7 +238,10 @@ async def _ask(
     return GSM8KRecord(**rec, t_end=time.time())
 
 
+@cache
 def _ssl_context() -> ssl.SSLContext:
+    """One verifying TLS context per process, shared by every client (thread-safe);
+    building one costs ~30 ms of CPU (loading the CA bundle)."""
     try:
         import certifi
 
@@ -240,36 +250,66 @@ def _ssl_context() -> ssl.SSLContext:
         return ssl.create_default_context()
 
 
-async def _run_side(
+@contextmanager
+def _thread_clients(target: GSM8KTarget) -> Iterator[Callable[[], httpx.Client]]:
+    """Yields ``get()``: the calling thread's own one-connection ``httpx.Client``
+    (created on first use); every client is closed on exit."""
+    local, lock, made = threading.local(), threading.Lock(), []
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    tls = _ssl_context()
+
+    def get() -> httpx.Client:
+        client: httpx.Client | None = getattr(local, "client", None)
+        if client is None:
+            client = httpx.Client(headers=_headers(target), limits=limits, verify=tls)
+            local.client = client
+            with lock:
+                made.append(client)
+        return client
+
+    try:
+        yield get
+    finally:
+        for client in made:
+            client.close()
+
+
+def _run_side(
     target: GSM8KTarget, plan: _Plan, progress: Progress | None, sink: Any
 ) -> tuple[list[GSM8KRecord], str | None]:
-    """Ask every planned question of one server; records are appended to ``sink``.
+    """Ask every planned question of one server; each record is appended to ``sink`` by
+    the thread that finished it. Returns the records in question order and the model id.
 
-    ``parallel`` workers each own a one-connection client and take questions from a
-    queue: httpcore's shared async pool scans every connection per request, which
-    costs more CPU than the requests themselves at 64 connections.
+    SGLang's benchmark client: a ``ThreadPoolExecutor`` of ``parallel`` threads, one
+    blocking ``httpx.Client`` (one connection) per thread. The calling thread only waits,
+    so it does not contend for the GIL per answer. An unexpected exception cancels the
+    questions not yet started and propagates.
     """
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in plan.indices:
-        queue.put_nowait(i)
-    records: list[GSM8KRecord] = []
+    with httpx.Client(headers=_headers(target), verify=_ssl_context()) as probe:
+        model = _discover_model(probe, target)
     task = progress.add_task(f"gsm8k {target.label}", total=len(plan.indices)) if progress else None
-    async with httpx.AsyncClient(headers=_headers(target)) as probe:
-        model = await _discover_model(probe, target)
+    records: list[GSM8KRecord] = []
+    lock = threading.Lock()
 
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-    tls = _ssl_context()  # built once: each client building its own costs ~60 ms of CPU
+    def ask(client: httpx.Client, index: int) -> None:
+        rec = _ask(client, target, plan, model, index)
+        line = rec.model_dump_json() + "\n"
+        with lock:
+            records.append(rec)
+            sink.write(line)
+        if progress is not None and task is not None:
+            progress.advance(task)  # rich's Progress is thread-safe
 
-    async def worker() -> None:
-        async with httpx.AsyncClient(headers=_headers(target), limits=limits, verify=tls) as client:
-            while not queue.empty():
-                rec = await _ask(client, target, plan, model, queue.get_nowait())
-                records.append(rec)
-                sink.write(rec.model_dump_json() + "\n")
-                if progress is not None and task is not None:
-                    progress.advance(task)
-
-    await asyncio.gather(*(worker() for _ in range(min(plan.config.parallel, len(plan.indices)))))
+    workers = max(1, min(plan.config.parallel, len(plan.indices)))
+    with _thread_clients(target) as client:
+        pool = ThreadPoolExecutor(workers, thread_name_prefix=f"gsm8k-{target.label}")
+        try:
+            futures = [pool.submit(lambda i: ask(client(), i), i) for i in plan.indices]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            for fut in done:
+                fut.result()  # re-raises a worker's unexpected exception
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     return sorted(records, key=lambda r: r.index), model
 
 
@@ -334,7 +374,7 @@ def _plan(opts: GSM8KOptions) -> _Plan:
     return _Plan(ds, config, list(range(start, n)))
 
 
-async def _run_all(
+def _run_all(
     targets: list[GSM8KTarget], plan: _Plan, out: Path, show_progress: bool
 ) -> list[GSM8KRecord]:
     records: list[GSM8KRecord] = []
@@ -344,7 +384,7 @@ async def _run_all(
             progress.start()
         try:
             for t in targets:  # one side at a time: each side's throughput is its own
-                recs, model = await _run_side(t, plan, progress, sink)
+                recs, model = _run_side(t, plan, progress, sink)
                 t.model = t.model or model
                 records.extend(recs)
                 sink.flush()
@@ -375,7 +415,7 @@ def _execute(targets: list[GSM8KTarget], opts: GSM8KOptions) -> GSM8KSummary:
         args={"targets": [t.base_url for t in targets], **plan.config.model_dump()},
         extra={"gsm8k_config": plan.config.model_dump(mode="json")},
     )  # fmt: skip
-    records = asyncio.run(_run_all(targets, plan, out, opts.progress))
+    records = _run_all(targets, plan, out, opts.progress)
     summary = summarize(records, run_id=out.name, config=plan.config, targets=targets)
     (out / "gsm8k.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
     if opts.report:

@@ -31,6 +31,8 @@ Rates are of *failures* unless the metric name says otherwise (``final_answer`` 
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -319,6 +321,27 @@ class Settings(_Model):
     decision_rule: str = ""
 
 
+#: id(list) -> (the list, its length, key -> first item): a few recent lookups
+_LOOKUPS: OrderedDict[int, tuple[list[Any], int, dict[Any, Any]]] = OrderedDict()
+
+
+def _lookup(items: list[Any], key: Callable[[Any], Any]) -> dict[Any, Any]:
+    """A dict over ``items`` (first item per key), built once per list and length.
+
+    Held outside the model so that summaries still compare by their fields; the list
+    itself is kept in the entry, so its id cannot be reused while cached.
+    """
+    hit = _LOOKUPS.get(id(items))
+    if hit is None or hit[0] is not items or hit[1] != len(items):
+        table: dict[Any, Any] = {}
+        for x in items:
+            table.setdefault(key(x), x)
+        hit = _LOOKUPS[id(items)] = (items, len(items), table)
+        while len(_LOOKUPS) > 8:
+            _LOOKUPS.popitem(last=False)
+    return hit[2]
+
+
 class Summary(_Model):
     """The whole of ``summary.json``."""
 
@@ -339,21 +362,24 @@ class Summary(_Model):
     parity: list[ParityDiff] = Field(default_factory=list)  # stream vs nostream (--stream both)
 
     def aggregate(self, side: str, scenario_id: str) -> Aggregate | None:
-        """The aggregate of ``side`` for ``scenario_id`` (``"*"``: pooled)."""
-        return next(
-            (a for a in self.aggregates if a.side == side and a.scenario_id == scenario_id),
-            None,
-        )
+        """The aggregate of ``side`` for ``scenario_id`` (``"*"``: pooled); O(1) after
+        the first call."""
+        table = _lookup(self.aggregates, lambda a: (a.side, a.scenario_id))
+        found: Aggregate | None = table.get((side, scenario_id))
+        return found
 
     def comparison(self, scenario_id: str) -> ScenarioComparison | None:
-        """The comparison of ``scenario_id`` (``"*"``: pooled)."""
-        return next((c for c in self.comparisons if c.scenario_id == scenario_id), None)
+        """The comparison of ``scenario_id`` (``"*"``: pooled); O(1) after the first call."""
+        table = _lookup(self.comparisons, lambda c: c.scenario_id)
+        found: ScenarioComparison | None = table.get(scenario_id)
+        return found
 
 
 def write_summary(run_dir: str | Path, summary: Summary) -> Path:
     """Write ``<run_dir>/summary.json`` (indented); returns its path."""
     path = Path(run_dir) / "summary.json"
-    path.write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+    # the same bytes as model_dump_json(indent=2), without a str copy (large folders)
+    path.write_bytes(summary.__pydantic_serializer__.to_json(summary, indent=2))
     return path
 
 

@@ -7,6 +7,7 @@ raw facts of the transcripts (runs, calls made, how each run stopped).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,9 +15,9 @@ from harness.fusion import server_args_diff
 from harness.report import charts
 from harness.report.annotate import FactsAnnotator, SummaryAnnotator, kind_label
 from harness.report.load import RunFolder
+from harness.report.select import RunFacts
 from harness.report.view import Annotator, ScenarioView, SideView, build_scenarios, build_sides
-from harness.summary import Aggregate, Summary
-from harness.transcript import RunRecord
+from harness.summary import Aggregate, RunScore, Summary
 
 __all__ = ["OverviewRow", "Report", "ScenarioBlock", "TraceLine", "build_report"]
 
@@ -148,15 +149,13 @@ def _pass_k_row(summary: Summary | None, sides: list[SideView], sid: str) -> Ove
     )
 
 
-def _fact_rows(
-    runs_by_side: dict[str, list[RunRecord]], sides: list[SideView]
-) -> list[OverviewRow]:
+def _fact_rows(runs_by_side: dict[str, list[RunFacts]], sides: list[SideView]) -> list[OverviewRow]:
     runs = [runs_by_side.get(s.key, []) for s in sides]
 
     def per(fn: Any) -> list[str]:
         return [fn(rs) if rs else "–" for rs in runs]
 
-    calls = per(lambda rs: f"{sum(sum(1 for _ in r.all_tool_calls()) for r in rs) / len(rs):.1f}")
+    calls = per(lambda rs: f"{sum(r.n_calls for r in rs) / len(rs):.1f}")
     final = per(lambda rs: f"{sum(r.stop_reason == 'final_answer' for r in rs)}/{len(rs)}")
     errors = per(lambda rs: str(sum(r.is_infra_error for r in rs)))
     return [
@@ -175,7 +174,7 @@ def _rows(
     summary: Summary | None,
     sides: list[SideView],
     sid: str,
-    runs_by_side: dict[str, list[RunRecord]],
+    runs_by_side: dict[str, list[RunFacts]],
 ) -> list[OverviewRow]:
     """Metric rows of scenario ``sid`` (``"*"``: pooled): the comparison's, else per side."""
     if summary is None:
@@ -206,7 +205,7 @@ def _overview(
     sid: str,
     title: str,
     description: str,
-    runs_by_side: dict[str, list[RunRecord]],
+    runs_by_side: dict[str, list[RunFacts]],
 ) -> OverviewBlock:
     comp = summary.comparison(sid) if summary else None
     return OverviewBlock(
@@ -236,24 +235,23 @@ def _kinds(summary: Summary | None, sides: list[SideView], sid: str) -> list[lis
     return out
 
 
-def _calls_at(rec: RunRecord, turn: int) -> int:
+def _calls_at(run: RunFacts, turn: int) -> int:
     """Tool calls the model made at ``turn`` (0 past the end of the run)."""
-    resp = rec.turns[turn].response if turn < len(rec.turns) else None
-    return len(resp.tool_calls) if resp is not None else 0
+    return run.calls_per_turn[turn] if turn < len(run.calls_per_turn) else 0
 
 
 def _calls_series(view: ScenarioView, sides: list[SideView]) -> charts.Chart:
     series = []
     for s in sides:
         recs = [r for r in view.runs_by_side.get(s.key, []) if not r.is_infra_error]
-        depth = max((len(r.turns) for r in recs), default=0)
+        depth = max((len(r.calls_per_turn) for r in recs), default=0)
         means = [sum(_calls_at(r, t) for r in recs) / max(len(recs), 1) for t in range(depth)]
         series.append((s.label, f"s-{s.css}", means))
     return charts.calls_per_turn(series)
 
 
 def _end_counts(
-    summary: Summary | None, s: SideView, sid: str, recs: list[RunRecord]
+    summary: Summary | None, s: SideView, sid: str, recs: list[RunFacts]
 ) -> dict[str, int]:
     agg = summary.aggregate(s.key, sid) if summary else None
     if agg is not None and agg.termination:
@@ -264,17 +262,22 @@ def _end_counts(
     return out
 
 
+def _first_drift(summary: Summary | None) -> dict[tuple[str, str], RunScore]:
+    """(side, scenario id) -> its first run with drift (one pass over the runs)."""
+    out: dict[tuple[str, str], RunScore] = {}
+    for r in summary.runs if summary is not None else []:
+        if r.drift:
+            out.setdefault((r.side, r.scenario_id), r)
+    return out
+
+
 def _traces(
-    summary: Summary | None, sides: list[SideView], sid: str
+    drifted: dict[tuple[str, str], RunScore], sides: list[SideView], sid: str
 ) -> list[tuple[str, str, list[TraceLine]]]:
     """The first run with drift on each side, call by call (consecutive repeats folded)."""
-    if summary is None:
-        return []
     out = []
     for s in sides:
-        run = next(
-            (r for r in summary.runs if r.side == s.key and r.scenario_id == sid and r.drift), None
-        )
+        run = drifted.get((s.key, sid))
         if run is None:
             continue
         lines: list[TraceLine] = []
@@ -296,7 +299,12 @@ def _traces(
     return out
 
 
-def _block(summary: Summary | None, sides: list[SideView], view: ScenarioView) -> ScenarioBlock:
+def _block(
+    summary: Summary | None,
+    sides: list[SideView],
+    view: ScenarioView,
+    drifted: dict[tuple[str, str], RunScore],
+) -> ScenarioBlock:
     comp = summary.comparison(view.id) if summary else None
     ends = [
         (s.label, _end_counts(summary, s, view.id, view.runs_by_side.get(s.key, []))) for s in sides
@@ -307,7 +315,7 @@ def _block(summary: Summary | None, sides: list[SideView], view: ScenarioView) -
         overview=_overview(summary, sides, view.id, view.id, first, view.runs_by_side),
         calls_chart=_calls_series(view, sides),
         end_chart=charts.termination_bars(ends),
-        traces=_traces(summary, sides, view.id),
+        traces=_traces(drifted, sides, view.id),
         divergence=comp.first_divergence if comp else None,
     )
 
@@ -383,7 +391,7 @@ def _verdict(rf: RunFolder) -> tuple[str | None, str, list[str]]:
     if found:
         head, msg, reasons = found[0]
         return head, msg, [f"{m} ({v})" for v, m, _ in found[1:]] + reasons
-    if len({r.target.side or r.target.label for r in rf.records}) > 1:
+    if len({r.side for r in rf.runs}) > 1:
         return None, "transcripts only: no summary.json, so no scores and no verdict", []
     agg = (
         rf.summary.aggregate(rf.summary.sides[0].side, "*")
@@ -408,8 +416,8 @@ def _settings(rf: RunFolder) -> dict[str, Any]:
         )
     elif rf.manifest is not None:
         out.update({k: v for k, v in rf.manifest.args.items() if v not in (None, [], "")})
-    if rf.records:
-        out.setdefault("sampling", rf.records[0].sampling)
+    if rf.runs:
+        out.setdefault("sampling", rf.sampling)
     if rf.gsm8k is not None:
         c = rf.gsm8k.config
         out["gsm8k"] = (
@@ -419,20 +427,12 @@ def _settings(rf: RunFolder) -> dict[str, Any]:
 
 
 def _overall_ends(rf: RunFolder, sides: list[SideView]) -> charts.Chart | None:
-    if not rf.records:
+    if not rf.runs:
         return None
-    rows = [
-        (
-            s.label,
-            _end_counts(
-                rf.summary,
-                s,
-                "*",
-                [r for r in rf.records if (r.target.side or r.target.label) == s.key],
-            ),
-        )
-        for s in sides
-    ]
+    by_side: dict[str, list[RunFacts]] = {}
+    for r in rf.runs:
+        by_side.setdefault(r.side, []).append(r)
+    rows = [(s.label, _end_counts(rf.summary, s, "*", by_side.get(s.key, []))) for s in sides]
     return charts.termination_bars(rows)
 
 
@@ -453,17 +453,29 @@ def _gsm8k_chart(rf: RunFolder, sides: list[SideView]) -> charts.Chart | None:
     return charts.accuracy_whiskers(rows)
 
 
+def _passed(summary: Summary | None) -> Callable[[RunFacts], bool | None]:
+    """Passed/failed of a run for the compact run lists: from summary.json, else None."""
+    scores = {r.run_key: r for r in summary.runs} if summary is not None else {}
+
+    def passed(run: RunFacts) -> bool | None:
+        s = scores.get(run.run_key)
+        return None if s is None or s.infra_error is not None else s.passed
+
+    return passed
+
+
 def build_report(rf: RunFolder) -> Report:
     """The whole template context of a run folder (pure function of its files)."""
-    sides = build_sides(rf.records, rf.manifest)
+    sides = build_sides(rf.runs, rf.manifest)
     ann: Annotator = SummaryAnnotator(rf.summary) if rf.summary is not None else FactsAnnotator()
-    views = build_scenarios(rf.records, sides, ann)
+    views = build_scenarios(rf, sides, ann, _passed(rf.summary))
     prov = _provenance(rf, sides)
     verdict, msg, reasons = _verdict(rf)
     m = rf.manifest
-    by_side = {
-        s.key: [r for r in rf.records if (r.target.side or r.target.label) == s.key] for s in sides
-    }
+    by_side: dict[str, list[RunFacts]] = {s.key: [] for s in sides}
+    for r in rf.runs:
+        by_side.setdefault(r.side, []).append(r)
+    drifted = _first_drift(rf.summary)
     pooled = (
         _overview(rf.summary, sides, "*", "All scenarios", "pooled over every scenario", by_side)
         if len(views) > 1
@@ -487,7 +499,7 @@ def build_report(rf: RunFolder) -> Report:
         verdict_reasons=reasons,
         warnings=_warnings(rf, prov),
         settings=_settings(rf),
-        scenarios=[_block(rf.summary, sides, v) for v in views],
+        scenarios=[_block(rf.summary, sides, v, drifted) for v in views],
         pooled=pooled,
         end_chart=_overall_ends(rf, sides),
         summary=rf.summary,

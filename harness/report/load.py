@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, BinaryIO, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
-from harness.transcript import RunManifest, RunRecord, read_records
+from harness.report.select import MAX_RUNS, PER_SCENARIO, RunFacts, choose
+from harness.summary import RunScore, Summary
+from harness.transcript import RunManifest, RunRecord, TargetInfo
 
 __all__ = ["ReportInputError", "RunFolder", "load_run_folder"]
 
@@ -35,17 +39,29 @@ _MODELS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+_M = TypeVar("_M", bound=BaseModel)
+
+
 class ReportInputError(ValueError):
     """A run folder the report cannot read; ``str`` is one line naming file and fix."""
 
 
 @dataclass
 class RunFolder:
-    """Everything the report reads from ``results/<run-id>/``."""
+    """Everything the report reads from ``results/<run-id>/``.
+
+    ``runs``: the facts of every run (:class:`~harness.report.select.RunFacts`);
+    ``records``: only the runs rendered turn by turn; ``shown``: scenario id -> their
+    (repeat, stream) keys; ``headers``: scenario id -> description, targets, messages.
+    """
 
     path: Path
     manifest: RunManifest | None
     records: list[RunRecord]
+    runs: list[RunFacts] = field(default_factory=list)
+    shown: dict[str, list[tuple[int, bool]]] = field(default_factory=dict)
+    headers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sampling: dict[str, Any] = field(default_factory=dict)
     summary: Any = None  # harness.summary model (or the raw dict if the module is absent)
     gsm8k: Any = None  # GSM8KSummary (or raw dict)
     boot: Any = None  # boot report model (or raw dict)
@@ -75,28 +91,180 @@ def _model_class(name: str) -> type[BaseModel] | None:
     return None
 
 
+def _invalid(path: Path, exc: ValidationError) -> ReportInputError:
+    err = exc.errors()[0]
+    if err["type"] == "json_invalid":
+        return ReportInputError(
+            f"{path}: cannot read as JSON ({err['msg']}); re-create it with the command that wrote it"
+        )
+    loc = ".".join(str(p) for p in err["loc"])
+    return ReportInputError(
+        f"{path}: {loc}: {err['msg']}; it was written by another harness version, "
+        "re-create it (e.g. `harness score`)"
+    )
+
+
 def _load_optional(folder: Path, name: str) -> tuple[Any, Any]:
-    """``(parsed model or raw dict, raw dict)`` of an optional file, ``(None, None)`` if absent."""
+    """``(parsed model or raw dict, raw dict)`` of an optional file, ``(None, None)`` if absent.
+
+    ``summary.json`` (one score per run: large for large folders) is validated straight
+    from its bytes and its raw dict is not kept (``None``).
+    """
     path = folder / name
     if not path.exists():
         return None, None
-    data = _read_json(path)
     cls = _model_class(name)
+    if cls is Summary:
+        return _parse(path, _LeanSummary, _Keep(frozenset())), None
+    data = _read_json(path)
     if cls is None:
         return data, data
     try:
         return cls.model_validate(data), data
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise ReportInputError(
-            f"{path}: {loc}: {err['msg']}; it was written by another harness version, "
-            "re-create it (e.g. `harness score`)"
-        ) from None
+        raise _invalid(path, exc) from None
 
 
-def load_run_folder(path: str | Path) -> RunFolder:
-    """Load a run folder; raises :class:`ReportInputError` if it holds nothing to report."""
+class _Keep:
+    """Which runs of ``summary.json`` keep their whole :class:`RunScore`: the ``wanted``
+    run keys and the first run with drift of each (side, scenario) (its trace)."""
+
+    def __init__(self, wanted: frozenset[str]) -> None:
+        self.wanted = wanted
+        self.drifted: set[tuple[Any, Any]] = set()
+
+
+_KEEP: ContextVar[_Keep | None] = ContextVar("_KEEP", default=None)
+#: the fields a run keeps when it is not rendered (the compact list, the choice)
+_HEAD = (
+    *("run_key", "scenario_id", "side", "label", "repeat", "stream", "infra_error"),
+    *("termination", "turns", "tool_calls", "final_answer", "failures", "passed"),
+)
+
+
+def _lean(value: Any) -> Any:
+    """A run of summary.json as parsed: whole if kept (see :class:`_Keep`), else its head."""
+    keep = _KEEP.get()
+    if keep is None or not isinstance(value, dict):
+        return value
+    where = (value.get("side"), value.get("scenario_id"))
+    if value.get("drift") and where not in keep.drifted:
+        keep.drifted.add(where)
+        return value
+    if value.get("run_key") in keep.wanted:
+        return value
+    return RunScore.model_validate({k: value[k] for k in _HEAD if k in value})
+
+
+def _only_wanted(value: Any) -> Any:
+    keep = _KEEP.get()
+    wanted = keep.wanted if keep is not None else frozenset()
+    return value if isinstance(value, dict) and value.get("run_key") in wanted else None
+
+
+class _LeanSummary(Summary):
+    """``summary.json`` with every run's head, but whole scores only where rendered."""
+
+    runs: list[Annotated[RunScore, BeforeValidator(_lean)]] = Field(default_factory=list)
+
+
+class _WantedRuns(BaseModel):
+    """The whole scores of the wanted runs of ``summary.json`` (the rest: None)."""
+
+    runs: list[Annotated[RunScore | None, BeforeValidator(_only_wanted)]] = Field(
+        default_factory=list
+    )
+
+
+def _parse(path: Path, cls: type[_M], keep: _Keep) -> _M:
+    """Validate ``path`` as ``cls`` straight from its bytes (no tree of dicts kept)."""
+    token = _KEEP.set(keep)
+    try:
+        return cls.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise ReportInputError(f"{path}: cannot read ({exc})") from None
+    except ValidationError as exc:
+        raise _invalid(path, exc) from None
+    finally:
+        _KEEP.reset(token)
+
+
+def _fill_scores(path: Path, summary: Summary, wanted: set[str]) -> None:
+    """Replace the heads of the ``wanted`` runs of ``summary`` by their whole scores."""
+    # a head has no calls (a whole score without calls is parsed again: harmless)
+    missing = {r.run_key for r in summary.runs if r.run_key in wanted and not r.calls}
+    if not missing:
+        return
+    full = _parse(path, _WantedRuns, _Keep(frozenset(missing)))
+    found = {r.run_key: r for r in full.runs if r is not None}
+    summary.runs = [found.get(r.run_key, r) for r in summary.runs]
+
+
+def _scan(path: Path) -> tuple[list[RunFacts], dict[str, dict[str, Any]], dict[str, Any]]:
+    """First pass over ``transcripts.jsonl``: the facts of every run (a later line with
+    the same ``run_key`` replaces an earlier one), each scenario's header (description,
+    targets, opening messages) and the first run's sampling settings."""
+    runs: dict[str, RunFacts] = {}
+    headers: dict[str, dict[str, Any]] = {}
+    targets: dict[str, TargetInfo] = {}
+    sampling: dict[str, Any] = {}
+    for offset, rec in _lines(path, None):
+        target = targets.setdefault(rec.target.side or rec.target.label, rec.target)
+        runs[rec.run_key] = RunFacts.of(rec, target, offset)
+        if rec.scenario_id not in headers:
+            sc = rec.scenario
+            headers[rec.scenario_id] = {
+                k: sc.get(k) for k in ("description", "targets", "messages")
+            }
+        sampling = sampling or {"": rec.sampling}
+    return list(runs.values()), headers, sampling.get("", {})
+
+
+def _lines(path: Path, offsets: list[int] | None) -> Iterator[tuple[int, RunRecord]]:
+    """``(byte offset, record)`` of every line (or of the lines at ``offsets``), streaming.
+
+    A truncated last line (a run killed while writing) is skipped, as
+    :func:`harness.transcript.read_records` does.
+    """
+    if not path.exists():
+        return
+    with open(path, "rb") as fh:
+        lines = _at(fh, offsets) if offsets is not None else _all(fh)
+        for offset, line in lines:
+            if not line.strip():
+                continue
+            try:
+                yield offset, RunRecord.model_validate_json(line)
+            except ValidationError as exc:
+                if exc.errors()[0]["type"] == "json_invalid":
+                    continue
+                raise ReportInputError(
+                    f"{path}: a line is not a RunRecord ({exc.errors()[0]['msg']})"
+                ) from None
+
+
+def _all(fh: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    offset = 0
+    for line in fh:
+        yield offset, line
+        offset += len(line)
+
+
+def _at(fh: BinaryIO, offsets: list[int]) -> Iterator[tuple[int, bytes]]:
+    for offset in sorted(offsets):
+        fh.seek(offset)
+        yield offset, fh.readline()
+
+
+def load_run_folder(
+    path: str | Path, *, per_scenario: int = PER_SCENARIO, max_runs: int = MAX_RUNS
+) -> RunFolder:
+    """Load a run folder; raises :class:`ReportInputError` if it holds nothing to report.
+
+    ``transcripts.jsonl`` is read streaming: every run's :class:`RunFacts`, and in
+    ``records`` only the runs :func:`harness.report.select.choose` picks to render
+    (``per_scenario`` keys per scenario, ``max_runs`` runs in all).
+    """
     folder = Path(path)
     if not folder.is_dir():
         raise ReportInputError(f"{folder}: no such run folder; pass results/<run-id>")
@@ -108,13 +276,7 @@ def load_run_folder(path: str | Path) -> RunFolder:
             raise ReportInputError(
                 f"{folder / 'manifest.json'}: invalid manifest ({exc.errors()[0]['msg']})"
             ) from None
-    try:
-        records = list(read_records(folder / "transcripts.jsonl"))
-    except ValidationError as exc:
-        raise ReportInputError(
-            f"{folder / 'transcripts.jsonl'}: a line is not a RunRecord ({exc.errors()[0]['msg']})"
-        ) from None
-    rf = RunFolder(path=folder, manifest=manifest, records=records)
+    rf = RunFolder(path=folder, manifest=manifest, records=[])
     for name, attr in (
         ("summary.json", "summary"),
         ("gsm8k.json", "gsm8k"),
@@ -125,9 +287,33 @@ def load_run_folder(path: str | Path) -> RunFolder:
         setattr(rf, attr, model)
         if raw is not None:
             rf.raw[name] = raw
-    if not records and rf.summary is None and rf.gsm8k is None and rf.boot is None:
+    _load_transcripts(rf, per_scenario, max_runs)
+    if not rf.runs and rf.summary is None and rf.gsm8k is None and rf.boot is None:
         raise ReportInputError(
             f"{folder}: nothing to report (no transcripts.jsonl, summary.json, gsm8k.json "
             "or boot.json); run `harness run`, `compare`, `gsm8k` or `boot` first"
         )
     return rf
+
+
+def _load_transcripts(rf: RunFolder, per_scenario: int, max_runs: int) -> None:
+    path = rf.path / "transcripts.jsonl"
+    rf.runs, rf.headers, rf.sampling = _scan(path)
+    summary = rf.summary if isinstance(rf.summary, Summary) else None
+    scores = {s.run_key: s for s in summary.runs} if summary else {}
+    verdicts: dict[str, str] = (
+        {c.scenario_id: c.verdict for c in summary.comparisons} if summary else {}
+    )
+    sides = list(dict.fromkeys(r.side for r in rf.runs))
+    rf.shown = choose(
+        rf.runs,
+        sides,
+        scores=scores,
+        verdicts=verdicts,
+        per_scenario=per_scenario,
+        max_runs=max_runs,
+    )
+    chosen = [r for r in rf.runs if r.key in rf.shown.get(r.scenario_id, ())]
+    rf.records = [rec for _, rec in _lines(path, [r.offset for r in chosen])]
+    if summary is not None:
+        _fill_scores(rf.path / "summary.json", summary, {r.run_key for r in chosen})

@@ -9,11 +9,15 @@ Nothing here scores a run; the views only arrange what is on disk.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from harness.report.select import LIST_LIMIT, RunFacts
 from harness.transcript import RunManifest, RunRecord, TargetInfo, TurnRecord
+
+if TYPE_CHECKING:
+    from harness.report.load import RunFolder
 
 __all__ = [
     "Annotator",
@@ -21,6 +25,8 @@ __all__ = [
     "Badge",
     "CallView",
     "PairView",
+    "RunLine",
+    "RunList",
     "RunView",
     "ScenarioView",
     "SideView",
@@ -36,6 +42,8 @@ RAW_LIMIT = 60_000
 #: characters of a tool result shown before the rest is folded
 RESULT_PREVIEW = 400
 _ROLE_ORDER = {"baseline": 0, "candidate": 1}
+#: passed (True), failed (False) or not scored (None) of a run, for the compact lists
+Passed = Callable[[RunFacts], "bool | None"]
 
 
 @dataclass
@@ -135,8 +143,10 @@ class ScenarioView:
     kinds: list[str]
     opening: list[dict[str, str]]
     pairs: list[PairView]
-    runs_by_side: dict[str, list[RunRecord]]
+    runs_by_side: dict[str, list[RunFacts]]
     summary: Any = None  # the summary's per-scenario entry, if any
+    listed: list[RunList] = field(default_factory=list)  # runs not rendered turn by turn
+    total_keys: int = 0  # (repeat, mode) keys of the scenario, rendered or not
 
 
 class Annotator(Protocol):
@@ -151,7 +161,7 @@ class Annotator(Protocol):
     def first_divergence(self, scenario_id: str, repeat: int) -> int | None: ...
 
 
-def side_key(rec: RunRecord) -> str:
+def side_key(rec: RunRecord | RunFacts) -> str:
     """The column a record belongs to: its side, else its target label."""
     return rec.target.side or rec.target.label
 
@@ -164,7 +174,9 @@ def pretty_json(value: Any, *, limit: int = RAW_LIMIT, indent: int | None = 2) -
     return text
 
 
-def build_sides(records: Iterable[RunRecord], manifest: RunManifest | None) -> list[SideView]:
+def build_sides(
+    records: Iterable[RunRecord | RunFacts], manifest: RunManifest | None
+) -> list[SideView]:
     """Columns in display order: baseline, candidate, then other labels as first seen."""
     seen: dict[str, TargetInfo] = {}
     for t in manifest.targets if manifest else []:
@@ -308,40 +320,81 @@ def _pair(title: str, recs: list[RunRecord | None], ann: Annotator, sid: str, re
     return PairView(title, runs, rows, div)
 
 
+@dataclass
+class RunLine:
+    """A run listed compactly (not rendered turn by turn)."""
+
+    run_key: str
+    stop_reason: str
+    n_calls: int
+    passed: bool | None  # None: not scored (no summary, or an infrastructure error)
+
+
+@dataclass
+class RunList:
+    """One side's runs of a scenario that are not rendered turn by turn."""
+
+    side: SideView
+    lines: list[RunLine]
+    more: int  # runs beyond ``lines`` (see transcripts.jsonl)
+
+
+def _run_lists(
+    runs: list[RunFacts], shown: set[tuple[int, bool]], sides: list[SideView], passed: Passed
+) -> list[RunList]:
+    out = []
+    for s in sides:
+        rest = sorted(
+            (r for r in runs if r.side == s.key and r.key not in shown), key=lambda r: r.key
+        )
+        lines = [RunLine(r.run_key, r.stop_reason, r.n_calls, passed(r)) for r in rest[:LIST_LIMIT]]
+        if rest:
+            out.append(RunList(s, lines, len(rest) - len(lines)))
+    return out
+
+
 def build_scenarios(
-    records: list[RunRecord], sides: list[SideView], ann: Annotator
+    rf: RunFolder, sides: list[SideView], ann: Annotator, passed: Passed | None = None
 ) -> list[ScenarioView]:
-    """One view per scenario id (sorted), with one :class:`PairView` per (repeat, mode)."""
-    by_sid: dict[str, list[RunRecord]] = {}
-    for r in records:
-        by_sid.setdefault(r.scenario_id, []).append(r)
+    """One view per scenario id (sorted) of a :class:`~harness.report.load.RunFolder`.
+
+    One :class:`PairView` per (repeat, mode) key in ``rf.shown`` (the runs rendered turn
+    by turn, from ``rf.records``); every other run goes to a compact :class:`RunList`.
+    ``passed(run_facts)``: True/False/None for the compact list (default: None).
+    """
+    passed = passed or (lambda _: None)
+    by_sid: dict[str, list[RunFacts]] = {}
+    for f in rf.runs:
+        by_sid.setdefault(f.scenario_id, []).append(f)
+    idx = {(r.scenario_id, side_key(r), r.repeat, r.stream): r for r in rf.records}
     out: list[ScenarioView] = []
     for sid in sorted(by_sid):
-        recs = by_sid[sid]
-        keys = sorted({(r.repeat, r.stream) for r in recs})
-        idx = {(side_key(r), r.repeat, r.stream): r for r in recs}
+        keys = rf.shown.get(sid, [])
         pairs = [
             _pair(
                 f"repeat {rep} · {'streaming' if st else 'non-streaming'}",
-                [idx.get((s.key, rep, st)) for s in sides],
+                [idx.get((sid, s.key, rep, st)) for s in sides],
                 ann,
                 sid,
                 rep,
             )
             for rep, st in keys
         ]
-        sc = recs[0].scenario
+        sc = rf.headers.get(sid, {})
+        runs = by_sid[sid]
         out.append(
             ScenarioView(
                 id=sid,
-                description=str(sc.get("description", "")),
-                kinds=[str(k) for k in sc.get("targets", [])],
+                description=str(sc.get("description") or ""),
+                kinds=[str(k) for k in sc.get("targets") or []],
                 opening=[
                     {"role": str(m.get("role")), "content": str(m.get("content"))}
-                    for m in sc.get("messages", [])
+                    for m in sc.get("messages") or []
                 ],
                 pairs=pairs,
-                runs_by_side={s.key: [r for r in recs if side_key(r) == s.key] for s in sides},
+                runs_by_side={s.key: [r for r in runs if r.side == s.key] for s in sides},
+                listed=_run_lists(runs, set(keys), sides, passed),
+                total_keys=len({r.key for r in runs}),
             )
         )
     return out

@@ -1,0 +1,95 @@
+"""A report of a large folder renders a bounded number of runs turn by turn (issue 10, item 4)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.report import load_run_folder, render_html, write_report
+from harness.report.select import LIST_LIMIT, PER_SCENARIO, RunFacts, choose
+from harness.transcript import TargetInfo
+from tests.report_data import write_case
+
+REPEATS = PER_SCENARIO + LIST_LIMIT + 2  # 2 more than the compact list holds, per side
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One scenario, REPEATS runs per side, scored (summary.json)."""
+    return write_case(tmp_path_factory.mktemp("scale") / "many", repeats=REPEATS, summary=True)
+
+
+def _runheads(html: str) -> list[str]:
+    """run_key of each run rendered turn by turn (its header in a pair grid)."""
+    return re.findall(
+        r'<div class="runhead[^"]*">\s*<b>[^<]*</b> <code class="muted">([^<]+)</code>', html
+    )
+
+
+def test_loader_keeps_only_the_runs_it_renders(many: Path) -> None:
+    rf = load_run_folder(many)
+    assert len(rf.runs) == 2 * REPEATS  # facts of every run
+    assert len(rf.records) == 2 * PER_SCENARIO  # full records of the rendered ones only
+    assert rf.shown == {"entropy_array": [(r, False) for r in range(PER_SCENARIO)]}
+    assert {r.run_key for r in rf.records} == {
+        f"{side}/entropy_array/{r}/nostream"
+        for side in ("baseline", "candidate")
+        for r in range(PER_SCENARIO)
+    }
+
+
+def test_many_runs_render_a_bounded_number_and_say_how_many_more(many: Path) -> None:
+    out = write_report(many)
+    html = out.read_text("utf-8")
+    heads = _runheads(html)
+    assert len(heads) == 2 * PER_SCENARIO
+    assert len(set(heads)) == len(heads)
+    assert html.count("raw request / response JSON") > 0
+    assert f"{PER_SCENARIO} of {REPEATS} repeats shown turn by turn" in html
+    # the rest listed compactly, up to LIST_LIMIT per side, then a count
+    assert html.count("<tr><td><code>candidate/entropy_array/") == LIST_LIMIT
+    assert html.count("<tr><td><code>baseline/entropy_array/") == LIST_LIMIT
+    more = REPEATS - PER_SCENARIO - LIST_LIMIT
+    assert html.count(f"{more} more runs: see transcripts.jsonl") == 2
+    assert '<span class="badge bad">failed</span>' in html  # candidate runs, from summary.json
+    assert "<script" not in html.lower()
+
+
+def test_report_budget_limits_rendered_runs_over_the_folder(many: Path) -> None:
+    rf = load_run_folder(many, max_runs=2)
+    assert rf.shown == {"entropy_array": [(0, False)]}
+    assert len(rf.records) == 2
+    none = load_run_folder(many, max_runs=1)  # a key costs both sides' runs: none fits
+    assert none.records == [] and none.shown == {"entropy_array": []}
+
+
+def _facts(side: str, sid: str, repeat: int, stop: str) -> RunFacts:
+    target = TargetInfo(label=side, side=side, base_url="http://127.0.0.1:1")  # type: ignore[arg-type]
+    return RunFacts(
+        f"{side}/{sid}/{repeat}/nostream", sid, side, side, repeat, False, stop, 1, (1,), target, 0
+    )
+
+
+def test_choice_prefers_a_failing_and_a_passing_run_and_urgent_scenarios() -> None:
+    runs = [_facts("baseline", "a", r, "final_answer") for r in range(10)]
+    runs += [
+        _facts("candidate", "a", r, "turn_cap" if r == 7 else "final_answer") for r in range(10)
+    ]
+    runs += [_facts(s, "b", r, "turn_cap") for s in ("baseline", "candidate") for r in range(10)]
+    shown = choose(runs, ["baseline", "candidate"], per_scenario=2)
+    assert shown["a"] == [(0, False), (7, False)]  # the failing repeat 7, the first passing 0
+    assert shown["b"] == [(0, False), (1, False)]
+    # budget: the scenario with a REGRESSION verdict is served first
+    tight = choose(
+        runs, ["baseline", "candidate"], verdicts={"b": "REGRESSION"}, max_runs=4, per_scenario=2
+    )
+    assert tight == {"a": [], "b": [(0, False), (1, False)]}
+
+
+def test_small_folders_render_every_run(tmp_path: Path) -> None:
+    folder = write_case(tmp_path / "small", repeats=2, summary=True)
+    html = render_html(folder)
+    assert len(_runheads(html)) == 4
+    assert "more runs" not in html and "Other runs" not in html
