@@ -85,6 +85,11 @@ class _Response:
             for line in event.split("\n"):
                 yield line
 
+    aread, aiter_lines = read, iter_lines  # the names of the SDK's raw (httpx) response
+
+    async def aclose(self) -> None:
+        return None
+
 
 class _Call:
     def __init__(self, state: SimState, params: dict[str, Any]) -> None:
@@ -107,7 +112,8 @@ class _Call:
 @dataclass
 class InProcessClient:
     """Stands in for ``openai.AsyncOpenAI`` where the runner uses it:
-    ``client.chat.completions.with_streaming_response.create(**params)``."""
+    ``client.post("/chat/completions", body=..., cast_to=..., stream=True)`` (and
+    ``client.chat.completions.with_streaming_response.create(**params)``)."""
 
     state: SimState
     chat: Any = field(init=False)
@@ -126,6 +132,9 @@ class InProcessClient:
             completions = _Completions()
 
         self.chat = _Chat()
+
+    async def post(self, path: str, *, body: dict[str, Any], **_: Any) -> _Response:
+        return await _Call(self.state, body).__aenter__()
 
     async def close(self) -> None:
         return None

@@ -34,8 +34,10 @@ Example (abridged)::
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -85,6 +87,16 @@ class ScenarioError(ValueError):
         super().__init__(where + reason)
 
 
+def _check_regex(pattern: str | None) -> None:
+    """Raise ValueError naming the problem if ``pattern`` is not a valid Python regex."""
+    if pattern is None:
+        return
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regex {pattern!r} ({exc}); fix the pattern") from None
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
@@ -126,7 +138,7 @@ class SimulatorSpec(_Strict):
     match: list[SimMatchRule] | None = None
     default: Any = None
     default_error: str | None = None
-    sequence: list[Any] | None = None
+    sequence: list[Any] | None = Field(default=None, min_length=1)
     error: str | None = None
     builtin: str | None = None
     pad_tokens: int = Field(default=0, ge=0)
@@ -140,6 +152,13 @@ class SimulatorSpec(_Strict):
         ]
         if len(kinds) > 1:
             raise ValueError(f"choose one of result/match/sequence/error/builtin, not {kinds}")
+        if self.builtin is not None:
+            from harness.tools import BUILTINS  # the tools module imports this one
+
+            if self.builtin not in BUILTINS:
+                raise ValueError(
+                    f"unknown builtin {self.builtin!r}; one of {', '.join(sorted(BUILTINS))}"
+                )
         return self
 
 
@@ -191,6 +210,7 @@ class ArgMatcher(_Strict):
             raise ValueError("a matcher takes exactly one of equals/type/approx/regex/any")
         if self.type is not None and self.type not in _JSON_TYPES:
             raise ValueError(f"{self.type!r} is not a JSON type; use one of {sorted(_JSON_TYPES)}")
+        _check_regex(self.regex)
         return self
 
 
@@ -218,6 +238,11 @@ class FinalAnswerExpectation(_Strict):
     contains: list[str] = Field(default_factory=list)
     regex: str | None = None
     example: str | None = None  # what the reference server answers; default built from contains
+
+    @model_validator(mode="after")
+    def _regex_compiles(self) -> FinalAnswerExpectation:
+        _check_regex(self.regex)
+        return self
 
 
 class Expectation(_Strict):
@@ -276,10 +301,6 @@ class Scenario(_Strict):
         dupes = {n for n in names if names.count(n) > 1}
         if dupes:
             raise ValueError(f"tool names must be unique; repeated: {sorted(dupes)}")
-        for seg in [self.expect, *(f.expect for f in self.followups)]:
-            for c in seg.calls:
-                if c.tool not in names:
-                    raise ValueError(f"expected call names tool {c.tool!r}, not among {names}")
         return self
 
     def tool(self, name: str) -> Tool | None:
@@ -303,9 +324,23 @@ class Scenario(_Strict):
 # ---------------------------------------------------------------- loading
 
 
+_TYPE_PART = re.compile(r"^(str|int|float|bool|none|list|dict|function-\w+)(\[.*\])?$", re.I)
+
+
+def _all_field_names() -> set[str]:
+    names: set[str] = set()
+    for model in (Scenario, Message, Tool, SimulatorSpec, SimMatchRule, ExpectedCall,
+                  ArgMatcher, FinalAnswerExpectation, Expectation, Followup, Sampling):  # fmt: skip
+        names.update(model.model_fields)
+    return names
+
+
 def _loc(loc: Iterable[Any]) -> str:
+    """``("tools", 1, "parameters")`` -> ``tools[1].parameters`` (union-member parts dropped)."""
     out = ""
     for part in loc:
+        if isinstance(part, str) and _TYPE_PART.match(part):
+            continue  # pydantic names the union member it tried: not a field
         if isinstance(part, int):
             out += f"[{part}]"
         else:
@@ -313,16 +348,49 @@ def _loc(loc: Iterable[Any]) -> str:
     return out
 
 
+def _segment_fields(sc: Scenario) -> list[tuple[str, Expectation]]:
+    return [("expect", sc.expect)] + [
+        (f"followups[{i}].expect", f.expect) for i, f in enumerate(sc.followups)
+    ]
+
+
+def _check_expected_calls(sc: Scenario, path: str | Path | None) -> None:
+    """Every expected call names a tool, and its reference arguments fit the tool's schema."""
+    names = [t.name for t in sc.tools]
+    for where, seg in _segment_fields(sc):
+        for j, call in enumerate(seg.calls):
+            field = f"{where}.calls[{j}]"
+            tool = sc.tool(call.tool)
+            if tool is None:
+                near = difflib.get_close_matches(call.tool, names, n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else f"; tools are {names}"
+                raise ScenarioError(path, f"{field}.tool", f"no tool named {call.tool!r}{hint}")
+            schema = {k: v for k, v in tool.parameters.items() if k != "required"}
+            err = jsonschema.exceptions.best_match(
+                jsonschema.Draft202012Validator(schema).iter_errors(call.arguments)
+            )
+            if err is not None:
+                arg = _loc([f"{field}.arguments", *err.absolute_path])
+                raise ScenarioError(
+                    path,
+                    arg,
+                    f"reference arguments break the schema of tool {tool.name!r}: {err.message}",
+                )
+
+
 def _check_tool_schemas(sc: Scenario, path: str | Path | None) -> None:
     validator_cls = jsonschema.Draft202012Validator
+    meta = validator_cls(validator_cls.META_SCHEMA, format_checker=validator_cls.FORMAT_CHECKER)
     for i, tool in enumerate(sc.tools):
         params = tool.parameters
         where = f"tools[{i}].parameters"
-        for err in validator_cls(validator_cls.META_SCHEMA).iter_errors(params):
+        for err in meta.iter_errors(params):
             field = _loc([where, *err.absolute_path]) if err.absolute_path else where
             if err.validator in ("anyOf", "type") and "type" in list(err.absolute_path)[-1:]:
                 bad = err.instance
                 raise ScenarioError(path, field, f"{bad!r} is not a JSON Schema type")
+            if err.validator == "format" and err.validator_value == "regex":
+                raise ScenarioError(path, field, f"invalid regex {err.instance!r}; fix the pattern")
             raise ScenarioError(path, field, err.message)
         if params.get("type") != "object":
             raise ScenarioError(path, where + ".type", "tool parameters must be 'object'")
@@ -339,15 +407,22 @@ def scenario_from_data(data: Any, path: str | Path | None = None) -> Scenario:
     try:
         sc = Scenario.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
+        # an unknown key first: a typo also makes the real key look missing
+        err = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
         field = _loc(err["loc"])
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown key; check its spelling (`harness schema` prints the format)"
+            key = str(err["loc"][-1])
+            near = difflib.get_close_matches(key, sorted(_all_field_names()), n=1)
+            hint = f"did you mean {near[0]!r}?" if near else "check its spelling"
+            msg = f"unknown key; {hint} (`harness schema` prints the format)"
+        elif err["type"] == "missing":
+            msg = "required key missing; add it (`harness schema` prints the format)"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
         raise ScenarioError(path, field, msg) from None
     _check_tool_schemas(sc, path)
+    _check_expected_calls(sc, path)
     sc.source = str(path) if path is not None else None
     return sc
 
@@ -363,6 +438,8 @@ def load_scenario(path: str | Path) -> Scenario:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(p, "", f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(p, f"byte {exc.start}", "not UTF-8; save the file as UTF-8") from None
     try:
         data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -61,7 +62,7 @@ def test_unknown_key_is_rejected_with_its_path(tmp_path: Path) -> None:
     data["expect"]["calls"][0]["argumnets"] = {}
     p = write(tmp_path, data)
     assert error_of(p) == (
-        f"{p}: expect.calls[0].argumnets: unknown key; check its spelling "
+        f"{p}: expect.calls[0].argumnets: unknown key; did you mean 'arguments'? "
         "(`harness schema` prints the format)"
     )
 
@@ -144,3 +145,37 @@ def test_cli_list_shows_ids_targets_and_tools(
     assert main(["list", str(REPO / "scenarios" / "numeric_string_ids.yaml")]) == 0
     out = capsys.readouterr().out
     assert "numeric_string_ids" in out and "lookup_order" in out and "string_as_scalar" in out
+
+
+BAD_CASES = [
+    # (change to a good scenario, field, reason fragment)
+    (lambda d: d["expect"]["calls"][0].update(match={"values": {"regex": "([a-z"}}),
+     "expect.calls[0].match.values", "invalid regex"),
+    (lambda d: d["tools"][1]["parameters"]["properties"].update(tag={"type": "string", "pattern": "([a-z"}),
+     "tools[1].parameters.properties.tag.pattern", "invalid regex"),
+    (lambda d: d["tools"][1].update(simulator={"builtin": "nosuch"}),
+     "tools[1].simulator", "unknown builtin 'nosuch'"),
+    (lambda d: d["tools"][1].update(simulator={"sequence": []}),
+     "tools[1].simulator.sequence", "at least 1 item"),
+    (lambda d: d["expect"]["calls"][0].update(tool="entropi"),
+     "expect.calls[0].tool", "did you mean 'entropy'?"),
+    (lambda d: d["expect"]["calls"][0]["arguments"].update(values="[0.5]"),
+     "expect.calls[0].arguments.values", "reference arguments break the schema of tool 'entropy'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "field", "reason"), BAD_CASES)
+def test_bad_scenarios_get_one_line_naming_field_and_reason(
+    tmp_path: Path, change: Any, field: str, reason: str
+) -> None:
+    data = json.loads(json.dumps(GOOD))
+    change(data)
+    msg = error_of(write(tmp_path, data))
+    assert "\n" not in msg
+    assert f": {field}: " in msg and reason in msg, msg
+
+
+def test_non_utf8_file_is_one_line(tmp_path: Path) -> None:
+    p = tmp_path / "n.yaml"
+    p.write_bytes(b'id: x\ndescription: t\nmessages:\n  - {role: user, content: "caf\xe9"}\n')
+    assert error_of(p) == f"{p}: byte 53: not UTF-8; save the file as UTF-8"
