@@ -178,4 +178,4 @@ def test_bad_scenarios_get_one_line_naming_field_and_reason(
 def test_non_utf8_file_is_one_line(tmp_path: Path) -> None:
     p = tmp_path / "n.yaml"
     p.write_bytes(b'id: x\ndescription: t\nmessages:\n  - {role: user, content: "caf\xe9"}\n')
-    assert error_of(p) == f"{p}: byte 53: not UTF-8; save the file as UTF-8"
+    assert error_of(p) == f"{p}: byte 61: not UTF-8; save the file as UTF-8"
