@@ -18,8 +18,9 @@ SCENARIOS ?= scenarios
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -U pip
-	$(BIN)/pip install -q -e '.[dev]'
+	@echo "installing into $(VENV) (first use only)"
+	@$(BIN)/pip install -q -U pip > $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
+	@$(BIN)/pip install -q -e '.[dev]' >> $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -36,13 +37,15 @@ typecheck: $(STAMP)
 
 check: lint typecheck
 
+# make compare [FUSED=url UNFUSED=url] [REPEATS=n] [MODEL=name] [AA=1] [STREAM=on|both] [SCENARIOS=dir]
+COMPARE_ARGS = $(strip $(if $(UNFUSED),--baseline $(UNFUSED) --baseline-label unfused) \
+  $(if $(FUSED),--candidate $(FUSED) --candidate-label fused) \
+  $(if $(REPEATS),--repeats $(REPEATS)) $(if $(MODEL),--model $(MODEL)) \
+  $(if $(AA),--aa) $(if $(STREAM),--stream $(STREAM)) $(SCENARIOS))
+
 compare: $(STAMP)
-	$(HARNESS) compare \
-	  $(if $(UNFUSED),--baseline $(UNFUSED) --baseline-label unfused) \
-	  $(if $(FUSED),--candidate $(FUSED) --candidate-label fused) \
-	  $(if $(REPEATS),--repeats $(REPEATS)) $(if $(MODEL),--model $(MODEL)) \
-	  $(if $(AA),--aa) $(if $(STREAM),--stream) \
-	  $(SCENARIOS)
+	@echo "harness compare $(COMPARE_ARGS)"
+	@$(HARNESS) compare $(COMPARE_ARGS)
 
 # The harness's own speed and scale (bench/): one table, JSON under results/bench/.
 # BENCH_ARGS="--quick" for a smoke run, "--only 1,3" for some benchmarks (~5 min in full).

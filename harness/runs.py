@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness._version import __version__
 from harness.transcript import RunManifest, TargetInfo
 
-__all__ = ["DEFAULT_RESULTS", "git_revision", "new_run_id", "prepare_run_dir", "redact"]
+__all__ = [
+    "DEFAULT_RESULTS",
+    "git_revision",
+    "new_run_id",
+    "prepare_run_dir",
+    "redact",
+    "resume_mismatch",
+]
 
 #: results root; override with $HARNESS_RESULTS
 DEFAULT_RESULTS = Path(os.environ.get("HARNESS_RESULTS", "results"))
@@ -91,3 +100,65 @@ def prepare_run_dir(
         )
         manifest_path.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
     return folder
+
+
+def _norm(key: str, value: Any) -> Any:
+    """Values as compared on resume: URLs without ``/`` or ``/v1`` at the end, stream modes."""
+    if isinstance(value, str) and value.startswith(("http://", "https://")):
+        return value.rstrip("/").removesuffix("/v1").rstrip("/")
+    if key == "stream":
+        text = str(value).lower()
+        return {"on": "true", "false": "off", "none": "off"}.get(text, text)
+    return value
+
+
+def _changed_scenarios(path: Path, hashes: Mapping[str, str]) -> list[str]:
+    """Scenario ids whose recorded ``scenario_hash`` differs from ``hashes`` (JSON lines,
+    read without validating whole records; unreadable lines skipped)."""
+    changed: dict[str, None] = {}
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            now = hashes.get(rec.get("scenario_id")) if isinstance(rec, dict) else None
+            if now is not None and now != rec.get("scenario_hash"):
+                changed[rec["scenario_id"]] = None
+    return list(changed)
+
+
+def resume_mismatch(
+    folder: str | Path,
+    args: Mapping[str, Any],
+    keys: Sequence[str],
+    scenario_hashes: Mapping[str, str],
+) -> str | None:
+    """Why resuming ``folder`` with ``args`` would mix two different runs, or None.
+
+    Compares ``args[key]`` for each of ``keys`` (target URLs, model, repeats, stream...)
+    with the ``args`` recorded in ``folder/manifest.json`` (keys it lacks are skipped),
+    and ``scenario_hashes`` (scenario id -> :meth:`Scenario.content_hash`) with the
+    ``scenario_hash`` of the records in ``transcripts.jsonl`` (ids on both sides only).
+    Returns one line listing what differs; None for a folder without a manifest (new).
+    """
+    path = Path(folder) / "manifest.json"
+    if not path.exists():
+        return None
+    try:
+        old = RunManifest.model_validate_json(path.read_text("utf-8")).args
+    except (OSError, ValueError) as exc:
+        return f"{path}: unreadable manifest ({exc}); start a new run instead"
+    diffs = [
+        f"--{k.replace('_', '-')} {old[k]!r} (now {args.get(k)!r})"
+        for k in keys
+        if k in old and _norm(k, old[k]) != _norm(k, args.get(k))
+    ]
+    changed = _changed_scenarios(Path(folder) / "transcripts.jsonl", scenario_hashes)
+    if changed:
+        diffs.append("scenario file(s) changed since: " + ", ".join(changed))
+    if not diffs:
+        return None
+    return f"{Path(folder)} was recorded with " + "; ".join(diffs)

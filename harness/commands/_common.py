@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+from urllib.parse import urlparse
+
+import httpx
 
 from harness.runner import StreamMode
 
@@ -38,3 +42,54 @@ def stream_mode(args: argparse.Namespace) -> StreamMode:
         return _MODES[value.lower()]
     args.scenarios = [value, *(args.scenarios or [])]
     return True
+
+
+def http_url(value: str) -> str:
+    """argparse type of a server URL: ``http(s)://HOST[:PORT][/v1]``, else a usage error (exit 2)."""
+    parsed = urlparse(value)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an http(s) URL (e.g. http://127.0.0.1:30000, with or without /v1)"
+        )
+    return value
+
+
+def positive_int(value: str) -> int:
+    """argparse type of a count that must be at least 1 (``--repeats``, ``--concurrency``)."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} is not allowed: must be at least 1")
+    return n
+
+
+def preflight(label: str, url: str, api_key_env: str = "OPENAI_API_KEY") -> str | None:
+    """``GET /v1/models`` once before a long run: a line ``<label> <url>: <problem>``, or None.
+
+    Only an unreachable server (connection refused, timeout, DNS), a 5xx or an auth
+    refusal (401/403) is a problem; a server without ``/v1/models`` (404) is let through.
+    """
+    root = url.rstrip("/").removesuffix("/v1")
+    key = os.environ.get(api_key_env)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        r = httpx.get(root + "/v1/models", headers=headers, timeout=10.0)
+    except httpx.ConnectError as exc:
+        why = "connection refused" if "refused" in str(exc).lower() else f"cannot connect ({exc})"
+        return f"{label} {url}: {why}"
+    except httpx.TimeoutException:
+        return f"{label} {url}: no answer to GET /v1/models within 10 s"
+    except httpx.HTTPError as exc:
+        return f"{label} {url}: {type(exc).__name__}: {exc}"
+    if r.status_code in (401, 403):
+        return f"{label} {url}: GET /v1/models answered {r.status_code} (set ${api_key_env})"
+    if r.status_code >= 500:
+        return f"{label} {url}: GET /v1/models answered {r.status_code}"
+    return None
+
+
+def resume_hint(command: str, run_id: str, flag: str) -> str:
+    """The line printed on Ctrl-C: how to finish the interrupted run."""
+    return f"interrupted; resume with: harness {command} ... {flag} {run_id} (the same arguments)"
