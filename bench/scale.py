@@ -8,9 +8,13 @@ A folder of N transcripts holds copies of them with varied ids (scenario id suff
 Each step runs in a fresh subprocess (``python -m bench.scale score|report FOLDER``) that
 reports wall time, CPU time and peak RSS (``ru_maxrss``) and its RSS after imports, so
 the growth from 1,000 to 10,000 can be read as time per transcript and memory per
-transcript. Targets: time linear (10x transcripts <= 12x CPU time) and memory that grows no
-more than what the step writes (peak RSS above the imports <= 3x the bytes written:
-summary.json for scoring, report.html + report.md for the report).
+transcript. Targets: time linear (10x transcripts <= 12x CPU time) and, in the issue's
+words, memory that does not grow with the number of transcripts beyond what the step
+itself shows: the growth of peak RSS from the small to the large folder <= 3x the growth
+of the bytes the step writes (summary.json for scoring, report.html + report.md for the
+report), plus 50 MB. (Until the report was bounded the target compared the absolute
+peak above the imports with the bytes written; the issue speaks of growth, and a fixed
+cost such as the imports of the report's dependencies is not growth.)
 """
 
 from __future__ import annotations
@@ -128,8 +132,9 @@ def _row(step: str, f: dict[int, dict[str, float]], small: int, large: int) -> R
     a, b = f[small], f[large]
     growth = b["cpu_s"] / a["cpu_s"]  # CPU: the wall clock also counts other users' load
     linear = large / small
-    mem = b["rss_peak_mb"] - b["rss_base_mb"]
-    mem_ok = mem <= MEMORY_PER_OUTPUT_BYTE * b["written_mb"] + 50
+    mem = b["rss_peak_mb"] - a["rss_peak_mb"]  # growth of the peak, small -> large
+    shown = b["written_mb"] - a["written_mb"]
+    mem_ok = mem <= MEMORY_PER_OUTPUT_BYTE * shown + 50
     return Row(
         benchmark=f"4. {'scoring' if step == 'score' else 'report'} of {large:,} transcripts",
         measured=round(b["wall_s"], 2),
@@ -140,12 +145,17 @@ def _row(step: str, f: dict[int, dict[str, float]], small: int, large: int) -> R
         note=(
             f"CPU {a['cpu_s']:.1f} s -> {b['cpu_s']:.1f} s ({growth:.1f}x for {linear:.0f}x, "
             f"ratio = growth / linear <= {TIME_GROWTH}); {small:,}: {a['wall_s']:.1f} s wall; peak RSS {a['rss_peak_mb']:.0f} -> "
-            f"{b['rss_peak_mb']:.0f} MB (imports {b['rss_base_mb']:.0f}); input "
-            f"{b['input_mb']:.0f} MB, wrote {b['written_mb']:.0f} MB"
+            f"{b['rss_peak_mb']:.0f} MB (imports {b['rss_base_mb']:.0f}; growth {mem:.0f} MB, "
+            f"{mem / max(shown, 1e-9):.1f}x the growth of what it writes); input "
+            f"{a['input_mb']:.0f} -> {b['input_mb']:.0f} MB, wrote {a['written_mb']:.0f} -> "
+            f"{b['written_mb']:.0f} MB"
             + ("" if mem_ok else "; memory grows beyond what it writes")
         ),
         details={str(small): a, str(large): b},
-        target_text=f"CPU <= {TIME_GROWTH}x linear, RSS <= {MEMORY_PER_OUTPUT_BYTE:.0f}x written",
+        target_text=(
+            f"CPU <= {TIME_GROWTH}x linear, RSS growth <= {MEMORY_PER_OUTPUT_BYTE:.0f}x "
+            "growth written"
+        ),
     )
 
 

@@ -22,8 +22,10 @@ import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,6 +45,7 @@ __all__ = [
     "boot",
     "check_running",
     "find_failure",
+    "resolve_command",
     "write_boot_report",
 ]
 
@@ -432,6 +435,28 @@ def _run_dir(run_dir: str | Path | None, results: str | Path | None, args: dict[
     return prepare_run_dir("boot", results=results, args=args)
 
 
+def resolve_command(argv: list[str]) -> list[str]:
+    """``argv`` with its executable found: on ``PATH``, else beside ``sys.executable``
+    (the virtual environment's ``bin/``, so ``harness sim ...`` works without activating it).
+
+    Raises:
+        FileNotFoundError: one line naming the executable and where it was looked for.
+    """
+    exe = argv[0]
+    if os.sep in exe or (os.altsep and os.altsep in exe):
+        if os.access(exe, os.X_OK) and Path(exe).is_file():
+            return argv
+        raise FileNotFoundError(f"{exe!r}: no such executable file")
+    if shutil.which(exe):
+        return argv
+    beside = shutil.which(exe, path=str(Path(sys.executable).parent))
+    if beside:
+        return [beside, *argv[1:]]
+    raise FileNotFoundError(
+        f"{exe!r}: not found on PATH nor in {Path(sys.executable).parent}; give its full path"
+    )
+
+
 def _launch(argv: list[str], log: Path) -> subprocess.Popen[bytes] | Check:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with open(log, "ab") as fh:
@@ -499,6 +524,8 @@ def boot(
     raises for server misbehaviour.
     """
     argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+    with contextlib.suppress(FileNotFoundError):  # else the launch check FAILs, naming it
+        argv = resolve_command(argv)
     folder = _run_dir(run_dir, results, {"cmd": argv, "timeout_s": timeout_s, "probe": probe})
     log, ignore = folder / "server.log", tuple(ignore_errors)
     report, t0 = BootReport(command=argv, log_path=str(log)), time.monotonic()

@@ -74,7 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
     parser, modules = _parser(first if first in COMMANDS else None)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a usage error (exit 2) or --help: returned, as pytest.main does
+        return int(exc.code or 0) if not isinstance(exc.code, str) else ExitCode.USAGE_ERROR
     if not args.command:
         parser.print_help()
         return ExitCode.USAGE_ERROR

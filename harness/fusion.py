@@ -192,8 +192,11 @@ def server_args_diff(
     """Server arguments whose values differ: ``{key: {"baseline": a[key], "candidate": b[key]}}``.
 
     A key absent on one side shows as ``None`` there; keys in ``ignore`` (ports,
-    hosts) are skipped. Sorted by key.
+    hosts) are skipped. Sorted by key. Empty when either side reports no server
+    arguments at all (no ``/server_info``: nothing to compare, not a difference per key).
     """
+    if not a or not b:
+        return {}
     keys = sorted((set(a) | set(b)) - ignore)
     return {k: {"baseline": a.get(k), "candidate": b.get(k)} for k in keys if a.get(k) != b.get(k)}
 

@@ -282,8 +282,9 @@ def _run_side(
 
     SGLang's benchmark client: a ``ThreadPoolExecutor`` of ``parallel`` threads, one
     blocking ``httpx.Client`` (one connection) per thread. The calling thread only waits,
-    so it does not contend for the GIL per answer. An unexpected exception cancels the
-    questions not yet started and propagates.
+    so it does not contend for the GIL per answer. An unexpected exception (or Ctrl-C)
+    cancels the questions not yet started and propagates once the requests in flight
+    have ended (each within ``target.timeout_s``), as SGLang's client does.
     """
     with httpx.Client(headers=_headers(target), verify=_ssl_context()) as probe:
         model = _discover_model(probe, target)

@@ -9,7 +9,8 @@ with ``final_answer``. Other stops: ``length`` (finish_reason ``length``),
 ``empty_stop`` (no content and no tool calls), ``turn_cap`` (``max_turns`` requests
 made) and ``error`` (an infrastructure error, kept apart from model behaviour).
 
-Requests go through the openai SDK (``AsyncOpenAI.chat.completions``, any base URL),
+Requests go through the openai SDK (``AsyncOpenAI``, any base URL; its ``post`` to
+``/chat/completions``, the body sent as built here: see :mod:`harness.completions`),
 non-streaming or streaming (SSE ``tool_calls`` deltas assembled by ``index``: ``id``
 and ``name`` from the first delta that has them, ``arguments`` concatenated, as the
 OpenAI Python SDK's stream helpers do; see :mod:`harness.completions`). The raw

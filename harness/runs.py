@@ -7,9 +7,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness._version import __version__
@@ -124,9 +124,10 @@ def _changed_scenarios(path: Path, hashes: Mapping[str, str]) -> list[str]:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            now = hashes.get(rec.get("scenario_id")) if isinstance(rec, dict) else None
+            sid = rec.get("scenario_id") if isinstance(rec, dict) else None
+            now = hashes.get(sid) if isinstance(sid, str) else None
             if now is not None and now != rec.get("scenario_hash"):
-                changed[rec["scenario_id"]] = None
+                changed[str(sid)] = None
     return list(changed)
 
 
@@ -139,7 +140,8 @@ def resume_mismatch(
     """Why resuming ``folder`` with ``args`` would mix two different runs, or None.
 
     Compares ``args[key]`` for each of ``keys`` (target URLs, model, repeats, stream...)
-    with the ``args`` recorded in ``folder/manifest.json`` (keys it lacks are skipped),
+    with the ``args`` recorded in ``folder/manifest.json`` (keys it lacks are skipped; a
+    manifest without ``keys[0]``, e.g. ``target``, was written by another command),
     and ``scenario_hashes`` (scenario id -> :meth:`Scenario.content_hash`) with the
     ``scenario_hash`` of the records in ``transcripts.jsonl`` (ids on both sides only).
     Returns one line listing what differs; None for a folder without a manifest (new).
@@ -148,9 +150,12 @@ def resume_mismatch(
     if not path.exists():
         return None
     try:
-        old = RunManifest.model_validate_json(path.read_text("utf-8")).args
+        manifest = RunManifest.model_validate_json(path.read_text("utf-8"))
     except (OSError, ValueError) as exc:
         return f"{path}: unreadable manifest ({exc}); start a new run instead"
+    old = manifest.args
+    if old and keys and keys[0] not in old:  # keys[0] names the command's target(s)
+        return f"{Path(folder)} was recorded by another command ({manifest.command!r})"
     diffs = [
         f"--{k.replace('_', '-')} {old[k]!r} (now {args.get(k)!r})"
         for k in keys

@@ -161,7 +161,10 @@ def test_two_urls_and_rescoring(
 
 
 def test_infrastructure_errors_exit_3(
-    scenarios: Path, tmp_path: Path, sim_url: Callable[..., str]
+    scenarios: Path,
+    tmp_path: Path,
+    sim_url: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     base = sim_url("healthy", scenarios_dir=scenarios)
     cand = sim_url("no-choices", scenarios_dir=scenarios)
@@ -182,6 +185,9 @@ def test_infrastructure_errors_exit_3(
         ]
     )
     assert code == 3
+    out = capsys.readouterr().out
+    assert "\n TOO MANY INFRASTRUCTURE ERRORS " in out and "\n INCONCLUSIVE " not in out
+    assert "  e.g. " in out  # one example message per kind of infrastructure error
     s = read_summary(_only_run(results))
     assert s.infra_errors == {"baseline": 0, "candidate": 2}
     cand_agg = s.aggregate("candidate", "clock")
@@ -193,7 +199,7 @@ def test_infrastructure_errors_exit_3(
     ("argv", "needle"),
     [
         (["--baseline", "http://127.0.0.1:9"], "--candidate"),
-        (["--baseline", "localhost:8000", "--candidate", "http://x"], "not a URL"),
+        (["--baseline", "localhost:8000", "--candidate", "http://x"], "not an http(s) URL"),
         (["--aa", "--baseline-log", "/nonexistent/log"], "no such log file"),
         (["--repeats", "0"], "--repeats"),
     ],
@@ -209,4 +215,5 @@ def test_usage_errors_exit_2(
 def test_score_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["score", str(tmp_path / "nope")]) == 2
     assert main(["score", str(tmp_path)]) == 2
-    assert "no recorded runs" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no transcripts.jsonl" in err and "harness report" in err

@@ -93,3 +93,30 @@ def test_small_folders_render_every_run(tmp_path: Path) -> None:
     html = render_html(folder)
     assert len(_runheads(html)) == 4
     assert "more runs" not in html and "Other runs" not in html
+
+
+def test_summary_is_read_run_by_run_with_non_ascii_text(many: Path, tmp_path: Path) -> None:
+    from harness.report.lean import read_lean, read_whole
+    from harness.summary import read_summary, write_summary
+
+    full = read_summary(many)
+    full.runs[4].final_excerpt = 'entropé … 😀 "quoted" \\ end'
+    write_summary(tmp_path, full)
+    lean = read_lean(tmp_path / "summary.json")
+    assert len(lean.heads) == len(full.runs) == 2 * REPEATS
+    assert {k: (h.passed, h.side) for k, h in lean.heads.items()} == {
+        r.run_key: (r.passed, r.side) for r in full.runs
+    }
+    assert lean.summary.aggregates == full.aggregates
+    assert lean.summary.comparisons == full.comparisons
+    assert lean.summary.verdict == full.verdict
+    # whole scores: the first drifted run per side and scenario, the rest on demand
+    first: dict[str, str] = {}
+    for r in full.runs:
+        if r.drift:
+            first.setdefault(r.side, r.run_key)
+    assert first and [r.run_key for r in lean.summary.runs] == list(first.values())
+    keys = [r.run_key for r in full.runs[3:6]]
+    got = read_whole(tmp_path / "summary.json", [lean.spans[k] for k in keys])
+    assert got == full.runs[3:6]
+    assert got[1].final_excerpt == 'entropé … 😀 "quoted" \\ end'

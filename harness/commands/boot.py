@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.boot import BootReport, boot, check_running
+from harness.boot import BootReport, boot, check_running, resolve_command
+from harness.commands._common import http_url
 from harness.experts import MoeShape, load_model_config, moe_shape_from_config
 
 HELP = "Launch a server command (or check a running server): health, log, fusion, routed experts."
@@ -28,9 +29,15 @@ HELP = "Launch a server command (or check a running server): health, log, fusion
 def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--cmd", help="server launch command (split like a shell, no shell)")
-    src.add_argument("--target", metavar="URL", help="check a server already running at URL")
+    src.add_argument(
+        "--target", metavar="URL", type=http_url, help="check a server already running at URL"
+    )
     p.add_argument("--log", metavar="FILE", help="with --target: the server's log to scan")
-    p.add_argument("--url", help="with --cmd: where the server answers (else --port or its log)")
+    p.add_argument(
+        "--url",
+        type=http_url,
+        help="with --cmd: where the server answers (else --port or its log)",
+    )
     p.add_argument(
         "--expect-log",
         action="append",
@@ -59,7 +66,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="give up waiting for /health after this long (default 1800)",
     )
-    p.add_argument("--health-path", default="/health")
+    p.add_argument(
+        "--health-path",
+        default="/health",
+        help="health endpoint polled until it answers 200 (default /health; 503 = starting)",
+    )
     p.add_argument("--probe", choices=["routed-experts"], help="also run this probe")
     p.add_argument(
         "--probe-endpoint",
@@ -125,10 +136,15 @@ def _usage_error(args: argparse.Namespace) -> str | None:
         return "--url goes with --cmd (with --target the URL is the target)"
     if args.cmd is not None:
         try:
-            if not shlex.split(args.cmd):
-                return "--cmd is empty: give the server launch command"
+            argv = shlex.split(args.cmd)
         except ValueError as exc:
             return f"--cmd {args.cmd!r}: cannot split it ({exc}); check the quotes"
+        if not argv:
+            return "--cmd is empty: give the server launch command"
+        try:
+            resolve_command(argv)
+        except FileNotFoundError as exc:
+            return f"--cmd: {exc}"
     if args.log and not args.target:
         return "--log goes with --target (with --cmd the log is captured to server.log)"
     if args.log and not Path(args.log).is_file():

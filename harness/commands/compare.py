@@ -9,6 +9,10 @@ Without URLs the built-in reference server plays both sides: profile ``healthy``
 baseline ("unfused") and ``fused-regression`` as the candidate ("fused"); with ``--aa``
 the same target is compared with itself (the noise floor).
 
+Before anything runs, each given URL is asked ``GET /v1/models`` (an unreachable side
+fails at once with exit 3), and ``--run-id`` of an existing folder is refused (exit 2)
+when it was recorded against other URLs, model, repeats, stream mode or scenario files.
+
 Exit codes: 0 no regression (also INCONCLUSIVE unless ``--strict``), 1 regression,
 2 usage or configuration error, 3 more than 20% of a side's runs were infrastructure errors.
 """
@@ -21,6 +25,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -28,11 +33,27 @@ from rich.table import Table
 
 from harness.cli import ExitCode
 from harness.client import TargetConfig
-from harness.commands._common import add_stream_argument, stream_mode
+from harness.commands._common import (
+    add_stream_argument,
+    http_url,
+    positive_int,
+    preflight,
+    resume_hint,
+    stream_mode,
+)
 from harness.compare import compare, write_report
 from harness.parity import render_parity
-from harness.scenario import load_scenarios
-from harness.summary import Aggregate, RunScore, ScenarioComparison, Settings, Summary
+from harness.runs import DEFAULT_RESULTS, new_run_id, resume_mismatch
+from harness.scenario import Scenario, load_scenarios
+from harness.summary import (
+    Aggregate,
+    CallScore,
+    RunScore,
+    ScenarioComparison,
+    Settings,
+    Summary,
+    write_summary,
+)
 from harness.verdict import ALPHA, COUNT_METRICS, DECISION_RULE, INFRA_ERROR_LIMIT
 
 HELP = "Compare a candidate server against a baseline over the scenarios (A/B, with a verdict)."
@@ -52,21 +73,27 @@ _ROW_LABELS = {**COUNT_METRICS, "final_answer": "reached a final answer", "passe
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
-    p.add_argument("--baseline", metavar="URL", help="baseline server (e.g. the unfused build)")
-    p.add_argument("--candidate", metavar="URL", help="candidate server (e.g. the fused build)")
+    p.add_argument(
+        "--baseline", metavar="URL", type=http_url, help="baseline server (e.g. the unfused build)"
+    )
+    p.add_argument(
+        "--candidate", metavar="URL", type=http_url, help="candidate server (e.g. the fused build)"
+    )
     p.add_argument(
         "--baseline-label",
         default=None,
-        help="name shown for the baseline (default: baseline; unfused for the built-in server)",
+        help="name shown for the baseline (default: baseline; A under --aa; unfused for the "
+        "built-in server)",
     )
     p.add_argument(
         "--candidate-label",
         default=None,
-        help="name shown for the candidate (default: candidate; fused for the built-in server)",
+        help="name shown for the candidate (default: candidate; A' under --aa; fused for the "
+        "built-in server)",
     )
     p.add_argument(
         "--repeats",
-        type=int,
+        type=positive_int,
         default=DEFAULT_REPEATS,
         help=f"runs per scenario and side (default {DEFAULT_REPEATS})",
     )
@@ -75,7 +102,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--aa", action="store_true", help="A/A: compare one target with itself (noise floor)"
     )
     p.add_argument("--model", default=None, help="model name (default: first of GET /v1/models)")
-    p.add_argument("--concurrency", type=int, default=8, help="runs in flight per comparison")
+    p.add_argument(
+        "--concurrency", type=positive_int, default=8, help="runs in flight per comparison"
+    )
     p.add_argument(
         "--results", default=None, help="results root (default results/ or $HARNESS_RESULTS)"
     )
@@ -88,6 +117,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--candidate-log", default=None, metavar="FILE", help="candidate server log")
     p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout in seconds")
+    p.add_argument(
+        "--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (both sides)"
+    )
+    p.add_argument(
+        "--max-retries", type=int, default=3, help="retries of transient server errors (default 3)"
+    )
     p.add_argument("--strict", action="store_true", help="exit 1 on INCONCLUSIVE too")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -99,16 +134,9 @@ def _usage_error(msg: str) -> int:
 
 def _check(args: argparse.Namespace) -> str | None:
     """A usage problem in ``args``, or None."""
-    if args.repeats < 1:
-        return "--repeats must be at least 1"
-    if args.concurrency < 1:
-        return "--concurrency must be at least 1"
     if bool(args.baseline) != bool(args.candidate) and not args.aa:
         given = "--baseline" if args.baseline else "--candidate"
         return f"{given} needs the other side too (--baseline URL --candidate URL), or --aa for an A/A run"
-    for url in (args.baseline, args.candidate):
-        if url and not url.startswith(("http://", "https://")):
-            return f"{url!r} is not a URL; give http://HOST:PORT (with or without /v1)"
     for log in (args.baseline_log, args.candidate_log):
         if log and not Path(log).is_file():
             return (
@@ -132,21 +160,31 @@ def _sim_log(folder: str, profile: str) -> str:
     return str(path)
 
 
+def _labels(args: argparse.Namespace) -> tuple[str, str]:
+    """Side labels for given URLs: ``baseline``/``candidate``; under --aa ``A`` and ``A'``
+    (or ``<label>`` and ``<label> (again)``), so the two columns can be told apart."""
+    if not args.aa:
+        return args.baseline_label or "baseline", args.candidate_label or "candidate"
+    base = args.baseline_label or "A"
+    return base, args.candidate_label or ("A'" if base == "A" else f"{base} (again)")
+
+
 @contextlib.contextmanager
 def _targets(args: argparse.Namespace) -> Iterator[tuple[TargetConfig, TargetConfig]]:
     """The two targets; starts the reference server(s) in-process when no URL is given."""
-    kw = {"model": args.model, "timeout_s": args.timeout}
+    kw: dict[str, Any] = {
+        "model": args.model,
+        "timeout_s": args.timeout,
+        "api_key_env": args.api_key_env,
+        "max_retries": args.max_retries,
+    }
     if args.baseline or args.candidate:
         b_url = args.baseline or args.candidate
         c_url = b_url if args.aa else args.candidate
+        b_label, c_label = _labels(args)
         yield (
-            TargetConfig(b_url, label=args.baseline_label or "baseline", side="baseline", **kw),
-            TargetConfig(
-                c_url,
-                label=args.candidate_label or ("baseline" if args.aa else "candidate"),
-                side="candidate",
-                **kw,
-            ),
+            TargetConfig(b_url, label=b_label, side="baseline", **kw),
+            TargetConfig(c_url, label=c_label, side="candidate", **kw),
         )
         return
     from harness.sim.server import serve_in_thread
@@ -169,15 +207,68 @@ def _targets(args: argparse.Namespace) -> Iterator[tuple[TargetConfig, TargetCon
         )
 
 
+#: manifest arguments that must match when an existing run folder is resumed
+RESUME_KEYS = ("baseline", "candidate", "aa", "model", "repeats", "stream")
+#: the fusion warnings that mean nothing when a server is compared with itself
+_AA_NOISE = "shared-experts fusion is "
+
+
+def _check_resume(args: argparse.Namespace, scenarios: list[Scenario]) -> str | None:
+    """Why ``--run-id`` of an existing folder would mix two comparisons, or None."""
+    if not args.run_id:
+        return None
+    folder = Path(args.results or DEFAULT_RESULTS) / args.run_id
+    hashes = {s.id: s.content_hash() for s in scenarios}
+    why = resume_mismatch(folder, vars(args), RESUME_KEYS, hashes)
+    return f"cannot resume: {why}; use a new --run-id or the same arguments" if why else None
+
+
+def _preflight(args: argparse.Namespace) -> str | None:
+    """``GET /v1/models`` on each given URL before anything runs; the first problem."""
+    if args.aa:
+        sides = [("baseline", args.baseline or args.candidate)]
+    else:
+        sides = [("baseline", args.baseline), ("candidate", args.candidate)]
+    for side, url in sides:
+        problem = url and preflight(side, url, args.api_key_env)
+        if problem:
+            return problem
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     problem = _check(args)
     if problem:
         return _usage_error(problem)
     stream = stream_mode(args)  # before loading: a bare --stream may have taken a path
+    args.stream = "both" if stream == "both" else ("on" if stream else "off")  # as recorded
     args.scenarios = args.scenarios or ["scenarios"]
     scenarios = load_scenarios(args.scenarios)
     if not scenarios:
         return _usage_error(f"no scenario files in {' '.join(args.scenarios)}")
+    problem = _check_resume(args, scenarios)
+    if problem:
+        return _usage_error(problem)
+    down = _preflight(args)
+    if down:
+        print(f"error: {down}", file=sys.stderr)
+        return ExitCode.INFRA_ERROR
+    args.run_id = args.run_id or new_run_id("compare")  # known now: printed on Ctrl-C
+    try:
+        folder, summary = _compare(args, scenarios, stream)
+    except KeyboardInterrupt:
+        print(resume_hint("compare", args.run_id, "--run-id"), file=sys.stderr)
+        return 130
+    console = Console()
+    render_summary(summary, console)
+    _report(folder, console)
+    console.print(f"results: {folder}", soft_wrap=True, markup=False)
+    return exit_code(summary, strict=args.strict)
+
+
+def _compare(
+    args: argparse.Namespace, scenarios: list[Scenario], stream: Any
+) -> tuple[Path, Summary]:
     settings = Settings(
         repeats=args.repeats,
         stream=stream,
@@ -189,7 +280,6 @@ def run(args: argparse.Namespace) -> int:
         infra_error_limit=INFRA_ERROR_LIMIT,
         decision_rule=DECISION_RULE,
     )
-    console = Console()
     with _targets(args) as (base, cand):
         folder, summary = compare(
             scenarios,
@@ -202,10 +292,11 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             args={k: v for k, v in vars(args).items() if k != "func"},
         )
-    render_summary(summary, console)
-    _report(folder, console)
-    console.print(f"results: {folder}", soft_wrap=True, markup=False)
-    return exit_code(summary, strict=args.strict)
+    if args.aa and any(w.startswith(_AA_NOISE) for w in summary.warnings):
+        # one server against itself: "fusion does not differ" is the point, not a warning
+        summary.warnings = [w for w in summary.warnings if not w.startswith(_AA_NOISE)]
+        write_summary(folder, summary)
+    return folder, summary
 
 
 def exit_code(summary: Summary, *, strict: bool = False) -> int:
@@ -242,9 +333,7 @@ def render_summary(summary: Summary, console: Console) -> None:
         console.print(f"[bold]{escape(s.side)}[/]: {escape(s.label)}  {escape(url)}{fusion}")
     for w in summary.warnings:
         console.print(f"[bold yellow]warning:[/] {escape(w)}")
-    if summary.server_args_diff:
-        diff = ", ".join(f"{k}: {v[0]!r} -> {v[1]!r}" for k, v in summary.server_args_diff.items())
-        console.print(f"server arguments that differ: {escape(diff)}")
+    _server_args(summary, console)
     scenario_ids = [a.scenario_id for a in summary.aggregates if a.side == summary.sides[0].side]
     for sid in scenario_ids:
         _scenario_table(summary, sid, labels, console)
@@ -262,6 +351,20 @@ def render_summary(summary: Summary, console: Console) -> None:
         pairs = {(r.side, r.scenario_id, r.repeat) for r in summary.runs if r.stream}
         render_parity(summary.parity, len(pairs), console)
     _verdict(summary, console)
+
+
+def _server_args(summary: Summary, console: Console) -> None:
+    """The server arguments that differ; a side reporting none is said so, not diffed."""
+    silent = [
+        s.label for s in summary.sides if s.fusion is not None and not s.fusion.get("server_args")
+    ]
+    if silent and len(silent) < len(summary.sides):
+        for label in silent:
+            console.print(f"{escape(label)} does not report server arguments (no /server_info)")
+        return
+    if summary.server_args_diff:
+        diff = ", ".join(f"{k}: {v[0]!r} -> {v[1]!r}" for k, v in summary.server_args_diff.items())
+        console.print(f"server arguments that differ: {escape(diff)}", soft_wrap=True)
 
 
 def _scenario_table(summary: Summary, sid: str, labels: dict[str, str], console: Console) -> None:
@@ -332,10 +435,42 @@ def _drift_traces(summary: Summary, sid: str, console: Console) -> None:
                 console.print("    " + escape(line), soft_wrap=True)
 
 
+#: longest console line of a drifted-argument trace (longer ones end with "…")
+TRACE_WIDTH = 160
+
+
+def _cap(line: str, width: int = TRACE_WIDTH) -> str:
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _by_turn(run: RunScore) -> list[tuple[int, list[CallScore]]]:
+    turns: dict[int, list[CallScore]] = {}
+    for c in run.calls:
+        turns.setdefault(c.turn, []).append(c)
+    return list(turns.items())
+
+
+def _same(a: list[CallScore], b: list[CallScore]) -> bool:
+    """``b`` repeats ``a`` exactly: the same tools and arguments, each a repeated call."""
+    return len(a) == len(b) and all(
+        x.tool == y.tool and x.arguments == y.arguments and y.repeat_of is not None
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def _fold_line(first: int, last: int, n_calls: int, times: int) -> str:
+    where = f"turn {first}" if first == last else f"turns {first}-{last}"
+    what = "the same call" if n_calls == 1 else f"the same {n_calls} calls"
+    again = "again" if times == 1 else f"repeated {times} more times"
+    return f"{where}: {what} {again} (repeated identical calls)"
+
+
 def drift_trace(run: RunScore, limit: int = 12) -> list[str]:
     """``turn N <tool> <arguments>  <- phrase`` per call of a drifting run.
 
-    A stretch of identical repeats is folded into one line.
+    Turns that repeat the previous turn's calls exactly are folded into one line
+    (``turns 4-9: the same 2 calls repeated 6 more times``); each line is cut to
+    :data:`TRACE_WIDTH` characters. At most ``limit`` lines, then ``... N more calls``.
     """
     notes: dict[int, list[str]] = {}
     for d in run.drift:
@@ -343,28 +478,23 @@ def drift_trace(run: RunScore, limit: int = 12) -> list[str]:
     for m in run.malformed:
         notes.setdefault(m.call_index, []).append(m.kind.replace("_", " "))
     lines: list[str] = []
-    calls = run.calls
-    i = 0
-    while i < len(calls) and len(lines) < limit:
-        c = calls[i]
+    turns, i, shown = _by_turn(run), 0, 0
+    while i < len(turns) and len(lines) < limit:
+        turn, calls = turns[i]
+        for c in calls:
+            tail = "; ".join(dict.fromkeys(notes.get(c.call_index, [])))
+            lines.append(
+                _cap(f"turn {turn} {c.tool} {c.arguments}" + (f"  <- {tail}" if tail else ""))
+            )
         j = i
-        while (
-            j + 1 < len(calls)
-            and calls[j + 1].repeat_of is not None
-            and calls[j + 1].arguments == c.arguments
-            and calls[j + 1].tool == c.tool
-        ):
+        while j + 1 < len(turns) and _same(calls, turns[j + 1][1]):
             j += 1
-        tail = "; ".join(dict.fromkeys(notes.get(c.call_index, [])))
-        lines.append(f"turn {c.turn} {c.tool} {c.arguments}" + (f"  <- {tail}" if tail else ""))
         if j > i:
-            first, last = calls[i + 1].turn, calls[j].turn
-            where = f"turn {first}" if first == last else f"turns {first}-{last}"
-            times = "again" if j - i == 1 else f"{j - i} more times"
-            lines.append(f"{where}: the same call {times} (repeated identical calls)")
+            lines.append(_fold_line(turns[i + 1][0], turns[j][0], len(calls), j - i))
+        shown += sum(len(c) for _, c in turns[i : j + 1])
         i = j + 1
-    if i < len(calls):
-        lines.append(f"... {len(calls) - i} more calls")
+    if shown < len(run.calls):
+        lines.append(f"... {len(run.calls) - shown} more calls")
     return lines
 
 
@@ -380,13 +510,21 @@ def _divergence(comp: ScenarioComparison | None, labels: dict[str, str], console
 
 
 def _infra(summary: Summary, console: Console) -> None:
+    """Per side: how many runs were infrastructure errors, by kind, with one example each."""
     for s in summary.sides:
-        if s.infra_errors:
-            kinds = ", ".join(f"{k} {n}" for k, n in s.infra_error_kinds.items())
-            console.print(
-                f"[yellow]infrastructure errors, {escape(s.label)}: {s.infra_errors}/{s.runs} runs "
-                f"({escape(kinds)}); excluded from the rates[/]"
-            )
+        if not s.infra_errors:
+            continue
+        kinds = ", ".join(f"{k} {n}" for k, n in s.infra_error_kinds.items())
+        console.print(
+            f"[yellow]infrastructure errors, {escape(s.label)}: {s.infra_errors}/{s.runs} runs "
+            f"({escape(kinds)}); excluded from the rates[/]"
+        )
+        examples: dict[str, str] = {}
+        for r in summary.runs:
+            if r.side == s.side and r.infra_error is not None:
+                examples.setdefault(r.infra_error.kind, r.infra_error.message)
+        for kind, message in examples.items():
+            console.print(f"  e.g. {kind}: {_cap(message)}", markup=False, highlight=False)
 
 
 def _verdict(summary: Summary, console: Console) -> None:
@@ -394,6 +532,11 @@ def _verdict(summary: Summary, console: Console) -> None:
     if v is None:
         return
     message = v.message.removeprefix(v.verdict).lstrip(": ")
-    console.print(f"\n[{_VERDICT_STYLE[v.verdict]}] {escape(v.verdict)} [/] {escape(message)}")
+    banner: str = v.verdict
+    style = _VERDICT_STYLE[v.verdict]
+    if v.exit_code == ExitCode.INFRA_ERROR and v.verdict != "REGRESSION":
+        banner, style = "TOO MANY INFRASTRUCTURE ERRORS", "bold white on yellow"
+        message = message.removeprefix("too many infrastructure errors").lstrip()
+    console.print(f"\n[{style}] {escape(banner)} [/] {escape(message)}")
     for r in v.reasons[:12]:
         console.print(f"  - {escape(r)}")

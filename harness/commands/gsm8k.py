@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from urllib.parse import urlparse
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from harness.commands._common import http_url, positive_int
 from harness.gsm8k import GSM8KTarget, compare_gsm8k, run_gsm8k
 from harness.gsm8k_data import GSM8KDataError
 from harness.gsm8k_models import GSM8KSummary
@@ -23,33 +23,56 @@ HELP = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", required=True, help="candidate server URL (with or without /v1)")
-    p.add_argument("--baseline", help="baseline server URL: enables the paired comparison")
+    p.add_argument(
+        "--target",
+        required=True,
+        type=http_url,
+        help="candidate server URL (with or without /v1)",
+    )
+    p.add_argument(
+        "--baseline", type=http_url, help="baseline server URL: enables the paired comparison"
+    )
     p.add_argument(
         "--target-label", default=None, help="label of --target (default target/candidate)"
     )
-    p.add_argument("--baseline-label", default="baseline")
+    p.add_argument(
+        "--baseline-label", default="baseline", help="name shown for --baseline (default baseline)"
+    )
     p.add_argument("--num-questions", type=int, default=500, help="first N test questions (500)")
     p.add_argument("--num-shots", type=int, default=5, help="few-shot examples (5)")
-    p.add_argument("--parallel", type=int, default=64, help="requests in flight per server (64)")
-    p.add_argument("--api", choices=["completions", "chat"], default="completions")
+    p.add_argument(
+        "--parallel", type=positive_int, default=64, help="requests in flight per server (64)"
+    )
+    p.add_argument(
+        "--api",
+        choices=["completions", "chat"],
+        default="completions",
+        help="completions: SGLang's few-shot prompt via /v1/completions (default); "
+        "chat: the same shots as chat turns via /v1/chat/completions",
+    )
     p.add_argument("--data", help="GSM8K jsonl (default: download the official test split)")
     p.add_argument("--exclude-shots", action="store_true", help="do not ask/score the shots")
     p.add_argument("--model", help="model name to send (default: first id of /v1/models)")
-    p.add_argument("--max-tokens", type=int, default=512)
+    p.add_argument(
+        "--max-tokens", type=int, default=512, help="new tokens per answer (default 512)"
+    )
     p.add_argument("--alpha", type=float, default=0.05, help="McNemar significance level")
     p.add_argument("--results", default=None, help="results root (default results/)")
-    p.add_argument("--run-id", default=None)
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--run-id", default=None, help="name of the run folder (default: gsm8k-<time>-<pid>)"
+    )
+    p.add_argument(
+        "--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (both)"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="per-request timeout in seconds (300)"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _check(args: argparse.Namespace) -> str | None:
-    for name in ("target", "baseline"):
-        url = getattr(args, name)
-        if url is not None and (
-            urlparse(url).scheme not in ("http", "https") or not urlparse(url).netloc
-        ):
-            return f"--{name} {url!r} is not an http(s) URL (e.g. http://127.0.0.1:30000)"
+    if args.timeout <= 0:
+        return "--timeout must be positive"
     for name in ("num_questions", "parallel", "max_tokens"):
         if getattr(args, name) < 1:
             return f"--{name.replace('_', '-')} must be at least 1"
@@ -96,15 +119,14 @@ def run(args: argparse.Namespace) -> int:
         "max_tokens": args.max_tokens, "alpha": args.alpha, "results": args.results,
         "run_id": args.run_id, "progress": not args.no_progress,
     }  # fmt: skip
+    kw = {"model": args.model, "api_key_env": args.api_key_env, "timeout_s": args.timeout}
     try:
         if args.baseline:
-            base = GSM8KTarget(args.baseline, label=args.baseline_label, model=args.model)
-            cand = GSM8KTarget(
-                args.target, label=args.target_label or "candidate", model=args.model
-            )
+            base = GSM8KTarget(args.baseline, label=args.baseline_label, **kw)
+            cand = GSM8KTarget(args.target, label=args.target_label or "candidate", **kw)
             summary = compare_gsm8k(base, cand, **options)
         else:
-            target = GSM8KTarget(args.target, label=args.target_label or "target", model=args.model)
+            target = GSM8KTarget(args.target, label=args.target_label or "target", **kw)
             summary = run_gsm8k(target, **options)
     except GSM8KDataError as exc:
         print(f"error: {exc}", file=sys.stderr)

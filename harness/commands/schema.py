@@ -11,7 +11,9 @@ HELP = "Print the JSON Schema of the scenario file format (for editors)."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--indent", type=int, default=2)
+    p.add_argument(
+        "--indent", type=int, default=2, help="spaces per JSON indentation level (default 2)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

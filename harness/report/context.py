@@ -14,6 +14,7 @@ from typing import Any
 from harness.fusion import server_args_diff
 from harness.report import charts
 from harness.report.annotate import FactsAnnotator, SummaryAnnotator, kind_label
+from harness.report.lean import RunHead
 from harness.report.load import RunFolder
 from harness.report.select import RunFacts
 from harness.report.view import Annotator, ScenarioView, SideView, build_scenarios, build_sides
@@ -453,9 +454,8 @@ def _gsm8k_chart(rf: RunFolder, sides: list[SideView]) -> charts.Chart | None:
     return charts.accuracy_whiskers(rows)
 
 
-def _passed(summary: Summary | None) -> Callable[[RunFacts], bool | None]:
+def _passed(scores: dict[str, RunHead]) -> Callable[[RunFacts], bool | None]:
     """Passed/failed of a run for the compact run lists: from summary.json, else None."""
-    scores = {r.run_key: r for r in summary.runs} if summary is not None else {}
 
     def passed(run: RunFacts) -> bool | None:
         s = scores.get(run.run_key)
@@ -468,7 +468,7 @@ def build_report(rf: RunFolder) -> Report:
     """The whole template context of a run folder (pure function of its files)."""
     sides = build_sides(rf.runs, rf.manifest)
     ann: Annotator = SummaryAnnotator(rf.summary) if rf.summary is not None else FactsAnnotator()
-    views = build_scenarios(rf, sides, ann, _passed(rf.summary))
+    views = build_scenarios(rf, sides, ann, _passed(rf.heads))
     prov = _provenance(rf, sides)
     verdict, msg, reasons = _verdict(rf)
     m = rf.manifest

@@ -17,22 +17,21 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
+from harness.report.lean import RunHead, read_lean, read_whole
 from harness.report.select import MAX_RUNS, PER_SCENARIO, RunFacts, choose
-from harness.summary import RunScore, Summary
+from harness.summary import Summary
 from harness.transcript import RunManifest, RunRecord, TargetInfo
 
 __all__ = ["ReportInputError", "RunFolder", "load_run_folder"]
 
 #: optional input -> (module, candidate model class names), tried in order
 _MODELS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "summary.json": ("harness.summary", ("Summary", "RunSummary", "CompareSummary")),
     "gsm8k.json": ("harness.gsm8k_models", ("GSM8KSummary",)),
     "boot.json": ("harness.boot", ("BootReport", "BootSummary", "BootResult")),
     "matrix.json": ("harness.matrix", ("MatrixResult",)),
@@ -62,7 +61,9 @@ class RunFolder:
     shown: dict[str, list[tuple[int, bool]]] = field(default_factory=dict)
     headers: dict[str, dict[str, Any]] = field(default_factory=dict)
     sampling: dict[str, Any] = field(default_factory=dict)
-    summary: Any = None  # harness.summary model (or the raw dict if the module is absent)
+    heads: dict[str, RunHead] = field(default_factory=dict)  # run_key -> summary head
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # place in summary.json
+    summary: Summary | None = None  # its ``runs``: only the whole scores rendered (see lean)
     gsm8k: Any = None  # GSM8KSummary (or raw dict)
     boot: Any = None  # boot report model (or raw dict)
     matrix: Any = None  # harness.matrix.MatrixResult (harness matrix)
@@ -114,8 +115,6 @@ def _load_optional(folder: Path, name: str) -> tuple[Any, Any]:
     if not path.exists():
         return None, None
     cls = _model_class(name)
-    if cls is Summary:
-        return _parse(path, _LeanSummary, _Keep(frozenset())), None
     data = _read_json(path)
     if cls is None:
         return data, data
@@ -125,79 +124,29 @@ def _load_optional(folder: Path, name: str) -> tuple[Any, Any]:
         raise _invalid(path, exc) from None
 
 
-class _Keep:
-    """Which runs of ``summary.json`` keep their whole :class:`RunScore`: the ``wanted``
-    run keys and the first run with drift of each (side, scenario) (its trace)."""
-
-    def __init__(self, wanted: frozenset[str]) -> None:
-        self.wanted = wanted
-        self.drifted: set[tuple[Any, Any]] = set()
-
-
-_KEEP: ContextVar[_Keep | None] = ContextVar("_KEEP", default=None)
-#: the fields a run keeps when it is not rendered (the compact list, the choice)
-_HEAD = (
-    *("run_key", "scenario_id", "side", "label", "repeat", "stream", "infra_error"),
-    *("termination", "turns", "tool_calls", "final_answer", "failures", "passed"),
-)
-
-
-def _lean(value: Any) -> Any:
-    """A run of summary.json as parsed: whole if kept (see :class:`_Keep`), else its head."""
-    keep = _KEEP.get()
-    if keep is None or not isinstance(value, dict):
-        return value
-    where = (value.get("side"), value.get("scenario_id"))
-    if value.get("drift") and where not in keep.drifted:
-        keep.drifted.add(where)
-        return value
-    if value.get("run_key") in keep.wanted:
-        return value
-    return RunScore.model_validate({k: value[k] for k in _HEAD if k in value})
-
-
-def _only_wanted(value: Any) -> Any:
-    keep = _KEEP.get()
-    wanted = keep.wanted if keep is not None else frozenset()
-    return value if isinstance(value, dict) and value.get("run_key") in wanted else None
-
-
-class _LeanSummary(Summary):
-    """``summary.json`` with every run's head, but whole scores only where rendered."""
-
-    runs: list[Annotated[RunScore, BeforeValidator(_lean)]] = Field(default_factory=list)
-
-
-class _WantedRuns(BaseModel):
-    """The whole scores of the wanted runs of ``summary.json`` (the rest: None)."""
-
-    runs: list[Annotated[RunScore | None, BeforeValidator(_only_wanted)]] = Field(
-        default_factory=list
-    )
-
-
-def _parse(path: Path, cls: type[_M], keep: _Keep) -> _M:
-    """Validate ``path`` as ``cls`` straight from its bytes (no tree of dicts kept)."""
-    token = _KEEP.set(keep)
+def _load_summary(rf: RunFolder) -> None:
+    """``summary.json`` read run by run (:func:`harness.report.lean.read_lean`)."""
+    path = rf.path / "summary.json"
+    if not path.exists():
+        return
     try:
-        return cls.model_validate_json(path.read_bytes())
+        lean = read_lean(path)
     except OSError as exc:
         raise ReportInputError(f"{path}: cannot read ({exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReportInputError(
+            f"{path}: cannot read as JSON ({exc}); re-create it with the command that wrote it"
+        ) from None
     except ValidationError as exc:
         raise _invalid(path, exc) from None
-    finally:
-        _KEEP.reset(token)
+    rf.summary, rf.heads, rf.spans = lean.summary, lean.heads, lean.spans
 
 
-def _fill_scores(path: Path, summary: Summary, wanted: set[str]) -> None:
-    """Replace the heads of the ``wanted`` runs of ``summary`` by their whole scores."""
-    # a head has no calls (a whole score without calls is parsed again: harmless)
-    missing = {r.run_key for r in summary.runs if r.run_key in wanted and not r.calls}
-    if not missing:
-        return
-    full = _parse(path, _WantedRuns, _Keep(frozenset(missing)))
-    found = {r.run_key: r for r in full.runs if r is not None}
-    summary.runs = [found.get(r.run_key, r) for r in summary.runs]
+def _fill_scores(rf: RunFolder, summary: Summary, wanted: set[str]) -> None:
+    """Add the whole scores of the ``wanted`` runs to ``summary.runs``."""
+    have = {r.run_key for r in summary.runs}
+    spans = [rf.spans[k] for k in wanted - have if k in rf.spans]
+    summary.runs = summary.runs + read_whole(rf.path / "summary.json", spans)
 
 
 def _scan(path: Path) -> tuple[list[RunFacts], dict[str, dict[str, Any]], dict[str, Any]]:
@@ -277,8 +226,8 @@ def load_run_folder(
                 f"{folder / 'manifest.json'}: invalid manifest ({exc.errors()[0]['msg']})"
             ) from None
     rf = RunFolder(path=folder, manifest=manifest, records=[])
+    _load_summary(rf)
     for name, attr in (
-        ("summary.json", "summary"),
         ("gsm8k.json", "gsm8k"),
         ("boot.json", "boot"),
         ("matrix.json", "matrix"),
@@ -299,8 +248,7 @@ def load_run_folder(
 def _load_transcripts(rf: RunFolder, per_scenario: int, max_runs: int) -> None:
     path = rf.path / "transcripts.jsonl"
     rf.runs, rf.headers, rf.sampling = _scan(path)
-    summary = rf.summary if isinstance(rf.summary, Summary) else None
-    scores = {s.run_key: s for s in summary.runs} if summary else {}
+    summary = rf.summary
     verdicts: dict[str, str] = (
         {c.scenario_id: c.verdict for c in summary.comparisons} if summary else {}
     )
@@ -308,7 +256,7 @@ def _load_transcripts(rf: RunFolder, per_scenario: int, max_runs: int) -> None:
     rf.shown = choose(
         rf.runs,
         sides,
-        scores=scores,
+        scores=rf.heads,
         verdicts=verdicts,
         per_scenario=per_scenario,
         max_runs=max_runs,
@@ -316,4 +264,4 @@ def _load_transcripts(rf: RunFolder, per_scenario: int, max_runs: int) -> None:
     chosen = [r for r in rf.runs if r.key in rf.shown.get(r.scenario_id, ())]
     rf.records = [rec for _, rec in _lines(path, [r.offset for r in chosen])]
     if summary is not None:
-        _fill_scores(rf.path / "summary.json", summary, {r.run_key for r in chosen})
+        _fill_scores(rf, summary, {r.run_key for r in chosen})

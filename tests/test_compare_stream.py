@@ -1,0 +1,31 @@
+"""score_dir streams transcripts.jsonl: same summary as scoring the list of records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.compare import score_dir, summarize
+from harness.transcript import append_record, read_records
+from tests.report_data import baseline_record, candidate_record
+
+
+def test_streamed_scoring_matches_the_list_with_parity_and_replaced_runs(tmp_path: Path) -> None:
+    recs = [baseline_record(r) for r in range(3)] + [candidate_record(r) for r in range(3)]
+    streamed = []
+    for r in recs[:2] + recs[3:4]:  # a streamed twin of some runs; one drops a brace
+        twin = r.model_copy(deep=True)
+        twin.stream, twin.run_key = True, r.run_key.replace("nostream", "stream")
+        streamed.append(twin)
+    call = streamed[-1].turns[0].response.tool_calls[0]  # type: ignore[union-attr]
+    call.arguments = str(call.arguments)[:-1]
+    replaced = baseline_record(1, final="A later answer replaces the earlier record.")
+    for r in [*recs, *streamed, replaced]:
+        append_record(tmp_path / "transcripts.jsonl", r)
+    listed = summarize(list(read_records(tmp_path / "transcripts.jsonl")), run_id=tmp_path.name)
+    summary = score_dir(tmp_path)
+    assert summary.parity and any(d.field == "arguments" for d in summary.parity)
+    assert len(summary.runs) == len(recs) + len(streamed)  # the replaced run counted once
+    assert summary.comparisons[0].first_divergence is not None
+    a = summary.model_dump(mode="json", exclude={"created_at"})
+    b = listed.model_dump(mode="json", exclude={"created_at"})
+    assert a == b

@@ -1,0 +1,145 @@
+"""``harness run`` end to end on the reference server: summary.json, report and exit
+codes (finding 8); resuming a folder recorded against another server refused (finding 4)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.summary import read_summary
+from tests.test_compare import CLOCK, ENTROPY
+
+
+def _run(scenarios: Path, url: str, results: Path, *extra: str) -> int:
+    argv = ["run", str(scenarios), "--target", url, "--results", str(results)]
+    return main([*argv, "--repeats", "2", "--no-progress", *extra])
+
+
+def test_run_scores_reports_and_exits_on_pass_rate(
+    write_scenarios: Callable[..., Path],
+    sim_url: Callable[..., str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    scenarios = write_scenarios(ENTROPY, CLOCK)
+    healthy = sim_url("healthy", scenarios_dir=scenarios)
+    fused = sim_url("fused-regression", scenarios_dir=scenarios)
+    results = tmp_path / "results"
+    assert _run(scenarios, healthy, results, "--run-id", "ok") == 0
+    out = capsys.readouterr().out
+    folder = results / "ok"
+    assert f"report: {folder / 'report.html'}" in out and (folder / "report.html").is_file()
+    s = read_summary(folder)
+    assert s.aggregate("target", "*").rates["passed"].k == 4  # type: ignore[union-attr]
+
+    assert _run(scenarios, fused, results, "--run-id", "bad", "--label", "fused") == 1
+    out = capsys.readouterr().out
+    assert "passed" in out and "failure kinds" in out and "repeat_loop" in out
+    bad = read_summary(results / "bad")
+    assert bad.aggregate("fused", "entropy").rates["passed"].k == 0  # type: ignore[union-attr]
+    # the same folder, rescored with a lenient threshold: the model failures do not fail it
+    assert _run(scenarios, fused, results, "--resume", "bad", "--label", "fused",
+                "--min-pass-rate", "0") == 0  # fmt: skip
+    assert main(["run", "--target", fused, "--min-pass-rate", "1.5"]) == 2
+
+
+def test_resume_refuses_another_server_or_changed_scenarios(
+    write_scenarios: Callable[..., Path],
+    sim_url: Callable[..., str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    scenarios = write_scenarios(CLOCK)
+    a = sim_url("healthy", scenarios_dir=scenarios)
+    b = sim_url("healthy", scenarios_dir=scenarios)
+    results = tmp_path / "results"
+    assert _run(scenarios, a, results, "--run-id", "x") == 0
+    transcripts = (results / "x" / "transcripts.jsonl").read_text()
+    capsys.readouterr()
+
+    assert _run(scenarios, b, results, "--resume", "x") == 2
+    err = capsys.readouterr().err
+    assert f"--target '{a}' (now '{b}')" in err and len(err.strip().splitlines()) == 1
+    assert _run(scenarios, a, results, "--run-id", "x", "--stream") == 2
+    assert "--stream 'off' (now 'on')" in capsys.readouterr().err
+    assert _run(scenarios, a + "/v1/", results, "--resume", "x") == 0  # the same server
+
+    clock = scenarios / "clock.yaml"
+    clock.write_text(clock.read_text().replace("What time is it?", "What time is it now?"))
+    assert _run(scenarios, a, results, "--resume", "x") == 2
+    assert "scenario file(s) changed since: clock" in capsys.readouterr().err
+    assert (results / "x" / "transcripts.jsonl").read_text() == transcripts  # nothing mixed in
+
+
+def test_compare_run_id_of_another_comparison_is_refused(
+    write_scenarios: Callable[..., Path],
+    sim_url: Callable[..., str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    scenarios = write_scenarios(CLOCK)
+    base = sim_url("healthy", scenarios_dir=scenarios)
+    cand = sim_url("healthy", scenarios_dir=scenarios)
+    other = sim_url("healthy", scenarios_dir=scenarios)
+    results = tmp_path / "results"
+    argv = ["compare", str(scenarios), "--results", str(results), "--run-id", "c", "--no-progress"]
+    assert main([*argv, "--baseline", base, "--candidate", cand, "--repeats", "1"]) == 0
+    manifest = json.loads((results / "c" / "manifest.json").read_text())
+    assert manifest["args"]["candidate"] == cand
+    capsys.readouterr()
+    assert main([*argv, "--baseline", base, "--candidate", other, "--repeats", "1"]) == 2
+    assert f"--candidate '{cand}' (now '{other}')" in capsys.readouterr().err
+    assert main([*argv, "--baseline", base, "--candidate", cand, "--repeats", "2"]) == 2
+    assert "--repeats 1 (now 2)" in capsys.readouterr().err
+
+
+def test_interrupted_run_says_how_to_resume(
+    write_scenarios: Callable[..., Path],
+    sim_url: Callable[..., str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from harness.commands import run as run_cmd
+
+    def ctrl_c(*args: object, **kw: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_cmd, "run_many_sync", ctrl_c)
+    scenarios = write_scenarios(CLOCK)
+    url = sim_url("healthy", scenarios_dir=scenarios)
+    assert _run(scenarios, url, tmp_path, "--run-id", "r") == 130
+    assert "resume with: harness run ... --resume r" in capsys.readouterr().err
+
+
+def test_score_of_gsm8k_and_boot_folders(
+    sim_url: Callable[..., str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "q.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"question": f"What is {i} plus {i}?", "answer": f"so\n#### {2 * i}"}) + "\n"
+            for i in range(1, 7)
+        )
+    )
+    url = sim_url("healthy", gsm8k_path=str(data))
+    argv = ["gsm8k", "--target", url, "--data", str(data), "--num-questions", "6"]
+    assert main([*argv, "--num-shots", "1", "--results", str(tmp_path), "--run-id", "g",
+                 "--no-progress"]) == 0  # fmt: skip
+    first = json.loads((tmp_path / "g" / "gsm8k.json").read_text())
+    (tmp_path / "g" / "gsm8k.json").unlink()
+    capsys.readouterr()
+    assert main(["score", str(tmp_path / "g")]) == 0
+    again = json.loads((tmp_path / "g" / "gsm8k.json").read_text())
+    assert again["sides"][0]["accuracy"] == first["sides"][0]["accuracy"]
+    assert "GSM8K g" in capsys.readouterr().out
+    boot = tmp_path / "boot-1"
+    boot.mkdir()
+    (boot / "boot.json").write_text("{}")
+    assert main(["score", str(boot)]) == 2
+    err = capsys.readouterr().err
+    assert "a boot folder" in err and f"harness report {boot}" in err
