@@ -26,6 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.cli import ExitCode
+from harness.commands._common import positive_int
 from harness.matrix import DeploymentResult, MatrixResult, run_matrix, two_way_summary
 from harness.matrix_spec import load_matrix
 
@@ -49,7 +50,7 @@ _CLASS_TEXT = {
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("matrix", help="matrix file (YAML/JSON), e.g. examples/matrix-seed-case.yaml")
-    p.add_argument("--repeats", type=int, default=None, help="override the file's repeats")
+    p.add_argument("--repeats", type=positive_int, default=None, help="override the file's repeats")
     p.add_argument(
         "--results", default=None, help="results root (default results/ or $HARNESS_RESULTS)"
     )
