@@ -148,8 +148,7 @@ def _row(step: str, f: dict[int, dict[str, float]], small: int, large: int) -> R
             f"{b['rss_peak_mb']:.0f} MB (imports {b['rss_base_mb']:.0f}; growth {mem:.0f} MB, "
             f"{mem / max(shown, 1e-9):.1f}x the growth of what it writes); input "
             f"{a['input_mb']:.0f} -> {b['input_mb']:.0f} MB, wrote {a['written_mb']:.0f} -> "
-            f"{b['written_mb']:.0f} MB"
-            + ("" if mem_ok else "; memory grows beyond what it writes")
+            f"{b['written_mb']:.0f} MB" + ("" if mem_ok else "; memory grows beyond what it writes")
         ),
         details={str(small): a, str(large): b},
         target_text=(

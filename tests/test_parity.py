@@ -174,7 +174,7 @@ def test_harness_run_stream_both_prints_the_parity_table(
     url = sim_url("index-offset", scenarios_dir=SCENARIOS_DIR)
     args = ["run", str(SCENARIOS_DIR / "parallel_calls.yaml"), "--target", url]
     args += ["--stream", "both", "--repeats", "1", "--results", str(tmp_path), "--no-progress"]
-    assert main(args) == 0
+    assert main(args) == 1  # the streamed run starts its indices at 1: a failed run
     out = capsys.readouterr().out
     assert "parity: 1 of 1 pairs differ" in out and "index" in out
 
