@@ -552,7 +552,20 @@ def boot(
         report.checks.append(_stop_check(proc, report, grace_s))
     lines = _read_lines(log)
     report.checks.extend(_log_checks(lines, list(expect_log), list(forbid_log), ignore))
+    _quote_once(report.checks)
     return _finish(report, folder, t0)
+
+
+def _quote_once(checks: list[Check]) -> None:
+    """A traceback already quoted by an earlier check (``health``) is not quoted again
+    under ``log-errors``: its detail names the check that quotes it."""
+    for i, c in enumerate(checks):
+        if c.name != "log-errors" or not c.evidence:
+            continue
+        earlier = next((e for e in checks[:i] if e.evidence == c.evidence), None)
+        if earlier is not None:
+            c.detail = f"{c.detail} (quoted under the {earlier.name} check)"
+            c.evidence = []
 
 
 def _finish(report: BootReport, folder: Path, t0: float) -> BootReport:

@@ -417,11 +417,27 @@ def _execute(targets: list[GSM8KTarget], opts: GSM8KOptions) -> GSM8KSummary:
         extra={"gsm8k_config": plan.config.model_dump(mode="json")},
     )  # fmt: skip
     records = _run_all(targets, plan, out, opts.progress)
+    _record_models(out, targets)
     summary = summarize(records, run_id=out.name, config=plan.config, targets=targets)
     (out / "gsm8k.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
     if opts.report:
         _write_report(out)
     return summary
+
+
+def _record_models(folder: Path, targets: list[GSM8KTarget]) -> None:
+    """Write the model ids found by ``GET /v1/models`` into ``manifest.json``'s targets
+    (the manifest is written before the servers are asked)."""
+    path = folder / "manifest.json"
+    manifest = RunManifest.model_validate_json(path.read_text("utf-8"))
+    found = {(t.label, t.side): t.model for t in targets if t.model}
+    changed = False
+    for info in manifest.targets:
+        model = found.get((info.label, info.side))
+        if model and not info.model:
+            info.model, changed = model, True
+    if changed:
+        path.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
 
 
 def rescore(run_dir: str | Path, *, write: bool = True) -> GSM8KSummary:

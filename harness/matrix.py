@@ -331,6 +331,11 @@ def _warnings(rows: list[DeploymentResult], need_gsm8k: bool) -> list[str]:
                 f"{r.label}: attribute fusion={said} but the server reports fusion {seen}"
                 f" ({r.facts.fusion_reason or 'no reason given'})"
             )
+        elif want == "ON" and seen == "UNKNOWN":
+            out.append(
+                f"{r.label}: declared fusion {said}, but the server does not prove it "
+                f"(fusion UNKNOWN: {r.facts.fusion_reason or 'no reason given'})"
+            )
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -91,7 +92,7 @@ def prepare_run_dir(
     if not manifest_path.exists():
         manifest = RunManifest(
             run_id=rid,
-            command=" ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if command else command,
+            command=shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if command else command,
             harness_version=__version__,
             git_revision=git_revision(),
             targets=targets or [],

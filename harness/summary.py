@@ -224,6 +224,10 @@ class Aggregate(_Model):
     counts: dict[str, CountStat]  # "tool_calls", "repeated_calls", "malformed_args", ...
     pass_hat_k: dict[str, float]  # "1".."n": tau-bench pass^k (per scenario only)
     termination: dict[str, int]
+    #: how the runs that did not pass ended (None: written before this field existed);
+    #: runs not counted here passed, whatever their termination (a single-turn
+    #: ``tool_choice`` scenario passes at the turn cap)
+    termination_failed: dict[str, int] | None = None
 
 
 class MetricRow(_Model):
@@ -271,6 +275,13 @@ class ScenarioComparison(_Model):
     new_failure_kinds: list[str] = Field(default_factory=list)  # in candidate, not baseline
     first_divergence: Divergence | None = None
     repeats_needed: int | None = None  # INCONCLUSIVE: about this many more repeats
+    #: the label views show for ``verdict`` (e.g. ``WORSE (not significant alone)`` for an
+    #: INCONCLUSIVE scenario whose candidate is worse); None: show ``verdict``
+    display: str | None = None
+    #: one sentence on why the verdict is what it is (e.g. the Holm family's size)
+    note: str | None = None
+    #: number of tests in the Holm family (regression direction) this scenario was judged in
+    holm_tests: int | None = None
 
 
 class Verdict(_Model):

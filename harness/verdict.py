@@ -48,6 +48,7 @@ from harness.summary import (
     Rate,
     RunScore,
     ScenarioComparison,
+    Summary,
     Verdict,
     VerdictName,
 )
@@ -60,7 +61,11 @@ __all__ = [
     "aggregate",
     "compare_sides",
     "count_of",
+    "format_p",
     "outcomes",
+    "p_legend",
+    "scenario_name",
+    "verdict_label",
 ]
 
 #: family-wise level for REGRESSION / IMPROVEMENT
@@ -85,6 +90,36 @@ COUNT_METRICS: dict[str, str] = {
     "schema_violations": "schema violations",
     "turns": "turns",
 }
+
+
+def format_p(p: float | None) -> str:
+    """A p-value as every view prints it: two significant digits (``0.004``, ``2.7e-31``);
+    ``""`` for None."""
+    return "" if p is None else f"{p:.2g}"
+
+
+def scenario_name(scenario_id: str) -> str:
+    """How a comparison is named in reasons: the scenario id, or ``all scenarios`` for ``*``."""
+    return "all scenarios" if scenario_id == "*" else scenario_id
+
+
+def p_legend(summary: Summary) -> str:
+    """The one-line legend of the p columns and of ``*`` (console, HTML and Markdown).
+
+    ``N``, the Holm family's size, is read from the comparisons (``holm_tests``)."""
+    family = max((c.holm_tests or 0 for c in summary.comparisons), default=0)
+    over = f" over the {family} tests that decide the verdict" if family else ""
+    return (
+        "p (one-sided): Fisher's exact test for rates, Mann-Whitney U for counts; "
+        f"p adj. (Holm): Holm-adjusted{over} (blank: not among them); "
+        f"* significant after Holm at alpha {summary.settings.alpha:g}"
+    )
+
+
+def verdict_label(comp: ScenarioComparison) -> str:
+    """What a comparison is labelled: ``comp.display`` (``WORSE (not significant alone)``)
+    or its verdict."""
+    return comp.display or comp.verdict
 
 
 def count_of(score: RunScore, metric: str) -> int:
@@ -140,6 +175,7 @@ def aggregate(
         counts=counts,
         pass_hat_k=pass_k,
         termination=dict(Counter(s.termination for s in scores)),
+        termination_failed=dict(Counter(s.termination for s in scores if not s.passed)),
     )
 
 
@@ -345,6 +381,8 @@ def _scenario_comparison(
     verdict: VerdictName = "NO CHANGE"
     reasons: list[str] = []
     needed: int | None = None
+    display = note = None
+    family = len(worse_adj)
     if base.scored == 0 or cand.scored == 0:
         verdict, reasons = "INCONCLUSIVE", ["no scored runs on one side (infrastructure errors)"]
     elif worse:
@@ -352,30 +390,49 @@ def _scenario_comparison(
     elif better:
         verdict, reasons = "IMPROVEMENT", [_reason(r) for r in better]
     elif suggest:
-        share = alpha / max(1, len(worse_adj))
+        share = alpha / max(1, family)
         pooled = n_scen if sid == "*" else 1
         have = min(base.scored, cand.scored) // pooled
         needs = [n for n in (_needed(t, share, pooled) for t in suggest) if n]
         needed = max(1, min(needs) - have) if needs else None
         verdict = "INCONCLUSIVE"
-        reasons = [
-            f"{t.metric}: candidate {t.k_c}/{t.n_c}, baseline {t.k_b}/{t.n_b} (p={t.p_worse:.3g}, not significant)"
-            for t in suggest
-        ]
+        by_metric = {r.metric: r for r in rows}
+        reasons = [_reason(by_metric[t.metric]) for t in suggest]
+        display, note = _worse_note(sid, family, alpha, needed)
     return ScenarioComparison(
         scenario_id=sid,
         rows=rows,
         verdict=verdict,
-        reasons=reasons,  # type: ignore[arg-type]
+        reasons=reasons,
         new_failure_kinds=new,
         repeats_needed=needed,
+        display=display,
+        note=note,
+        holm_tests=family,
     )
 
 
+def _worse_note(sid: str, family: int, alpha: float, needed: int | None) -> tuple[str, str]:
+    """``(display label, note)`` of an INCONCLUSIVE comparison whose candidate is worse."""
+    alone = " alone" if sid != "*" else ""
+    settle = f"; about {needed} more repeats per side would settle it" if needed else ""
+    note = (
+        f"worse in the candidate, but not significant{alone} after Holm's correction over "
+        f"{family} tests at alpha {alpha:g}{settle}"
+    )
+    return f"WORSE (not significant{alone})", note
+
+
 def _reason(r: MetricRow) -> str:
+    """``passed: candidate 0/5, baseline 5/5 (p one-sided 0.004; p adj. Holm 0.35)``.
+
+    Rates are shown as the row shows them: successes for ``passed``/``final_answer``,
+    failing runs for a failure kind.
+    """
+    adj = "not in the family" if r.p_adjusted is None else format_p(r.p_adjusted)
     return (
         f"{r.label}: candidate {r.candidate_text}, baseline {r.baseline_text} "
-        f"(adjusted p={r.p_adjusted:.2g})"
+        f"(p one-sided {format_p(r.p_value)}; p adj. Holm {adj})"
     )
 
 
@@ -405,14 +462,14 @@ def _overall(
             regressed_kinds=sig_w,
             candidate_only_kinds=only,
             exit_code=1,
-            reasons=[r for c in comps if c.verdict == "REGRESSION" for r in c.reasons],
+            reasons=_where(c for c in comps if c.verdict == "REGRESSION"),
         )
     if any_b:
         return Verdict(
             verdict="IMPROVEMENT",
             message="IMPROVEMENT: " + (", ".join(sig_b) or "fewer runs fail"),
             improved_kinds=sig_b,
-            reasons=[r for c in comps if c.verdict == "IMPROVEMENT" for r in c.reasons],
+            reasons=_where(c for c in comps if c.verdict == "IMPROVEMENT"),
         )
     unsure = [c for c in comps if c.verdict == "INCONCLUSIVE"]
     if unsure:
@@ -424,10 +481,16 @@ def _overall(
             repeats_needed=n,
             message=f"INCONCLUSIVE: differences not significant{tail}{also}",
             candidate_only_kinds=only,
-            reasons=[f"{c.scenario_id}: {r}" for c in unsure for r in c.reasons],
+            reasons=_where(unsure),
         )
     return Verdict(
         verdict="NO CHANGE",
         message=f"NO CHANGE: no significant difference between the sides{also}",
         candidate_only_kinds=only,
     )
+
+
+def _where(comps: Iterable[ScenarioComparison]) -> list[str]:
+    """The comparisons' reasons, each prefixed with where it holds (``all scenarios`` first)."""
+    ordered = sorted(comps, key=lambda c: c.scenario_id != "*")
+    return [f"{scenario_name(c.scenario_id)}: {r}" for c in ordered for r in c.reasons]

@@ -49,7 +49,7 @@ def test_comparison_report_shows_verdict_drift_and_turns(case: Path) -> None:
     # server arguments that differ between the sides
     assert "disable_shared_experts_fusion" in text and "attention_backend" in text
     # the turn-cap outcome is charted (SVG with an escaped title per bar)
-    assert "<svg" in html and "runs turn_cap" in html
+    assert "<svg" in html and "runs failed: turn cap" in html
 
 
 def test_report_is_self_contained_and_escapes_model_output(case: Path) -> None:

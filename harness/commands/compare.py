@@ -54,7 +54,16 @@ from harness.summary import (
     Summary,
     write_summary,
 )
-from harness.verdict import ALPHA, COUNT_METRICS, DECISION_RULE, INFRA_ERROR_LIMIT
+from harness.verdict import (
+    ALPHA,
+    COUNT_METRICS,
+    DECISION_RULE,
+    INFRA_ERROR_LIMIT,
+    format_p,
+    p_legend,
+    scenario_name,
+    verdict_label,
+)
 
 HELP = "Compare a candidate server against a baseline over the scenarios (A/B, with a verdict)."
 
@@ -67,7 +76,7 @@ _VERDICT_STYLE = {
     "NO CHANGE": "bold green",
     "INCONCLUSIVE": "bold yellow",
 }
-_TABLE_ROWS = ["tool_calls", "malformed_args", "repeated_calls", "final_answer", "passed"]
+_TABLE_ROWS = ["tool_calls", "malformed_args", "repeated_calls", "drift", "final_answer", "passed"]
 _ROW_LABELS = {**COUNT_METRICS, "final_answer": "reached a final answer", "passed": "passed"}
 
 
@@ -338,19 +347,58 @@ def render_summary(summary: Summary, console: Console) -> None:
     for sid in scenario_ids:
         _scenario_table(summary, sid, labels, console)
         comp = summary.comparison(sid)
-        if comp is not None and comp.new_failure_kinds and comp.verdict != "REGRESSION":
-            kinds = ", ".join(comp.new_failure_kinds)
-            console.print(
-                f"  only in {escape(labels.get('candidate', 'candidate'))}, not significant: {escape(kinds)}"
-            )
+        _notes(comp, labels, console)
+        if sid == "*" or len(scenario_ids) == 1:
+            _endings(summary, sid, console)
         if sid != "*":
             _drift_traces(summary, sid, console)
             _divergence(summary.comparison(sid), labels, console)
+    if summary.comparisons:
+        console.print(p_legend(summary), style="dim", soft_wrap=True, highlight=False)
     _infra(summary, console)
     if summary.settings.stream == "both":
         pairs = {(r.side, r.scenario_id, r.repeat) for r in summary.runs if r.stream}
         render_parity(summary.parity, len(pairs), console)
     _verdict(summary, console)
+
+
+def _notes(comp: ScenarioComparison | None, labels: dict[str, str], console: Console) -> None:
+    """Under a table: why an INCONCLUSIVE scenario is so, and failure kinds only the
+    candidate shows."""
+    if comp is None:
+        return
+    if comp.note and comp.verdict == "INCONCLUSIVE":
+        console.print(f"  {escape(comp.note)}", soft_wrap=True, highlight=False)
+    if comp.new_failure_kinds and comp.verdict != "REGRESSION":
+        kinds = ", ".join(comp.new_failure_kinds)
+        alone = " alone" if comp.scenario_id != "*" else ""
+        who = escape(labels.get("candidate", "candidate"))
+        console.print(
+            f"  only in {who} (not significant{alone} after Holm): {escape(kinds)}",
+            soft_wrap=True,
+            highlight=False,
+        )
+
+
+def ending_text(passed: int, failed: dict[str, int]) -> str:
+    """``15 passed, 70 failed (65 turn cap, 5 final answer)``: how a side's runs ended,
+    by passed or not, then the stop reasons of the failed runs."""
+    total = sum(failed.values())
+    why = ", ".join(
+        f"{n} {k.replace('_', ' ')}" for k, n in sorted(failed.items(), key=lambda x: -x[1])
+    )
+    return f"{passed} passed" + (f", {total} failed ({why})" if total else "")
+
+
+def _endings(summary: Summary, sid: str, console: Console) -> None:
+    parts = []
+    for s in summary.sides:
+        a = summary.aggregate(s.side, sid)
+        if a is None or a.termination_failed is None:
+            return
+        passed = a.runs - sum(a.termination_failed.values())
+        parts.append(f"{s.label} {ending_text(passed, a.termination_failed)}")
+    console.print(f"  how runs ended: {escape('; '.join(parts))}", soft_wrap=True, highlight=False)
 
 
 def _server_args(summary: Summary, console: Console) -> None:
@@ -369,24 +417,26 @@ def _server_args(summary: Summary, console: Console) -> None:
 
 def _scenario_table(summary: Summary, sid: str, labels: dict[str, str], console: Console) -> None:
     comp = summary.comparison(sid)
-    title = "all scenarios" if sid == "*" else sid
+    title = escape(scenario_name(sid))
     if comp is not None:
-        title += f"  [{_VERDICT_STYLE[comp.verdict]}]{comp.verdict}[/]"
+        title += f"  [{_VERDICT_STYLE[comp.verdict]}]{escape(verdict_label(comp))}[/]"
     table = Table(title=title, title_justify="left")
     table.add_column("")
     for s in summary.sides:
         table.add_column(escape(s.label), justify="right")
     if comp is not None:
         table.add_column("p (one-sided)", justify="right")
-    for metric, label, cells, p in _rows(summary, sid, comp):
-        row = [label, *cells] + ([p] if comp is not None else [])
-        table.add_row(*row, style="bold red" if p.endswith("*") and metric else None)
+        table.add_column("p adj. (Holm)", justify="right")
+    for metric, label, cells, p, adj in _rows(summary, sid, comp):
+        row = [label, *cells] + ([p, adj] if comp is not None else [])
+        table.add_row(*row, style="bold red" if adj.endswith("*") and metric else None)
     console.print(table)
 
 
 def _rows(
     summary: Summary, sid: str, comp: ScenarioComparison | None
-) -> list[tuple[str, str, list[str], str]]:
+) -> list[tuple[str, str, list[str], str, str]]:
+    """``(metric, label, cells, p (one-sided), p adj. (Holm) with " *" if significant)``."""
     aggs = [summary.aggregate(s.side, sid) for s in summary.sides]
     by_metric = {r.metric: r for r in comp.rows} if comp else {}
     kinds = sorted(
@@ -402,11 +452,12 @@ def _rows(
     for metric in [*_TABLE_ROWS, *kinds]:
         row = by_metric.get(metric)
         cells = [_cell(a, metric) for a in aggs]
-        p = "" if row is None or row.p_value is None else f"{row.p_value:.2g}"
+        p = format_p(row.p_value) if row is not None else ""
+        adj = format_p(row.p_adjusted) if row is not None else ""
         if row is not None and row.significant:
-            p += " *"
+            adj += " *"
         label = row.label if row else _ROW_LABELS.get(metric, metric)
-        out.append((metric, label, cells, p))
+        out.append((metric, label, cells, p, adj))
     return out
 
 

@@ -7,14 +7,25 @@ are CSS classes (``s-a``/``s-b`` for the sides, ``t-<termination>`` for outcomes
 Charts:
 - :func:`calls_per_turn`: grouped bars, mean tool calls at each turn, one bar per side;
 - :func:`termination_bars`: one stacked bar per side of how runs ended;
+- :func:`outcome_bars`: the same, by what matters: passed runs (whatever their stop
+  reason: a single-turn ``tool_choice`` scenario passes at the turn cap), then the
+  failed runs by stop reason;
 - :func:`accuracy_whiskers`: accuracy bars with 95% interval whiskers (GSM8K).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Chart", "accuracy_whiskers", "calls_per_turn", "termination_bars", "TERMINATION_ORDER"]
+__all__ = [
+    "Chart",
+    "accuracy_whiskers",
+    "calls_per_turn",
+    "outcome_bars",
+    "termination_bars",
+    "TERMINATION_ORDER",
+]
 
 TERMINATION_ORDER = ["final_answer", "turn_cap", "length", "empty_stop", "malformed", "error"]
 
@@ -107,6 +118,39 @@ def calls_per_turn(series: list[tuple[str, str, list[float]]], *, width: float =
 
 def termination_bars(rows: list[tuple[str, dict[str, int]]], *, width: float = 560) -> Chart:
     """One stacked horizontal bar per side. ``rows``: ``(side label, termination -> runs)``."""
+    return _stacked(rows, TERMINATION_ORDER, lambda k: k.replace("_", " "), width)
+
+
+#: segment keys of :func:`outcome_bars`: ``passed``, then ``failed_<termination>``
+OUTCOME_ORDER = ["passed", *(f"failed_{k}" for k in TERMINATION_ORDER)]
+
+
+def _outcome_label(key: str) -> str:
+    if key == "passed":
+        return "passed (ended as expected)"
+    return "failed: " + key.removeprefix("failed_").replace("_", " ")
+
+
+def outcome_bars(rows: list[tuple[str, int, dict[str, int]]], *, width: float = 560) -> Chart:
+    """One stacked bar per side: passed runs, then failed runs by how they ended.
+
+    ``rows``: ``(side label, passed runs, termination -> failed runs)``. Segment CSS
+    classes are ``t-passed`` and ``t-failed_<termination>``.
+    """
+    counted = [
+        (label, {"passed": passed, **{f"failed_{k}": n for k, n in failed.items()}})
+        for label, passed, failed in rows
+    ]
+    return _stacked(counted, OUTCOME_ORDER, _outcome_label, width)
+
+
+def _stacked(
+    rows: list[tuple[str, dict[str, int]]],
+    order: list[str],
+    name: Callable[[str], str],
+    width: float,
+) -> Chart:
+    """Stacked horizontal bars, segments in ``order`` (others after, sorted)."""
     left, right, bar_h, gap = 110.0, 40.0, 22.0, 12.0
     height = gap + len(rows) * (bar_h + gap) + 4
     ch = Chart(width, height, "how runs ended")
@@ -117,13 +161,13 @@ def termination_bars(rows: list[tuple[str, dict[str, int]]], *, width: float = 5
         total = sum(counts.values()) or 1
         x = left
         ch.texts.append(Text(left - 8, y + bar_h / 2 + 4, label, "end", "lbl"))
-        kinds = [k for k in TERMINATION_ORDER if counts.get(k)] + sorted(
-            k for k in counts if k not in TERMINATION_ORDER and counts[k]
+        kinds = [k for k in order if counts.get(k)] + sorted(
+            k for k in counts if k not in order and counts[k]
         )
         for k in kinds:
             w = plot_w * counts[k] / total
             ch.rects.append(
-                Rect(x, y, w, bar_h, f"t-{k}", f"{label}: {counts[k]} of {total} runs {k}")
+                Rect(x, y, w, bar_h, f"t-{k}", f"{label}: {counts[k]} of {total} runs {name(k)}")
             )
             if w >= 22:
                 ch.texts.append(
@@ -134,8 +178,8 @@ def termination_bars(rows: list[tuple[str, dict[str, int]]], *, width: float = 5
         ch.texts.append(
             Text(width - right + 6, y + bar_h / 2 + 4, f"n={sum(counts.values())}", "start", "tick")
         )
-    ch.legend = [(f"t-{k}", k.replace("_", " ")) for k in TERMINATION_ORDER if k in used]
-    ch.legend += [(f"t-{k}", k.replace("_", " ")) for k in sorted(used - set(TERMINATION_ORDER))]
+    ch.legend = [(f"t-{k}", name(k)) for k in order if k in used]
+    ch.legend += [(f"t-{k}", name(k)) for k in sorted(used - set(order))]
     return ch
 
 

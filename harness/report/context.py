@@ -19,6 +19,7 @@ from harness.report.load import RunFolder
 from harness.report.select import RunFacts
 from harness.report.view import Annotator, ScenarioView, SideView, build_scenarios, build_sides
 from harness.summary import Aggregate, RunScore, Summary
+from harness.verdict import format_p, p_legend, scenario_name, verdict_label
 
 __all__ = ["OverviewRow", "Report", "ScenarioBlock", "TraceLine", "build_report"]
 
@@ -38,6 +39,7 @@ class OverviewRow:
     worse: bool | None = None
     decisive: bool = False
     key: bool = True  # shown in the compact table (else under "all metrics")
+    p_adjusted: str = ""  # Holm-adjusted p, with " *" when significant ("" if not tested)
 
 
 #: metrics of the compact overview table, in this order
@@ -55,6 +57,8 @@ class OverviewBlock:
     rows: list[OverviewRow]
     kinds_by_side: list[list[str]]
     reasons: list[str] = field(default_factory=list)
+    label: str | None = None  # what the verdict chip says ("WORSE (not significant alone)")
+    note: str | None = None  # why, e.g. the Holm family's size and the repeats needed
 
 
 @dataclass
@@ -105,17 +109,39 @@ class Report:
     facts_only: bool
     notes: list[str] = field(default_factory=list)
     matrix: Any = None  # harness.matrix.MatrixResult (harness matrix)
+    kind_title: str = "report"  # "compare report", "run report", "GSM8K report", ...
+    p_legend: str = ""  # legend of the p columns and of "*" (comparisons only)
+
+
+def kind_title(rf: RunFolder) -> str:
+    """What the folder is a report of, from the files it holds."""
+    if rf.matrix is not None:
+        return "isolation matrix"
+    if rf.boot is not None:
+        return "boot report"
+    if rf.gsm8k is not None:
+        return "GSM8K report"
+    if rf.summary is not None and rf.summary.kind == "compare":
+        return "compare report"
+    return "run report"
+
+
+def _headline(rf: RunFolder, verdict: str | None) -> str:
+    """The big chip: the verdict, the matrix's outcome (``CARRIER FOUND: fusion``), or
+    what stands in its place."""
+    if verdict:
+        return verdict
+    mx = rf.matrix
+    if mx is not None:
+        if mx.outcome == "CARRIER" and mx.carriers:
+            return f"CARRIER FOUND: {', '.join(mx.carriers)}"
+        return str(mx.outcome)
+    return "ONE SIDE" if rf.summary is not None else "NOT SCORED"
 
 
 def _reason(text: str) -> str:
-    """A summary reason for reading: the pooled scenario ``*`` named in words."""
-    return "all scenarios pooled: " + text[3:] if text.startswith("*: ") else text
-
-
-def _fmt_p(p: float | None) -> str:
-    if p is None:
-        return ""
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+    """A summary reason for reading: the pooled scenario ``*`` (older summaries) in words."""
+    return f"{scenario_name('*')}: " + text[3:] if text.startswith("*: ") else text
 
 
 def _agg_rows(summary: Summary, sides: list[SideView], sid: str) -> list[OverviewRow]:
@@ -186,11 +212,12 @@ def _rows(
             OverviewRow(
                 kind_label(r.label),
                 [r.baseline_text, r.candidate_text],
-                _fmt_p(r.p_adjusted if r.p_adjusted is not None else r.p_value),
+                format_p(r.p_value),
                 r.significant,
                 r.worse,
                 r.decisive,
                 r.metric in KEY_METRICS,
+                format_p(r.p_adjusted) + (" *" if r.significant else ""),
             )
             for r in sorted(comp.rows, key=lambda r: _rank(r.metric))
         ]
@@ -217,6 +244,8 @@ def _overview(
         rows=_rows(summary, sides, sid, runs_by_side),
         kinds_by_side=_kinds(summary, sides, sid),
         reasons=[_reason(x) for x in comp.reasons] if comp else [],
+        label=verdict_label(comp) if comp else None,
+        note=comp.note if comp else None,
     )
 
 
@@ -249,6 +278,24 @@ def _calls_series(view: ScenarioView, sides: list[SideView]) -> charts.Chart:
         means = [sum(_calls_at(r, t) for r in recs) / max(len(recs), 1) for t in range(depth)]
         series.append((s.label, f"s-{s.css}", means))
     return charts.calls_per_turn(series)
+
+
+def _ends_chart(
+    summary: Summary | None, sides: list[SideView], sid: str, by_side: dict[str, list[RunFacts]]
+) -> charts.Chart:
+    """How runs ended: passed, then failed by stop reason (from ``summary.json``); by
+    stop reason alone when the summary predates ``termination_failed`` or is absent."""
+    aggs = [summary.aggregate(s.key, sid) if summary else None for s in sides]
+    if aggs and all(a is not None and a.termination_failed is not None for a in aggs):
+        rows = [
+            (s.label, a.runs - sum(a.termination_failed.values()), dict(a.termination_failed))
+            for s, a in zip(sides, aggs, strict=True)
+            if a is not None and a.termination_failed is not None
+        ]
+        return charts.outcome_bars(rows)
+    return charts.termination_bars(
+        [(s.label, _end_counts(summary, s, sid, by_side.get(s.key, []))) for s in sides]
+    )
 
 
 def _end_counts(
@@ -307,15 +354,12 @@ def _block(
     drifted: dict[tuple[str, str], RunScore],
 ) -> ScenarioBlock:
     comp = summary.comparison(view.id) if summary else None
-    ends = [
-        (s.label, _end_counts(summary, s, view.id, view.runs_by_side.get(s.key, []))) for s in sides
-    ]
     first = view.description.split(". ")[0].rstrip(".") + "." if view.description else ""
     return ScenarioBlock(
         view=view,
         overview=_overview(summary, sides, view.id, view.id, first, view.runs_by_side),
         calls_chart=_calls_series(view, sides),
-        end_chart=charts.termination_bars(ends),
+        end_chart=_ends_chart(summary, sides, view.id, view.runs_by_side),
         traces=_traces(drifted, sides, view.id),
         divergence=comp.first_divergence if comp else None,
     )
@@ -326,18 +370,29 @@ def _fusion_dict(summary: Summary | None, s: SideView) -> dict[str, Any] | None:
     return info.fusion if info else None
 
 
+def _gsm8k_models(rf: RunFolder) -> dict[str, str]:
+    """side or label -> the model id a GSM8K run sent (``gsm8k.json``)."""
+    out: dict[str, str] = {}
+    for g in getattr(rf.gsm8k, "sides", None) or []:
+        if getattr(g, "model", None):
+            out[g.side or g.label] = g.model
+    return out
+
+
 def _provenance(rf: RunFolder, sides: list[SideView]) -> list[dict[str, Any]]:
     out = []
+    found = _gsm8k_models(rf)
     for s in sides:
         t = s.target
         info = (t.server_info or {}) if t else {}
+        model = (t.model if t else None) or found.get(s.role or s.label) or found.get(s.label)
         out.append(
             {
                 "side": s,
                 "role": s.role or "target",
                 "label": s.label,
                 "url": t.base_url if t else "",
-                "model": (t.model if t else None) or "(not reported)",
+                "model": model or "(not reported)",
                 "version": info.get("version") if isinstance(info.get("version"), str) else None,
                 "fusion": _fusion_dict(rf.summary, s),
             }
@@ -433,8 +488,7 @@ def _overall_ends(rf: RunFolder, sides: list[SideView]) -> charts.Chart | None:
     by_side: dict[str, list[RunFacts]] = {}
     for r in rf.runs:
         by_side.setdefault(r.side, []).append(r)
-    rows = [(s.label, _end_counts(rf.summary, s, "*", by_side.get(s.key, []))) for s in sides]
-    return charts.termination_bars(rows)
+    return _ends_chart(rf.summary, sides, "*", by_side)
 
 
 def _gsm8k_chart(rf: RunFolder, sides: list[SideView]) -> charts.Chart | None:
@@ -481,8 +535,9 @@ def build_report(rf: RunFolder) -> Report:
         if len(views) > 1
         else None
     )
+    kind = kind_title(rf)
     return Report(
-        title=f"harness report · {m.run_id if m else rf.path.name}",
+        title=f"harness {kind} · {m.run_id if m else rf.path.name}",
         run_id=m.run_id if m else rf.path.name,
         created_at=(m.created_at if m else "")[:19].replace("T", " ") + (" UTC" if m else ""),
         harness_version=m.harness_version if m else "",
@@ -492,9 +547,7 @@ def build_report(rf: RunFolder) -> Report:
         provenance=prov,
         args_diff=_args_diff(rf, sides),
         verdict=verdict,
-        headline=verdict
-        or (rf.matrix.outcome if rf.matrix is not None else None)
-        or ("ONE SIDE" if rf.summary is not None else "NOT SCORED"),
+        headline=_headline(rf, verdict),
         verdict_message=rf.matrix.message if rf.matrix is not None and not verdict else msg,
         verdict_reasons=reasons,
         warnings=_warnings(rf, prov),
@@ -508,4 +561,6 @@ def build_report(rf: RunFolder) -> Report:
         boot=rf.boot,
         facts_only=rf.summary is None,
         matrix=rf.matrix,
+        kind_title=kind,
+        p_legend=p_legend(rf.summary) if rf.summary is not None and rf.summary.comparisons else "",
     )

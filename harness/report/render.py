@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,7 @@ def environment() -> Environment:
         code=_code,
         cell=lambda t: _code(t, table=True),
         fence=_fence,
+        shjoin=lambda argv: shlex.join(str(a) for a in argv),
         json=lambda v: json.dumps(v, ensure_ascii=False, default=str),
         tojson_md=lambda v: _code(json.dumps(v, ensure_ascii=False), table=True),
     )
