@@ -389,6 +389,19 @@ def _engagement(url: str, log: str | None) -> DeploymentFacts:
     return facts
 
 
+def _sim_log(d: DeploymentSpec, folder: Path) -> str | None:
+    """For a ``sim`` deployment, the boot log ``harness sim --profile P`` prints, written to
+    ``server-<label>.log``, so its fusion engagement is judged as a real server's is."""
+    if d.sim is None:
+        return None
+    from harness.sim.moe import boot_log_lines
+    from harness.sim.profiles import get_profile
+
+    path = folder / f"server-{d.label}.log"
+    path.write_text("\n".join(boot_log_lines(get_profile(d.sim), capture=False)) + "\n")
+    return str(path)
+
+
 @contextlib.contextmanager
 def _launched(d: DeploymentSpec, folder: Path) -> Iterator[DeploymentFacts]:
     """Start a ``launch`` deployment, wait for /health, yield its facts, stop its process group.
@@ -524,7 +537,9 @@ def run_matrix(
     with contextlib.ExitStack() as stack:
         urls = _serve_all(spec, scenarios, folder, stack)
         gsm8k.update(_run_group(spec, scenarios, urls, folder, progress))
-        facts.update({k: _engagement(u, by[k].log) for k, u in urls.items()})
+        facts.update(
+            {k: _engagement(u, by[k].log or _sim_log(by[k], folder)) for k, u in urls.items()}
+        )
     for d in spec.deployments:
         if d.launch is not None:
             with _launched(d, folder) as f:

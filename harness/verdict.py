@@ -398,7 +398,8 @@ def _scenario_comparison(
         verdict = "INCONCLUSIVE"
         by_metric = {r.metric: r for r in rows}
         reasons = [_reason(by_metric[t.metric]) for t in suggest]
-        display, note = _worse_note(sid, family, alpha, needed)
+        tested = any((t.scenario, t.metric) in worse_adj for t in suggest)
+        display, note = _worse_note(sid, family if tested else 0, alpha, needed)
     return ScenarioComparison(
         scenario_id=sid,
         rows=rows,
@@ -413,13 +414,16 @@ def _scenario_comparison(
 
 
 def _worse_note(sid: str, family: int, alpha: float, needed: int | None) -> tuple[str, str]:
-    """``(display label, note)`` of an INCONCLUSIVE comparison whose candidate is worse."""
+    """``(display label, note)`` of an INCONCLUSIVE comparison whose candidate is worse;
+    ``family`` 0: its tests cannot reach ``alpha`` with so few runs (left out, Tarone)."""
     alone = " alone" if sid != "*" else ""
     settle = f"; about {needed} more repeats per side would settle it" if needed else ""
-    note = (
-        f"worse in the candidate, but not significant{alone} after Holm's correction over "
-        f"{family} tests at alpha {alpha:g}{settle}"
+    why = (
+        f"after Holm's correction over {family} tests at alpha {alpha:g}"
+        if family
+        else f"(too few runs for any test to reach alpha {alpha:g})"
     )
+    note = f"worse in the candidate, but not significant{alone} {why}{settle}"
     return f"WORSE (not significant{alone})", note
 
 

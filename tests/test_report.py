@@ -68,7 +68,7 @@ def test_markdown_summary_reads_as_a_pr_comment(case: Path) -> None:
     first = md.splitlines()[0]
     verdict = json.loads((case / "summary.json").read_text())["verdict"]["verdict"]
     assert first.startswith("## ") and verdict in first
-    assert "| metric | unfused | fused | p |" in md
+    assert "| metric | unfused | fused | p (one-sided) | p adj. (Holm) |" in md
     assert re.search(
         r'turn 1 +entropy \{"values": "\[0.5, 0.25, 0.25\]", "base": 2\}  ×12  <- values: array sent as a string',
         md,
@@ -309,7 +309,7 @@ def test_one_side_scored_shows_aggregates_without_tests(tmp_path: Path) -> None:
     assert "3.0 (total 6)" in text and "pass^2" in text
     assert ">p<" not in render_html(folder)  # no significance column with one side
     md = render_markdown(folder)
-    assert md.startswith("## ℹ️ harness: **one side**") and "| metric | unfused |" in md
+    assert md.startswith("## ℹ️ harness run report: **one side**") and "| metric | unfused |" in md
 
 
 def test_infrastructure_errors_are_shown_as_such(tmp_path: Path) -> None:

@@ -86,7 +86,7 @@ def test_model_output_shows_as_text_and_runs_nothing(report: Path, tmp_path: Pat
     assert console == []
     title = re.search(r"<title>(.*?)</title>", dom, re.S)
     assert title is not None and "pwned" not in title.group(1)
-    assert "harness · regression report" in dom  # the body was not replaced
+    assert "harness · compare report" in dom  # the body was not replaced
     assert "&lt;script&gt;document.title='pwned'" in dom  # the payload is text in the DOM
     assert "&lt;img src=x onerror=" in dom and "<img" not in dom
     assert "<b>bold</b>" not in dom

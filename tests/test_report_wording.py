@@ -152,3 +152,27 @@ def test_boot_traceback_is_quoted_once() -> None:
     _quote_once(checks)
     assert checks[0].evidence == tb and checks[1].evidence == []
     assert checks[1].detail == "RuntimeError: boom (quoted under the health check)"
+
+
+def test_gsm8k_records_the_model_id_it_found(tmp_path: Path) -> None:
+    from harness.gsm8k import GSM8KTarget, _record_models
+    from harness.runs import prepare_run_dir
+    from harness.transcript import RunManifest, TargetInfo
+
+    target = GSM8KTarget("http://127.0.0.1:9", "target", None, None)
+    info = TargetInfo(label="target", base_url=target.base_url)
+    folder = prepare_run_dir("gsm8k", results=tmp_path, run_id="g", targets=[info])
+    target.model = "harness-sim"  # what GET /v1/models answered during the run
+    _record_models(folder, [target])
+    manifest = RunManifest.model_validate_json((folder / "manifest.json").read_text())
+    assert [t.model for t in manifest.targets] == ["harness-sim"]
+
+
+def test_one_repeat_per_side_says_too_few_runs_and_counts_passes() -> None:
+    b = {"s": _scores("baseline", "s", 1, False)}
+    c = {"s": _scores("candidate", "s", 1, True)}
+    b_aggs = {k: aggregate("baseline", "b", k, v, ["repeat_loop"]) for k, v in b.items()}
+    c_aggs = {k: aggregate("candidate", "c", k, v, ["repeat_loop"]) for k, v in c.items()}
+    comp = compare_sides(b_aggs, c_aggs, ["repeat_loop"]).scenarios[0]
+    assert comp.reasons[0].startswith("passed: candidate 0/1, baseline 1/1 (p one-sided 0.5;")
+    assert "too few runs for any test to reach alpha 0.01" in (comp.note or "")

@@ -421,12 +421,12 @@ def _scenario_table(summary: Summary, sid: str, labels: dict[str, str], console:
     if comp is not None:
         title += f"  [{_VERDICT_STYLE[comp.verdict]}]{escape(verdict_label(comp))}[/]"
     table = Table(title=title, title_justify="left")
-    table.add_column("")
+    table.add_column("", no_wrap=True, overflow="ellipsis", max_width=26)
     for s in summary.sides:
         table.add_column(escape(s.label), justify="right")
     if comp is not None:
-        table.add_column("p (one-sided)", justify="right")
-        table.add_column("p adj. (Holm)", justify="right")
+        table.add_column("p\n(one-sided)", justify="right", min_width=11)  # 2 lines: narrow
+        table.add_column("p adj.\n(Holm)", justify="right")
     for metric, label, cells, p, adj in _rows(summary, sid, comp):
         row = [label, *cells] + ([p, adj] if comp is not None else [])
         table.add_row(*row, style="bold red" if adj.endswith("*") and metric else None)
@@ -468,6 +468,8 @@ def _cell(agg: Aggregate | None, metric: str) -> str:
         c = agg.counts[metric]
         if not c.values:
             return "-"
+        if len(set(c.values)) == 1 and len(c.values) > 1:
+            return f"{c.total} ({c.values[0]} each)"
         vals = ", ".join(map(str, c.values)) if len(c.values) <= 5 else f"median {c.median:g}"
         return f"{c.total} ({vals})"
     r = agg.rates.get(metric)
