@@ -152,12 +152,15 @@ def moe_shape_from_config(cfg: dict[str, Any] | None, *, source: str = "config")
 
 
 def decode_routed_experts(payload: str, *, dtype: str | None = None) -> np.ndarray:
-    """base64 -> flat little-endian integer array (int32 unless ``dtype`` says otherwise).
+    """base64 -> flat array of expert ids, shape ``[n]``, returned as int64.
 
-    ``dtype`` accepts numpy/torch names (``"int16"``, ``"torch.int32"``).
-    Raises ValueError on bad base64, an unknown dtype, or a byte count that does not
-    divide by the item size.
+    The bytes are read as little-endian int32 unless ``dtype`` says otherwise
+    (numpy/torch names: ``"int16"``, ``"torch.int32"``).
+    Raises ValueError on a payload that is not a base64 string, bad base64, an unknown
+    dtype, or a byte count that does not divide by the item size.
     """
+    if not isinstance(payload, str):
+        raise ValueError(f"routed_experts must be a base64 string, not {type(payload).__name__}")
     name = (dtype or "int32").removeprefix("torch.")
     try:
         dt = np.dtype(name).newbyteorder("<")

@@ -143,3 +143,26 @@ def test_score_of_gsm8k_and_boot_folders(
     assert main(["score", str(boot)]) == 2
     err = capsys.readouterr().err
     assert "a boot folder" in err and f"harness report {boot}" in err
+
+
+def test_run_records_its_settings_in_the_summary(
+    write_scenarios: Callable[..., Path], sim_url: Callable[..., str], tmp_path: Path
+) -> None:
+    scenarios = write_scenarios(CLOCK)
+    url = sim_url("healthy", scenarios_dir=scenarios)
+    assert _run(scenarios, url, tmp_path, "--run-id", "st", "--stream", "both") == 0
+    settings = read_summary(tmp_path / "st").settings
+    assert (settings.stream, settings.repeats, settings.scenarios) == ("both", 2, ["clock"])
+
+
+def test_aa_with_a_candidate_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        "compare",
+        "--aa",
+        "--baseline",
+        "http://127.0.0.1:9",
+        "--candidate",
+        "http://127.0.0.1:8",
+    ]
+    assert main(argv) == 2
+    assert "--aa compares one server with itself" in capsys.readouterr().err

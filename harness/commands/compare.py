@@ -143,6 +143,8 @@ def _usage_error(msg: str) -> int:
 
 def _check(args: argparse.Namespace) -> str | None:
     """A usage problem in ``args``, or None."""
+    if args.aa and args.baseline and args.candidate:
+        return "--aa compares one server with itself: give --baseline URL alone (drop --candidate)"
     if bool(args.baseline) != bool(args.candidate) and not args.aa:
         given = "--baseline" if args.baseline else "--candidate"
         return f"{given} needs the other side too (--baseline URL --candidate URL), or --aa for an A/A run"

@@ -38,7 +38,7 @@ from harness.parity import render_parity
 from harness.runner import run_many_sync
 from harness.runs import DEFAULT_RESULTS, prepare_run_dir, resume_mismatch
 from harness.scenario import Scenario, load_scenarios
-from harness.summary import Aggregate, Summary
+from harness.summary import Aggregate, Settings, Summary
 from harness.verdict import INFRA_ERROR_LIMIT
 
 HELP = "Run scenarios against one OpenAI-compatible server; record, score and report."
@@ -147,13 +147,20 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(resume_hint("run", folder.name, "--resume"), file=sys.stderr)
         return 130
-    return _finish(folder, args, console)
+    settings = Settings(
+        repeats=args.repeats,
+        stream=stream,
+        model=args.model,
+        concurrency=args.concurrency,
+        scenarios=[s.id for s in scenarios],
+    )
+    return _finish(folder, args, console, settings)
 
 
-def _finish(folder: Path, args: argparse.Namespace, console: Console) -> int:
+def _finish(folder: Path, args: argparse.Namespace, console: Console, settings: Settings) -> int:
     """Score, report, print; the exit code (see the module docstring)."""
     try:
-        summary = score_dir(folder)
+        summary = score_dir(folder, settings=settings)
     except FileNotFoundError as exc:
         return _error(str(exc), ExitCode.INFRA_ERROR)
     console.print(summary_table(summary))
