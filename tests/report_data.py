@@ -23,6 +23,7 @@ from harness.transcript import (
     TurnRecord,
     append_record,
 )
+from tests.sim_driver import ENTROPY_TOOL
 
 XSS = "<script>document.title='pwned';document.body.innerHTML='PWNED'</script><img src=x onerror=\"document.title='pwned2'\"><b>bold</b>"
 
@@ -34,20 +35,7 @@ SCENARIO: dict[str, Any] = {
         {"role": "system", "content": "You are a careful assistant."},
         {"role": "user", "content": "Compute the entropy of [0.5, 0.25, 0.25] in bits."},
     ],
-    "tools": [
-        {
-            "name": "entropy",
-            "description": "Shannon entropy of a probability vector.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "values": {"type": "array", "items": {"type": "number"}},
-                    "base": {"type": "number"},
-                },
-                "required": ["values"],
-            },
-        }
-    ],
+    "tools": [ENTROPY_TOOL],
     "expect": {
         "calls": [{"tool": "entropy", "arguments": {"values": [0.5, 0.25, 0.25], "base": 2}}],
         "final_answer": {"required": True, "contains": ["1.5"]},

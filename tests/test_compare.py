@@ -11,6 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.summary import read_summary
+from tests.sim_driver import ENTROPY_TOOL
 
 ENTROPY: dict[str, Any] = {
     "id": "entropy",
@@ -19,20 +20,7 @@ ENTROPY: dict[str, Any] = {
         {"role": "system", "content": "You have an entropy tool."},
         {"role": "user", "content": "Entropy of [0.5, 0.25, 0.25] in bits?"},
     ],
-    "tools": [
-        {
-            "name": "entropy",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "values": {"type": "array", "items": {"type": "number"}},
-                    "base": {"type": "number"},
-                },
-                "required": ["values"],
-            },
-            "simulator": {"builtin": "entropy"},
-        }
-    ],
+    "tools": [{**ENTROPY_TOOL, "simulator": {"builtin": "entropy"}}],
     "expect": {
         "calls": [{"tool": "entropy", "arguments": {"values": [0.5, 0.25, 0.25], "base": 2}}],
         "final_answer": {"contains": ["1.5"], "example": "The entropy is 1.5 bits."},

@@ -29,6 +29,7 @@ from harness.client import TargetConfig
 from harness.runner import run_many_sync
 from harness.scenario import scenario_from_data
 from harness.sim.server import serve_in_thread
+from tests.sim_driver import ENTROPY_TOOL
 
 pytest_plugins = ["pytester"]
 
@@ -42,21 +43,7 @@ ENTROPY: dict[str, Any] = {
         {"role": "system", "content": "You are a careful assistant. Use the tools."},
         {"role": "user", "content": "Plugin test: entropy of [0.5, 0.25, 0.25] in bits?"},
     ],
-    "tools": [
-        {
-            "name": "entropy",
-            "description": "Shannon entropy of a probability vector.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "values": {"type": "array", "items": {"type": "number"}},
-                    "base": {"type": "number"},
-                },
-                "required": ["values"],
-            },
-            "simulator": {"builtin": "entropy"},
-        }
-    ],
+    "tools": [{**ENTROPY_TOOL, "simulator": {"builtin": "entropy"}}],
     "expect": {
         "calls": [{"tool": "entropy", "arguments": {"values": [0.5, 0.25, 0.25], "base": 2}}],
         "final_answer": {"required": True, "contains": ["1.5"]},
