@@ -25,9 +25,9 @@ from typing import Any
 import httpx
 
 from bench.common import SCENARIO, Row, clocks, median, sim_process
-from harness.client import TargetConfig
+from harness.client.target import TargetConfig
 from harness.runner import run_many_sync
-from harness.scenario import Scenario, load_scenario
+from harness.scenario.model import Scenario, load_scenario
 from harness.transcript import RunRecord, read_records
 
 TARGET_RATIO = 1.5

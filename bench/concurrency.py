@@ -20,9 +20,9 @@ import httpx
 
 from bench.client_overhead import _plain_inputs, _plain_run
 from bench.common import SCENARIO, Row, clocks, sim_process
-from harness.client import TargetConfig
+from harness.client.target import TargetConfig
 from harness.runner import run_many_sync
-from harness.scenario import load_scenario
+from harness.scenario.model import load_scenario
 from harness.transcript import RunRecord
 
 TARGET_RATIO = 1.1

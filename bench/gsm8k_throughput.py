@@ -3,7 +3,7 @@
 Both ask the first 500 test questions (5-shot completions prompts, SGLang's format) at
 the same parallelism (64) of one ``harness sim --gsm8k ... --latency-ms 200`` process:
 
-- harness: :func:`harness.gsm8k.run_gsm8k` (the same thread pool of blocking ``httpx``
+- harness: :func:`harness.gsm8k.run.run_gsm8k` (the same thread pool of blocking ``httpx``
   clients, plus retries, three answer extractions, records written to disk);
 - plain: the way SGLang's few-shot GSM8K benchmark sends requests: a
   ``ThreadPoolExecutor`` of ``parallel`` threads, one blocking HTTP client per thread
@@ -25,9 +25,9 @@ from pathlib import Path
 import httpx
 
 from bench.common import GSM8K, Row, clocks, sim_process
-from harness.gsm8k import run_gsm8k
-from harness.gsm8k_data import GSM8K_STOP, load_jsonl, question_prompt
-from harness.gsm8k_extract import extract_sglang
+from harness.gsm8k.data import GSM8K_STOP, load_jsonl, question_prompt
+from harness.gsm8k.extract import extract_sglang
+from harness.gsm8k.run import run_gsm8k
 
 TARGET_RATIO = 1.0
 #: run-to-run spread of the plain threaded client on this 2-core machine (+-4%)

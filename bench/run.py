@@ -31,7 +31,7 @@ from rich.table import Table
 from bench import client_overhead, concurrency, gsm8k_throughput, scale
 from bench.common import ROOT, Row, load_average
 from harness._version import __version__
-from harness.runs import git_revision
+from harness.runfolder import git_revision
 
 #: benchmark number -> (full run, quick run)
 BENCHMARKS: dict[str, tuple[Callable[[], list[Row]], Callable[[], list[Row]]]] = {

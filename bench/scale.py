@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import ROOT, SCENARIOS, Row
-from harness.client import TargetConfig
+from harness.client.target import TargetConfig
+from harness.runfolder import prepare_run_dir
 from harness.runner import run_many_sync
-from harness.runs import prepare_run_dir
-from harness.scenario import Scenario, load_scenarios
+from harness.scenario.model import Scenario, load_scenarios
 
 TIME_GROWTH = 1.2  # allowed slack over linear
 MEMORY_PER_OUTPUT_BYTE = 3.0
@@ -92,8 +92,8 @@ def _rss_mb() -> float:
 
 
 def _child(step: str, folder: Path) -> None:
-    from harness.compare import score_dir
-    from harness.report import write_report
+    from harness.pipeline import score_dir
+    from harness.present.report import write_report
 
     base = _rss_mb()
     w0, c0 = time.perf_counter(), time.process_time()

@@ -15,16 +15,16 @@ import importlib
 from typing import Any
 
 from harness._version import __version__
-from harness.scenario import Scenario, ScenarioError, load_scenario, load_scenarios
+from harness.scenario.model import Scenario, ScenarioError, load_scenario, load_scenarios
 from harness.transcript import RunRecord, read_records
 
 _LAZY = {
-    "TargetConfig": "harness.client",
+    "TargetConfig": "harness.client.target",
     "run_many": "harness.runner",
     "run_many_sync": "harness.runner",
     "run_scenario": "harness.runner",
-    "score_run": "harness.scoring",
-    "write_report": "harness.report",
+    "score_run": "harness.scoring.score",
+    "write_report": "harness.present.report",
 }
 
 __all__ = [

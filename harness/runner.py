@@ -3,17 +3,17 @@
 One run (:func:`run_scenario`) sends the scenario's opening messages and tools; while
 the assistant answers with ``tool_calls`` it appends that assistant message and one
 ``tool`` message per call (matching ``tool_call_id``; results from
-:func:`harness.tools.simulate`) and asks again. A message without tool calls ends the
+:func:`harness.scenario.tools.simulate`) and asks again. A message without tool calls ends the
 segment: the next follow-up user message is sent if any remain, else the run stops
 with ``final_answer``. Other stops: ``length`` (finish_reason ``length``),
 ``empty_stop`` (no content and no tool calls), ``turn_cap`` (``max_turns`` requests
 made) and ``error`` (an infrastructure error, kept apart from model behaviour).
 
 Requests go through the openai SDK (``AsyncOpenAI``, any base URL; its ``post`` to
-``/chat/completions``, the body sent as built here: see :mod:`harness.completions`),
+``/chat/completions``, the body sent as built here: see :mod:`harness.client.completions`),
 non-streaming or streaming (SSE ``tool_calls`` deltas assembled by ``index``: ``id``
 and ``name`` from the first delta that has them, ``arguments`` concatenated, as the
-OpenAI Python SDK's stream helpers do; see :mod:`harness.completions`). The raw
+OpenAI Python SDK's stream helpers do; see :mod:`harness.client.completions`). The raw
 response body (or the list of chunk objects) is kept, and tool-call ``arguments`` are
 recorded exactly as received.
 Transient failures (HTTP 408/429/5xx, timeouts, reset connections) are retried with
@@ -39,10 +39,10 @@ from openai import AsyncOpenAI
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.client import TargetConfig, fetch_target_info, make_client
-from harness.completions import RequestFailed, post_completion
-from harness.scenario import Scenario
-from harness.tools import ToolOutcome, render, simulate
+from harness.client.completions import RequestFailed, post_completion
+from harness.client.target import TargetConfig, fetch_target_info, make_client
+from harness.scenario.model import Scenario
+from harness.scenario.tools import ToolOutcome, render, simulate
 from harness.transcript import (
     InfraError,
     ResponseRecord,
@@ -240,7 +240,7 @@ async def run_scenario(
 ) -> RunRecord:
     """Run ``scenario`` once against ``target`` and return its transcript.
 
-    ``info`` (from :func:`harness.client.fetch_target_info`) is stored in the record and
+    ``info`` (from :func:`harness.client.target.fetch_target_info`) is stored in the record and
     supplies the model name when ``target.model`` is ``None`` (else ``"default"``).
     Server failures do not raise: they end the run with ``stop_reason="error"``.
     """

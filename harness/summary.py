@@ -1,7 +1,7 @@
 """``summary.json``: every score, aggregate, comparison and verdict of one run folder.
 
-Written by ``harness compare`` and ``harness score`` (:mod:`harness.compare`), read by
-the report (:mod:`harness.report`) and by people. It is a pure function of
+Written by ``harness compare`` and ``harness score`` (:mod:`harness.pipeline`), read by
+the report (:mod:`harness.present.report`) and by people. It is a pure function of
 ``transcripts.jsonl`` (plus the targets' self-description), so ``harness score
 results/<run-id>`` can always rewrite it.
 
@@ -18,15 +18,15 @@ optional fields):
   out when there is a single scenario), only when two sides were run; each row is a
   :class:`MetricRow`.
 - ``verdict``: the overall :class:`Verdict` (``None`` for a one-sided run).
-- ``parity``: :class:`harness.parity.ParityDiff` per stream/non-stream difference (runs
+- ``parity``: :class:`harness.scoring.parity.ParityDiff` per stream/non-stream difference (runs
   made with ``--stream both``; empty when the modes agree or only one mode was run).
 - ``sides``: :class:`SideInfo` for each side (``"baseline"``/``"candidate"``, or the
   target label of a one-sided run), in that order, with the server's self-description
-  and the fusion-engagement slot filled by :mod:`harness.fusion` when available.
+  and the fusion-engagement slot filled by :mod:`harness.server.fusion` when available.
 
 Rates are of *failures* unless the metric name says otherwise (``final_answer`` and
 ``passed`` are rates of success). Metric names are the failure kinds of
-:mod:`harness.scoring` (``repeat_loop``, ``container_as_string``, ...).
+:mod:`harness.scoring.score` (``repeat_loop``, ``container_as_string``, ...).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness._version import __version__
-from harness.parity import ParityDiff
+from harness.scoring.parity import ParityDiff
 from harness.transcript import InfraError, TargetInfo
 
 __all__ = [
@@ -162,7 +162,7 @@ class CallScore(_Model):
 
 
 class RunScore(_Model):
-    """Scores of one run (:func:`harness.scoring.score_run`)."""
+    """Scores of one run (:func:`harness.scoring.score.score_run`)."""
 
     run_key: str
     scenario_id: str
@@ -305,7 +305,7 @@ class Verdict(_Model):
 class SideInfo(_Model):
     """One side of the comparison: the target and what it says about itself.
 
-    ``fusion``: engagement record from :func:`harness.fusion.collect_engagement`
+    ``fusion``: engagement record from :func:`harness.server.fusion.collect_engagement`
     (e.g. ``{"state": "OFF", "evidence": [...]}``), ``None`` when not collected.
     """
 

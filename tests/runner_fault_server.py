@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from harness.scenario import Scenario
+from harness.scenario.model import Scenario
 
 
 @dataclass

@@ -12,10 +12,10 @@ import pytest
 
 from bench import client_overhead, run, scale
 from bench.common import SCENARIO, SCENARIOS, Row
-from harness.client import TargetConfig
-from harness.compare import score_dir
+from harness.client.target import TargetConfig
+from harness.pipeline import score_dir
 from harness.runner import run_many_sync
-from harness.scenario import load_scenario
+from harness.scenario.model import load_scenario
 from harness.transcript import read_records
 
 

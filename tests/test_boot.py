@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.boot import (
+from harness.cli import main
+from harness.server.boot import (
     BootReport,
     boot,
     check_running,
@@ -20,7 +21,6 @@ from harness.boot import (
     url_from_command,
     url_from_log,
 )
-from harness.cli import main
 from harness.sim.moe import boot_log_lines
 from harness.sim.profiles import get_profile
 from harness.sim.server import serve_in_thread

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness.boot import resolve_command
 from harness.cli import main
-from harness.commands.compare import drift_trace, render_summary
-from harness.fusion import server_args_diff
+from harness.cli.compare import drift_trace, render_summary
+from harness.server.boot import resolve_command
+from harness.server.fusion import server_args_diff
 from harness.summary import CallScore, RunScore, SideInfo, Summary, read_summary
 from tests.test_compare import CLOCK
 
@@ -186,7 +186,7 @@ def test_interrupted_compare_says_how_to_resume(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from harness.commands import compare as compare_cmd
+    from harness.cli import compare as compare_cmd
 
     def ctrl_c(*args: object, **kw: object) -> None:
         raise KeyboardInterrupt

@@ -1,7 +1,7 @@
 """Smoke test of the detection-power benchmark (harness/_power.py) on a few seeds.
 
 The measured figures (>= 200 A/A, >= 100 regression comparisons) come from
-``python -m harness._power``; this only checks that its path decides as ``compare`` does.
+``python -m bench.power``; this only checks that its path decides as ``compare`` does.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness._power import _noisy, compare_in_process
-from harness.scenario import load_scenarios
+from bench.power import _noisy, compare_in_process
+from harness.scenario.model import load_scenarios
 from harness.sim.model import ScenarioIndex
 
 from .test_compare import CLOCK, ENTROPY, LOOKUP

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.compare import score_dir, summarize
+from harness.pipeline import score_dir, summarize
 from harness.transcript import append_record, read_records
 from tests.report_data import baseline_record, candidate_record
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.compare import first_divergence, summarize
+from harness.pipeline import first_divergence, summarize
+from harness.stats.verdict import aggregate, compare_sides
 from harness.summary import RunScore
-from harness.verdict import aggregate, compare_sides
 from tests.test_scoring import GOOD, make_record
 
 

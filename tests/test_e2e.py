@@ -1,4 +1,4 @@
-"""The e2e job (harness.e2e): its pieces here, and a real llama.cpp server under ``-m e2e``.
+"""The e2e job (e2e.driver): its pieces here, and a real llama.cpp server under ``-m e2e``.
 
 The fast tests need no inference server. The ``e2e`` tests boot llama-cpp-python's
 server with SmolLM2-135M (both installed by ``make e2e``); they run only with
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import e2e
-from harness.client import TargetConfig
+from e2e import driver as e2e
+from harness.client.target import TargetConfig
 from harness.runner import run_many_sync
-from harness.scenario import load_scenarios
+from harness.scenario.model import load_scenarios
 from harness.transcript import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,7 +146,7 @@ def llama_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 @pytest.mark.e2e
 @needs_llama
 def test_real_server_runs_are_recorded_and_scored(llama_server: str, tmp_path: Path) -> None:
-    from harness.scoring import score_run
+    from harness.scoring.score import score_run
 
     scenarios = load_scenarios([E2E_SCENARIOS])
     target = TargetConfig(llama_server, label="llama.cpp")

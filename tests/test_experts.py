@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.experts import (
+from harness.server.experts import (
     MoeShape,
     check_routed_experts,
     decode_routed_experts,

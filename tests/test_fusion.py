@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from harness.fusion import (
+from harness.server.fusion import (
     FusionEngagement,
     collect_engagement,
     decide_engagement,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.gsm8k_data import (
+from harness.gsm8k.data import (
     GSM8K_TEST_SHA256,
     GSM8KDataError,
     chat_messages,
@@ -17,7 +17,7 @@ from harness.gsm8k_data import (
     load_jsonl,
     question_prompt,
 )
-from harness.gsm8k_extract import (
+from harness.gsm8k.extract import (
     extract_flexible,
     extract_sglang,
     extract_strict,

@@ -24,9 +24,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from harness.cli import main
-from harness.gsm8k import compare_gsm8k, read_gsm8k_records, rescore, run_gsm8k
-from harness.gsm8k_data import load_dataset
-from harness.gsm8k_models import GSM8KSummary
+from harness.gsm8k.data import load_dataset
+from harness.gsm8k.models import GSM8KSummary
+from harness.gsm8k.run import compare_gsm8k, read_gsm8k_records, rescore, run_gsm8k
 from harness.sim.gsm8k_model import answer, find_question, load_questions, prompt_from_messages
 from harness.sim.profiles import SimProfile
 

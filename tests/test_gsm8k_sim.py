@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harness.gsm8k import GSM8KTarget, compare_gsm8k, read_gsm8k_records, run_gsm8k
+from harness.gsm8k.run import GSM8KTarget, compare_gsm8k, read_gsm8k_records, run_gsm8k
 
 server = pytest.importorskip("harness.sim.server", reason="reference server (issue 3) not built")
 

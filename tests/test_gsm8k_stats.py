@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from harness.gsm8k import GSM8KTarget, summarize
-from harness.gsm8k_models import Extracted, GSM8KConfig, GSM8KRecord
-from harness.gsm8k_stats import newcombe_paired, paired_comparison, side_summary, wilson
+from harness.gsm8k.models import Extracted, GSM8KConfig, GSM8KRecord
+from harness.gsm8k.run import GSM8KTarget, summarize
+from harness.gsm8k.stats import newcombe_paired, paired_comparison, side_summary, wilson
 
 
 def _rec(index: int, correct: bool | None, *, side: str | None = None, label: str = "t",

@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-import harness.gsm8k as gsm8k
-from harness.gsm8k import read_gsm8k_records, run_gsm8k
-from harness.gsm8k_data import load_jsonl
+import harness.gsm8k.run as gsm8k
+from harness.gsm8k.data import load_jsonl
+from harness.gsm8k.run import read_gsm8k_records, run_gsm8k
 from tests.test_gsm8k_runner import SHARED, serve
 
 pytestmark = pytest.mark.skipif(not SHARED.exists(), reason=f"{SHARED} not found")

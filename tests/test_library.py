@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
-import harness.drift
-import harness.scoring
+import harness.scoring.drift
+import harness.scoring.score
 from harness.cli import main
-from harness.client import TargetConfig
+from harness.client.target import TargetConfig
 from harness.runner import StreamMode, run_many_sync
-from harness.scenario import ExpectedCall, Scenario, load_scenario, load_scenarios
-from harness.scoring import score_run
+from harness.scenario.model import ExpectedCall, Scenario, load_scenario, load_scenarios
+from harness.scoring.score import score_run
 from harness.sim.profiles import PROFILES
 from harness.sim.server import serve_in_thread
 from harness.summary import RunScore
@@ -48,7 +48,7 @@ KIND_PROFILES: dict[str, str] = {
 
 def _scoring_kinds() -> set[str]:
     """The failure kinds named in the scoring and drift module docstrings."""
-    text = (harness.scoring.__doc__ or "") + (harness.drift.__doc__ or "")
+    text = (harness.scoring.score.__doc__ or "") + (harness.scoring.drift.__doc__ or "")
     return set(re.findall(r"``([a-z_]+)``", text))
 
 

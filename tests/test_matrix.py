@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from harness.cli import main
-from harness.matrix import read_matrix, rescore_matrix
-from harness.matrix_spec import MatrixError, load_matrix
+from harness.matrix.run import read_matrix, rescore_matrix
+from harness.matrix.spec import MatrixError, load_matrix
 from harness.transcript import read_records
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """The attribute analysis of an isolation matrix (pure)."""
 
-from harness.matrix_analysis import DeploymentOutcome, analyse_attributes
+from harness.matrix.analysis import DeploymentOutcome, analyse_attributes
 
 
 def _d(label: str, passed: bool, **attrs: str) -> DeploymentOutcome:

@@ -1,4 +1,4 @@
-"""Stream/non-stream parity (:mod:`harness.parity`): hand-made pairs, the reference server's
+"""Stream/non-stream parity (:mod:`harness.scoring.parity`): hand-made pairs, the reference server's
 streaming faults over real sockets, and ``--stream both`` in ``harness run`` / ``compare``."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.client import TargetConfig
-from harness.parity import pair_runs, parity_report
+from harness.client.target import TargetConfig
 from harness.runner import run_many_sync
-from harness.scenario import load_scenario
+from harness.scenario.model import load_scenario
+from harness.scoring.parity import pair_runs, parity_report
 from harness.transcript import (
     InfraError,
     ResponseRecord,

@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 import yaml
 
-import harness.boot
-import harness.compare
-import harness.gsm8k
-import harness.plugin_checks
-import harness.plugin_items
-import harness.report
-from harness.client import TargetConfig
+import harness.gsm8k.run
+import harness.pipeline
+import harness.present.report
+import harness.pytest_plugin.checks
+import harness.pytest_plugin.items
+import harness.server.boot
+from harness.client.target import TargetConfig
 from harness.runner import run_many_sync
-from harness.scenario import scenario_from_data
+from harness.scenario.model import scenario_from_data
 from harness.sim.server import serve_in_thread
 from tests.sim_driver import ENTROPY_TOOL
 
@@ -100,8 +100,8 @@ def _warm_up(healthy: str, tmp_path_factory: pytest.TempPathFactory) -> None:
         target = TargetConfig(url, max_retries=0)
         run_many_sync([scenario], [target], repeats=1, out_dir=out, resume=False, progress=False)
     # the plugin's lazy imports (scipy, numpy, jinja2...) likewise
-    assert harness.plugin_items and harness.plugin_checks and harness.compare
-    assert harness.report and harness.gsm8k and harness.boot
+    assert harness.pytest_plugin.items and harness.pytest_plugin.checks and harness.pipeline
+    assert harness.present.report and harness.gsm8k.run and harness.server.boot
 
 
 @pytest.fixture(autouse=True)
@@ -462,7 +462,7 @@ def test_batching_runs_every_selected_scenario_at_the_first_test(
 
 
 def test_every_option_has_a_setting_and_shows_in_help(pytester: pytest.Pytester) -> None:
-    from harness.plugin_options import OPTIONS, HarnessSettings
+    from harness.pytest_plugin.options import OPTIONS, HarnessSettings
 
     defaults = HarnessSettings()
     assert all(hasattr(defaults, spec.name) for spec in OPTIONS)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.plugin_evidence import drift_trace, format_run, run_line
-from harness.plugin_judge import judge
-from harness.plugin_options import HarnessSettings
-from harness.scenario import scenario_from_data
+from harness.present.evidence import drift_trace, format_run, run_line
+from harness.pytest_plugin.judge import judge
+from harness.pytest_plugin.options import HarnessSettings
+from harness.scenario.model import scenario_from_data
 from harness.summary import CallScore, DriftFinding, RunScore
 from harness.transcript import InfraError
 

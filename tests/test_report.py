@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.report import ReportInputError, render_html, render_markdown, write_report
+from harness.present.report import ReportInputError, render_html, render_markdown, write_report
 from tests.report_data import write_case
 
 
 @pytest.fixture(scope="module")
 def scored_case(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Hand-made comparison (unfused vs fused loop), scored once with harness.compare.summarize."""
+    """Hand-made comparison (unfused vs fused loop), scored once with harness.pipeline.summarize."""
     return write_case(tmp_path_factory.mktemp("report") / "cmp", xss=True, summary=True)
 
 
@@ -128,9 +128,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_report_of_a_comparison_against_the_reference_server(tmp_path: Path) -> None:
-    from harness.client import TargetConfig
-    from harness.compare import compare
-    from harness.scenario import load_scenarios
+    from harness.client.target import TargetConfig
+    from harness.pipeline import compare
+    from harness.scenario.model import load_scenarios
     from harness.sim.server import serve_in_thread
     from harness.summary import Settings
 
@@ -168,7 +168,7 @@ def test_report_of_a_comparison_against_the_reference_server(tmp_path: Path) -> 
 
 
 def _gsm8k_summary() -> dict[str, object]:
-    from harness.gsm8k_models import (
+    from harness.gsm8k.models import (
         GSM8KConfig,
         GSM8KDiscordant,
         GSM8KPaired,
@@ -259,7 +259,7 @@ def test_gsm8k_only_folder(tmp_path: Path) -> None:
 
 
 def test_boot_folder_lists_checks_with_log_lines(tmp_path: Path) -> None:
-    from harness.boot import BootReport, Check
+    from harness.server.boot import BootReport, Check
 
     rep = BootReport(
         checks=[
@@ -333,7 +333,7 @@ def test_infrastructure_errors_are_shown_as_such(tmp_path: Path) -> None:
 
 
 def test_markdown_filters_neutralise_model_text() -> None:
-    from harness.report.render import _code, _fence, _md
+    from harness.present.report.render import _code, _fence, _md
 
     assert _md("a|b <script>x</script> *bold* [l](javascript:x)") == (
         r"a\|b &lt;script&gt;x&lt;/script&gt; \*bold\* \[l\](javascript:x)"

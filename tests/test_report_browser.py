@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import write_report
+from harness.present.report import write_report
 from tests.report_data import write_case
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)

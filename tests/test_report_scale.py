@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import load_run_folder, render_html, write_report
-from harness.report.select import LIST_LIMIT, PER_SCENARIO, RunFacts, choose
+from harness.present.report import load_run_folder, render_html, write_report
+from harness.present.report.select import LIST_LIMIT, PER_SCENARIO, RunFacts, choose
 from harness.transcript import TargetInfo
 from tests.report_data import write_case
 
@@ -96,7 +96,7 @@ def test_small_folders_render_every_run(tmp_path: Path) -> None:
 
 
 def test_summary_is_read_run_by_run_with_non_ascii_text(many: Path, tmp_path: Path) -> None:
-    from harness.report.lean import read_lean, read_whole
+    from harness.present.report.lean import read_lean, read_whole
     from harness.summary import read_summary, write_summary
 
     full = read_summary(many)

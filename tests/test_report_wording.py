@@ -9,16 +9,16 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from harness.boot import Check, _quote_once
-from harness.commands.compare import render_summary
-from harness.matrix import DeploymentFacts, DeploymentResult, _warnings
-from harness.report import render_html, render_markdown
-from harness.report.charts import outcome_bars
-from harness.report.context import _headline, kind_title
-from harness.report.load import RunFolder
-from harness.report.render import environment
+from harness.cli.compare import render_summary
+from harness.matrix.run import DeploymentFacts, DeploymentResult, _warnings
+from harness.present.report import render_html, render_markdown
+from harness.present.report.charts import outcome_bars
+from harness.present.report.context import _headline, kind_title
+from harness.present.report.load import RunFolder
+from harness.present.report.render import environment
+from harness.server.boot import Check, _quote_once
+from harness.stats.verdict import aggregate, compare_sides
 from harness.summary import RunScore, SideInfo, Summary
-from harness.verdict import aggregate, compare_sides
 from tests.report_data import write_case
 
 
@@ -155,8 +155,8 @@ def test_boot_traceback_is_quoted_once() -> None:
 
 
 def test_gsm8k_records_the_model_id_it_found(tmp_path: Path) -> None:
-    from harness.gsm8k import GSM8KTarget, _record_models
-    from harness.runs import prepare_run_dir
+    from harness.gsm8k.run import GSM8KTarget, _record_models
+    from harness.runfolder import prepare_run_dir
     from harness.transcript import RunManifest, TargetInfo
 
     target = GSM8KTarget("http://127.0.0.1:9", "target", None, None)

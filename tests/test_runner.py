@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from harness.client import TargetConfig, make_client, openai_base_url, server_root
+from harness.client.target import TargetConfig, make_client, openai_base_url, server_root
+from harness.runfolder import prepare_run_dir
 from harness.runner import run_many, run_many_sync, run_scenario
-from harness.runs import prepare_run_dir
-from harness.scenario import Scenario, load_scenarios
+from harness.scenario.model import Scenario, load_scenarios
 from harness.transcript import RunManifest, RunRecord, read_records
 from tests.runner_fault_server import FaultServer, serve
 
@@ -266,8 +266,8 @@ def test_concurrency_limits_requests_in_flight(server: FaultServer, tmp_path: Pa
 def test_stream_flag_forms(argv: list[str], mode: object, paths: list[str]) -> None:
     import argparse
 
-    from harness.commands import run as run_cmd
-    from harness.commands._common import stream_mode
+    from harness.cli import run as run_cmd
+    from harness.cli._common import stream_mode
 
     p = argparse.ArgumentParser()
     run_cmd.add_arguments(p)

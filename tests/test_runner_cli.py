@@ -104,7 +104,7 @@ def test_interrupted_run_says_how_to_resume(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from harness.commands import run as run_cmd
+    from harness.cli import run as run_cmd
 
     def ctrl_c(*args: object, **kw: object) -> None:
         raise KeyboardInterrupt

@@ -1,4 +1,4 @@
-"""Parsing chat-completion bodies and SSE streams as received (harness.completions)."""
+"""Parsing chat-completion bodies and SSE streams as received (harness.client.completions)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.completions import RequestFailed, StreamAssembler, parse_completion, read_sse
+from harness.client.completions import RequestFailed, StreamAssembler, parse_completion, read_sse
 from harness.runner import finished_keys
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenario import load_scenarios
+from harness.scenario.model import load_scenarios
 from harness.transcript import read_records
 from tests.runner_fault_server import serve
 

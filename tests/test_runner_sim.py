@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.client import TargetConfig
+from harness.client.target import TargetConfig
 from harness.runner import run_many_sync
-from harness.scenario import load_scenarios
+from harness.scenario.model import load_scenarios
 from harness.transcript import read_records
 
 REPO = Path(__file__).resolve().parents[1]

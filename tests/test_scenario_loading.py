@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from harness.cli import main
-from harness.scenario import ScenarioError, load_scenario, load_scenarios
+from harness.scenario.model import ScenarioError, load_scenario, load_scenarios
 
 REPO = Path(__file__).resolve().parents[1]
 

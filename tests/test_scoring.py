@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from harness.drift import find_drift, is_collapsed
-from harness.scenario import scenario_from_data
-from harness.scoring import score_run
+from harness.scenario.model import scenario_from_data
+from harness.scoring.drift import find_drift, is_collapsed
+from harness.scoring.score import score_run
 from harness.transcript import (
     InfraError,
     ResponseRecord,

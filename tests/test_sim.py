@@ -17,7 +17,7 @@ import httpx
 import pytest
 import yaml
 
-from harness.commands import sim as sim_command
+from harness.cli import sim as sim_command
 from harness.sim.profiles import PROFILES, get_profile
 from tests.sim_driver import (
     ENTROPY_ARGS,

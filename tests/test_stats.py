@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from harness.stats import (
+from harness.stats.tests import (
     fisher_one_sided,
     holm,
     mannwhitney_one_sided,

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from harness.scenario import SimulatorSpec, Tool
-from harness.tools import BUILTINS, ToolOutcome, render, simulate
+from harness.scenario.model import SimulatorSpec, Tool
+from harness.scenario.tools import BUILTINS, ToolOutcome, render, simulate
 
 ENTROPY_PARAMS = {
     "type": "object",

@@ -1,6 +1,6 @@
 """``python -m harness.sim [options]``: ``harness sim`` without loading the other commands.
 
-Same options and exit codes as ``harness sim`` (see :mod:`harness.commands.sim`);
+Same options and exit codes as ``harness sim`` (see :mod:`harness.cli.sim`);
 starts faster because the other sub-commands (and scipy) are not imported.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands import sim
+from harness.cli import sim
 
 
 def main(argv: list[str] | None = None) -> int:

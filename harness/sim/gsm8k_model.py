@@ -2,7 +2,7 @@
 
 The sim app (issue 3) calls :func:`answer` for ``/v1/completions`` prompts and, via
 :func:`prompt_from_messages`, for chat requests. The prompt is SGLang's few-shot format
-(``Question: ...\\nAnswer: ...`` blocks, see harness.gsm8k_data); the *last* question
+(``Question: ...\\nAnswer: ...`` blocks, see harness.gsm8k.data); the *last* question
 is looked up in a GSM8K jsonl (``gsm8k_path``, else the harness download cache).
 
 Correctness is deterministic in ``(seed, question)`` and uses no global random state:
@@ -20,7 +20,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from harness.gsm8k_data import GSM8KDataError, Question, cache_path, load_jsonl
+from harness.gsm8k.data import GSM8KDataError, Question, cache_path, load_jsonl
 from harness.sim.profiles import SimProfile
 
 __all__ = ["INVALID_SHARE", "answer", "find_question", "load_questions", "prompt_from_messages"]
@@ -51,7 +51,7 @@ def load_questions(path: str | Path | None = None) -> dict[str, Question]:
     """Question text -> :class:`Question` of a GSM8K jsonl, cached by path and mtime.
 
     ``path`` None uses the harness download cache; a missing file gives ``{}``.
-    Raises harness.gsm8k_data.GSM8KDataError for a malformed file.
+    Raises harness.gsm8k.data.GSM8KDataError for a malformed file.
     """
     p = Path(path) if path is not None else cache_path()
     if not p.exists():

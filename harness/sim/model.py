@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness.scenario import (
+from harness.scenario.model import (
     SCENARIO_SUFFIXES,
     Expectation,
     ExpectedCall,

@@ -1,7 +1,7 @@
 """MoE side of the reference server: boot log, /server_info, /model_info, routed experts.
 
-Mirrors SGLang (formats from its source, see :mod:`harness.fusion` and
-:mod:`harness.experts`):
+Mirrors SGLang (formats from its source, see :mod:`harness.server.fusion` and
+:mod:`harness.server.experts`):
 
 - boot log: ``Shared experts fusion optimization enabled.`` (``fusion="on"``),
   ``Config not support fused shared expert(s). Shared experts fusion optimization is

@@ -1,0 +1,1 @@
+"""End to end on a real inference server (`make e2e`)."""

@@ -1,0 +1,95 @@
+"""The ``harness`` command line: one sub-command per module in ``harness.cli``.
+
+Each command module defines ``HELP: str``, ``add_arguments(parser)`` and
+``run(args) -> int``. ``main(argv) -> int`` is both the console script and the
+Python API (as ``pytest.main`` is).
+
+Exit codes (:class:`ExitCode`): 0 no regression / success, 1 regression or check
+failed, 2 usage or configuration error, 3 too many infrastructure errors to judge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from enum import IntEnum
+
+from harness._version import __version__
+
+__all__ = ["COMMANDS", "ExitCode", "main"]
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    REGRESSION = 1
+    USAGE_ERROR = 2
+    INFRA_ERROR = 3
+
+
+#: sub-command name -> module (imported lazily so ``harness --help`` stays fast)
+COMMANDS: dict[str, str] = {
+    "run": "harness.cli.run",
+    "sim": "harness.cli.sim",
+    "compare": "harness.cli.compare",
+    "score": "harness.cli.score",
+    "gsm8k": "harness.cli.gsm8k",
+    "boot": "harness.cli.boot",
+    "report": "harness.cli.report",
+    "matrix": "harness.cli.matrix",
+    "list": "harness.cli.list_scenarios",
+    "schema": "harness.cli.schema",
+}
+
+
+def _parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, object]]:
+    """Build the parser; with ``only``, import just that command's module (fast start)."""
+    parser = argparse.ArgumentParser(
+        prog="harness",
+        description="Correctness regression harness for multi-turn tool calling.",
+    )
+    parser.add_argument("--version", action="version", version=f"harness {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    modules: dict[str, object] = {}
+    for name, modname in COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as exc:
+            if exc.name == modname:
+                continue  # command not built yet
+            raise
+        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        modules[name] = mod
+    return parser, modules
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (see :class:`ExitCode`)."""
+    from harness.scenario.model import ScenarioError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser, modules = _parser(first if first in COMMANDS else None)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a usage error (exit 2) or --help: returned, as pytest.main does
+        return int(exc.code or 0) if not isinstance(exc.code, str) else ExitCode.USAGE_ERROR
+    if not args.command:
+        parser.print_help()
+        return ExitCode.USAGE_ERROR
+    try:
+        return int(modules[args.command].run(args))  # type: ignore[attr-defined]
+    except ScenarioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

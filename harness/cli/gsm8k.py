@@ -1,0 +1,137 @@
+"""``harness gsm8k``: GSM8K few-shot accuracy of a server, or paired against a baseline."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from harness.cli._common import http_url, positive_int
+from harness.gsm8k.data import GSM8KDataError
+from harness.gsm8k.models import GSM8KSummary
+from harness.gsm8k.run import GSM8KTarget, compare_gsm8k, run_gsm8k
+from harness.runfolder import DEFAULT_RESULTS
+
+HELP = (
+    "GSM8K few-shot accuracy (SGLang's benchmark format) of --target; with --baseline, "
+    "a paired comparison (McNemar's exact test) and a verdict."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--target",
+        required=True,
+        type=http_url,
+        help="candidate server URL (with or without /v1)",
+    )
+    p.add_argument(
+        "--baseline", type=http_url, help="baseline server URL: enables the paired comparison"
+    )
+    p.add_argument(
+        "--target-label", default=None, help="label of --target (default target/candidate)"
+    )
+    p.add_argument(
+        "--baseline-label", default="baseline", help="name shown for --baseline (default baseline)"
+    )
+    p.add_argument("--num-questions", type=int, default=500, help="first N test questions (500)")
+    p.add_argument("--num-shots", type=int, default=5, help="few-shot examples (5)")
+    p.add_argument(
+        "--parallel", type=positive_int, default=64, help="requests in flight per server (64)"
+    )
+    p.add_argument(
+        "--api",
+        choices=["completions", "chat"],
+        default="completions",
+        help="completions: SGLang's few-shot prompt via /v1/completions (default); "
+        "chat: the same shots as chat turns via /v1/chat/completions",
+    )
+    p.add_argument("--data", help="GSM8K jsonl (default: download the official test split)")
+    p.add_argument("--exclude-shots", action="store_true", help="do not ask/score the shots")
+    p.add_argument("--model", help="model name to send (default: first id of /v1/models)")
+    p.add_argument(
+        "--max-tokens", type=int, default=512, help="new tokens per answer (default 512)"
+    )
+    p.add_argument("--alpha", type=float, default=0.05, help="McNemar significance level")
+    p.add_argument("--results", default=None, help="results root (default results/)")
+    p.add_argument(
+        "--run-id", default=None, help="name of the run folder (default: gsm8k-<time>-<pid>)"
+    )
+    p.add_argument(
+        "--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (both)"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="per-request timeout in seconds (300)"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _check(args: argparse.Namespace) -> str | None:
+    if args.timeout <= 0:
+        return "--timeout must be positive"
+    for name in ("num_questions", "parallel", "max_tokens"):
+        if getattr(args, name) < 1:
+            return f"--{name.replace('_', '-')} must be at least 1"
+    if args.num_shots < 0:
+        return "--num-shots must be 0 or more"
+    if args.exclude_shots and args.num_shots >= args.num_questions:
+        return "--exclude-shots leaves no question: raise --num-questions above --num-shots"
+    if not 0 < args.alpha < 1:
+        return "--alpha must be between 0 and 1"
+    return None
+
+
+def _print(summary: GSM8KSummary, console: Console) -> None:
+    table = Table(title=f"GSM8K {summary.run_id}", box=box.SIMPLE_HEAD)
+    for col in ("server", "n", "acc", "95% CI", "invalid", "strict", "flex", "err", "s", "tok/s"):
+        table.add_column(col, no_wrap=True, min_width=8 if col == "server" else None)
+    for s in summary.sides:
+        ci = s.accuracy_interval
+        table.add_row(
+            s.label, str(s.n), f"{s.accuracy:.3f}", f"{ci.low:.3f}-{ci.high:.3f}",
+            f"{s.invalid_rate:.3f}", f"{s.accuracy_strict:.3f}", f"{s.accuracy_flexible:.3f}",
+            str(s.n_errors), f"{s.latency_s:.1f}", f"{s.output_throughput:.0f}",
+        )  # fmt: skip
+    console.print(table)
+    p = summary.paired
+    if p is not None:
+        ci = p.diff_interval
+        console.print(
+            f"pairs {p.n_pairs}: both correct {p.both_correct}, baseline only {p.b}, "
+            f"candidate only {p.c}; McNemar p={p.mcnemar_p:.3g}; difference "
+            f"{p.accuracy_diff:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}]"
+        )
+        console.print(f"verdict: [bold]{p.verdict}[/bold] ({p.reason})")
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = _check(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    options = {
+        "data": args.data, "num_questions": args.num_questions, "num_shots": args.num_shots,
+        "parallel": args.parallel, "api": args.api, "exclude_shots": args.exclude_shots,
+        "max_tokens": args.max_tokens, "alpha": args.alpha, "results": args.results,
+        "run_id": args.run_id, "progress": not args.no_progress,
+    }  # fmt: skip
+    kw = {"model": args.model, "api_key_env": args.api_key_env, "timeout_s": args.timeout}
+    try:
+        if args.baseline:
+            base = GSM8KTarget(args.baseline, label=args.baseline_label, **kw)
+            cand = GSM8KTarget(args.target, label=args.target_label or "candidate", **kw)
+            summary = compare_gsm8k(base, cand, **options)
+        else:
+            target = GSM8KTarget(args.target, label=args.target_label or "target", **kw)
+            summary = run_gsm8k(target, **options)
+    except GSM8KDataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _print(summary, Console(width=None if sys.stdout.isatty() else 120))  # logs: no wrapping
+    root = Path(args.results) if args.results else DEFAULT_RESULTS
+    print(f"results: {root / summary.run_id}/gsm8k.json")
+    return summary.exit_code

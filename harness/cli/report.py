@@ -1,0 +1,36 @@
+"""``harness report results/<run-id> [--markdown] [--open]``: render a run folder's report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import webbrowser
+
+from harness.cli import ExitCode
+from harness.present.report import ReportInputError, write_report
+
+HELP = "Write report.html (and report.md with --markdown) for a run folder."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "run_dir", metavar="RUN_DIR", help="a run folder, e.g. results/compare-20260101-120000-1"
+    )
+    p.add_argument(
+        "--markdown", action="store_true", help="also write report.md (a pull-request comment)"
+    )
+    p.add_argument("--open", action="store_true", help="open report.html in the default browser")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        html = write_report(args.run_dir, markdown=args.markdown)
+    except ReportInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    print(f"wrote {html}")
+    if args.markdown:
+        print(f"wrote {html.with_name('report.md')}")
+    if args.open:
+        webbrowser.open(html.resolve().as_uri())
+    return ExitCode.OK

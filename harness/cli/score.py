@@ -1,0 +1,84 @@
+"""``harness score results/<run-id>``: re-score a run folder and rewrite its summary.json.
+
+Scores are pure functions of ``transcripts.jsonl``, so an old run can be re-scored after
+the scoring improves. Settings and fusion engagement recorded in an existing
+``summary.json`` are kept. Prints the same tables and verdict as ``harness compare`` and
+exits with the same codes. A ``harness gsm8k`` folder (``gsm8k.jsonl``) is re-scored
+with :func:`harness.gsm8k.run.rescore`; any other folder (``harness boot``) is a usage error
+pointing at ``harness report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.cli import ExitCode
+from harness.cli.compare import exit_code, render_summary
+from harness.pipeline import score_dir
+
+HELP = (
+    "Re-score a run folder (results/<run-id>: run, compare, matrix or gsm8k) and rewrite "
+    "its summary."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", help="the run folder, e.g. results/compare-20260101-120000-1234")
+    p.add_argument("--quiet", action="store_true", help="print only the verdict line")
+    p.add_argument("--strict", action="store_true", help="exit 1 on INCONCLUSIVE too")
+
+
+def run(args: argparse.Namespace) -> int:
+    folder = Path(args.run_dir)
+    if not folder.is_dir():
+        print(f"error: {folder}: no such run folder (give results/<run-id>)", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    if not (folder / "transcripts.jsonl").exists():
+        if (folder / "gsm8k.jsonl").exists():
+            return _gsm8k(folder)
+        return _not_a_run_folder(folder)
+    try:
+        summary = score_dir(folder)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    console = Console()
+    if args.quiet:
+        if summary.verdict is not None:
+            console.print(summary.verdict.message, markup=False)
+    else:
+        render_summary(summary, console)
+    console.print(f"summary: {folder / 'summary.json'}", markup=False)
+    return exit_code(summary, strict=args.strict)
+
+
+def _gsm8k(folder: Path) -> int:
+    """A ``harness gsm8k`` folder: recompute ``gsm8k.json`` (:func:`harness.gsm8k.run.rescore`)."""
+    from harness.cli.gsm8k import _print
+    from harness.gsm8k.run import rescore
+
+    try:
+        summary = rescore(folder)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: {folder}: cannot re-score this GSM8K run ({exc})", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    _print(summary, Console(width=None if sys.stdout.isatty() else 120))
+    print(f"summary: {folder / 'gsm8k.json'}")
+    return int(summary.exit_code)
+
+
+def _not_a_run_folder(folder: Path) -> int:
+    what = (
+        "a boot folder (boot.json)" if (folder / "boot.json").exists() else "no transcripts.jsonl"
+    )
+    print(
+        f"error: {folder}: {what}; `harness score` re-scores run/compare/matrix folders "
+        "(transcripts.jsonl) and GSM8K folders (gsm8k.jsonl); `harness report "
+        f"{folder}` re-renders the report of any folder",
+        file=sys.stderr,
+    )
+    return ExitCode.USAGE_ERROR

@@ -1,0 +1,338 @@
+"""One chat-completion request and its response, parsed as received.
+
+:func:`post_completion` makes one attempt through the openai SDK
+(``client.post("/chat/completions", ..., stream=True)``, so the body is sent as given,
+read by us and kept raw) and returns a :class:`harness.transcript.ResponseRecord`:
+
+- non-streaming: the JSON body (``raw``) and ``choices[0].message``: ``content``,
+  ``reasoning_content`` (or ``reasoning``), ``tool_calls`` with ``arguments`` exactly as
+  received (a string normally; an object if the server sent one), legacy
+  ``function_call``, ``finish_reason``, ``usage``;
+- streaming (SSE): the list of chunk objects (``raw``), with ``tool_calls`` deltas
+  assembled by ``index`` as the OpenAI Python SDK's stream helpers do: ``id``, ``type``
+  and ``name`` from the first delta that has them, string ``arguments`` concatenated.
+
+Every failure raises :class:`RequestFailed` with an :class:`~harness.transcript.InfraError`
+kind: ``http_status`` (with the status), ``timeout``, ``connection`` (refused, reset,
+dropped mid-body), ``invalid_body`` (not JSON, no ``choices[0].message``, a stream chunk
+that is not JSON or has no ``choices``, an empty stream) or ``other`` (an error object
+in the body, anything else). ``RequestFailed.transient`` says whether a retry may help
+(HTTP 408/429/5xx, timeouts, connection errors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from openai import (
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AsyncOpenAI,
+    OpenAIError,
+)
+
+from harness.scenario.tools import render
+from harness.transcript import ResponseRecord, ToolCallRecord
+
+__all__ = [
+    "TRANSIENT_STATUS",
+    "RequestFailed",
+    "StreamAssembler",
+    "parse_completion",
+    "post_completion",
+    "read_sse",
+    "request_body",
+]
+
+#: HTTP statuses worth retrying: request timeout, rate limit, server errors.
+TRANSIENT_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
+
+_TIMEOUTS: tuple[type[Exception], ...] = (
+    APITimeoutError,
+    httpx.TimeoutException,
+    asyncio.TimeoutError,
+)
+_TRANSPORT: tuple[type[Exception], ...] = (
+    APIConnectionError,
+    httpx.TransportError,
+    ConnectionError,
+)
+#: the SDK's raw HTTP response class (``cast_to`` of :func:`post_completion`)
+_RAW_RESPONSE: Any = httpx.Response
+try:  # openai >= 3 talks through httpx2, whose exceptions are separate classes
+    import httpx2
+
+    _TIMEOUTS += (httpx2.TimeoutException,)
+    _TRANSPORT += (httpx2.TransportError,)
+    _RAW_RESPONSE = httpx2.Response
+except ImportError:  # pragma: no cover - depends on the installed openai
+    pass
+
+
+class RequestFailed(Exception):
+    """One failed attempt: an :class:`InfraError` kind, HTTP status, and whether to retry."""
+
+    def __init__(self, kind: str, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message[:1000]
+        self.status = status
+        self.transient = kind in ("timeout", "connection") or (
+            kind == "http_status" and status in TRANSIENT_STATUS
+        )
+
+
+def _opt_str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _text(content: Any) -> str | None:
+    """Message content as text: strings as is, a list of parts joined, else compact JSON."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content]
+        return "".join(p for p in parts if isinstance(p, str))
+    return render(content)
+
+
+def _call_record(i: int, tc: Any) -> ToolCallRecord:
+    if not isinstance(tc, dict):
+        return ToolCallRecord(index=i, arguments=tc)
+    fn_raw = tc.get("function")
+    fn: dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else {}
+    idx = tc.get("index")
+    return ToolCallRecord(
+        index=idx if isinstance(idx, int) else i,
+        id=_opt_str(tc.get("id")),
+        type=_opt_str(tc.get("type")),
+        name=_opt_str(fn.get("name")),
+        arguments=fn.get("arguments"),
+    )
+
+
+def parse_completion(body: bytes) -> ResponseRecord:
+    """A non-streaming response body -> :class:`ResponseRecord` (``raw`` = the parsed body).
+
+    Raises:
+        RequestFailed: ``invalid_body`` if the body is not JSON or has no ``choices[0].message``.
+    """
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise RequestFailed("invalid_body", f"response is not JSON: {body[:200]!r}") from None
+    if isinstance(data, dict) and "error" in data and "choices" not in data:
+        raise RequestFailed("other", f"server returned an error object: {render(data['error'])}")
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise RequestFailed("invalid_body", f"response has no choices: {render(data)[:200]}")
+    msg = choices[0].get("message")
+    if not isinstance(msg, dict):
+        raise RequestFailed("invalid_body", "response choices[0] has no message object")
+    calls_raw = msg.get("tool_calls")
+    calls: list[Any] = calls_raw if isinstance(calls_raw, list) else []
+    return ResponseRecord(
+        content=_text(msg.get("content")),
+        reasoning_content=_opt_str(msg.get("reasoning_content") or msg.get("reasoning")),
+        tool_calls=[_call_record(i, tc) for i, tc in enumerate(calls)],
+        function_call=msg.get("function_call")
+        if isinstance(msg.get("function_call"), dict)
+        else None,
+        finish_reason=_opt_str(choices[0].get("finish_reason")),
+        usage=data.get("usage") if isinstance(data.get("usage"), dict) else None,
+        model=_opt_str(data.get("model")),
+        raw=data,
+    )
+
+
+class StreamAssembler:
+    """Accumulates SSE chunk objects into one assistant message."""
+
+    def __init__(self) -> None:
+        self.chunks: list[Any] = []
+        self.content: str | None = None
+        self.reasoning: str | None = None
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.function_call: dict[str, Any] | None = None
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.model: str | None = None
+        self.saw_choice = False
+
+    def add(self, chunk: Any) -> None:
+        self.chunks.append(chunk)
+        if not isinstance(chunk, dict):
+            raise RequestFailed(
+                "invalid_body", f"stream chunk is not an object: {render(chunk)[:200]}"
+            )
+        if "error" in chunk and not chunk.get("choices"):
+            raise RequestFailed("other", f"error in stream: {render(chunk['error'])[:500]}")
+        if not isinstance(chunk.get("choices"), list):
+            raise RequestFailed(
+                "invalid_body", f"stream chunk has no choices: {render(chunk)[:200]}"
+            )
+        self.model = self.model or _opt_str(chunk.get("model"))
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk["choices"][:1]:
+            if isinstance(choice, dict):
+                self.saw_choice = True
+                self._add_choice(choice)
+
+    def _add_choice(self, choice: dict[str, Any]) -> None:
+        self.finish_reason = _opt_str(choice.get("finish_reason")) or self.finish_reason
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            return
+        if isinstance(delta.get("content"), str):
+            self.content = (self.content or "") + delta["content"]
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str):
+            self.reasoning = (self.reasoning or "") + reasoning
+        for tc in delta.get("tool_calls") or []:
+            if isinstance(tc, dict):
+                self._add_call(tc)
+        if isinstance(delta.get("function_call"), dict):
+            self.function_call = _merge_fn(self.function_call or {}, delta["function_call"])
+
+    def _add_call(self, tc: dict[str, Any]) -> None:
+        idx = tc.get("index")
+        if not isinstance(idx, int):  # servers that omit index: a new id starts a new call
+            idx = len(self.calls) if (tc.get("id") or not self.calls) else max(self.calls)
+        entry = self.calls.setdefault(idx, {"index": idx, "id": None, "type": None})
+        entry["id"] = entry["id"] or _opt_str(tc.get("id"))
+        entry["type"] = entry["type"] or _opt_str(tc.get("type"))
+        fn = tc.get("function")
+        if isinstance(fn, dict):
+            _merge_fn(entry, fn)
+
+    def record(self) -> ResponseRecord:
+        if not self.chunks:
+            raise RequestFailed("invalid_body", "stream ended without any chunk")
+        if not self.saw_choice:
+            raise RequestFailed("invalid_body", "no stream chunk carried a choice")
+        calls = [
+            ToolCallRecord(
+                index=c["index"],
+                id=c["id"],
+                type=c["type"],
+                name=c.get("name"),
+                arguments=c.get("arguments"),
+            )
+            for _, c in sorted(self.calls.items())
+        ]
+        return ResponseRecord(
+            content=self.content,
+            reasoning_content=self.reasoning,
+            tool_calls=calls,
+            function_call=self.function_call,
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            model=self.model,
+            stream=True,
+            raw=self.chunks,
+        )
+
+
+def _merge_fn(entry: dict[str, Any], fn: dict[str, Any]) -> dict[str, Any]:
+    """Merge one ``function`` delta: first name wins, string arguments concatenate."""
+    entry["name"] = entry.get("name") or _opt_str(fn.get("name"))
+    args = fn.get("arguments")
+    if isinstance(args, str):
+        prev = entry.get("arguments")
+        entry["arguments"] = (prev if isinstance(prev, str) else "") + args
+    elif args is not None:  # an object instead of a string: kept as received
+        entry["arguments"] = args
+    return entry
+
+
+async def read_sse(lines: AsyncIterator[str], state: StreamAssembler) -> None:
+    """Feed the ``data:`` payloads of an SSE body to ``state`` until ``[DONE]``."""
+    data: list[str] = []
+
+    def flush() -> bool:
+        if not data:
+            return False
+        payload = "\n".join(data)
+        data.clear()
+        if payload.strip() == "[DONE]":
+            return True
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            raise RequestFailed(
+                "invalid_body", f"stream chunk is not JSON: {payload[:200]!r}"
+            ) from None
+        state.add(chunk)
+        return False
+
+    async for line in lines:
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif not line.strip() and flush():
+            return
+    flush()
+
+
+def request_body(params: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body for ``params`` (``create``-style kwargs): every field as given, with
+    ``extra_body`` merged over the others (as the SDK's ``create`` merges it)."""
+    body = {k: v for k, v in params.items() if k != "extra_body"}
+    body.update(params.get("extra_body") or {})
+    return body
+
+
+async def post_completion(client: AsyncOpenAI, params: dict[str, Any]) -> ResponseRecord:
+    """One attempt. Raises :class:`RequestFailed` classifying any failure.
+
+    Sent with the SDK's own request method, ``client.post("/chat/completions",
+    cast_to=<http response>, stream=True)`` (the SDK's documented way to make a request
+    with a body of one's own): same base URL, API key, headers, timeout and error
+    classes (``APIStatusError`` for a non-2xx answer) as ``chat.completions.create``,
+    without ``create``'s per-request work the harness does not use: the TypedDict
+    transform of every field (``_transform_recursive``; ``model`` alone is checked
+    against a ``Literal`` of every OpenAI model name), and the response wrapper. Together
+    they were ~25% of the client's CPU per turn (make bench, benchmark 1). The body is
+    sent exactly as given and read raw by us.
+    """
+    t0 = time.perf_counter()
+    try:
+        resp = await client.post(
+            "/chat/completions", body=request_body(params), cast_to=_RAW_RESPONSE, stream=True
+        )
+        try:
+            if params.get("stream"):
+                state = StreamAssembler()
+                await read_sse(resp.aiter_lines(), state)
+                rec = state.record()
+            else:
+                rec = parse_completion(await resp.aread())
+        finally:
+            await resp.aclose()
+    except RequestFailed:
+        raise
+    except APIStatusError as exc:
+        raise RequestFailed("http_status", str(exc), status=exc.status_code) from None
+    except _TIMEOUTS as exc:
+        raise RequestFailed("timeout", _describe(exc)) from None
+    except _TRANSPORT as exc:
+        raise RequestFailed("connection", _describe(exc)) from None
+    except (OpenAIError, ValueError, TypeError, KeyError) as exc:
+        raise RequestFailed("other", _describe(exc)) from None
+    rec.latency_s = time.perf_counter() - t0
+    return rec
+
+
+def _describe(exc: BaseException) -> str:
+    """``"Type: message (CauseType: cause)"``: the SDK's wrapper and the transport's reason."""
+    text = f"{type(exc).__name__}: {exc}"
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and str(cause) and str(cause) not in text:
+        text += f" ({type(cause).__name__}: {cause})"
+    return text

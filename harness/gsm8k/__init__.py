@@ -1,0 +1,1 @@
+"""GSM8K few-shot accuracy, one server or two paired (SGLang-compatible)."""

@@ -1,0 +1,489 @@
+"""GSM8K few-shot accuracy of one server, or of two servers paired (``harness gsm8k``).
+
+The check that exposed the dropped routed expert (GSM8K-500: 0.81 fused against 0.88
+unfused). Compatible with SGLang's few-shot GSM8K benchmark so figures compare with
+SGLang's CI: k-shot prompts (harness.gsm8k.data), greedy (temperature 0), 512 new
+tokens, stop strings ``["Question", "Assistant:", "<|separator|>"]``, answer = last
+integer (harness.gsm8k.extract); lm-evaluation-harness strict-match and
+flexible-extract accuracies are reported beside it.
+
+Python API::
+
+    summary = run_gsm8k("http://127.0.0.1:30000", data="test.jsonl")
+    summary = compare_gsm8k(baseline_url, candidate_url, num_questions=500)
+    summary.paired.verdict  # "REGRESSION" | "IMPROVEMENT" | "NO CHANGE" | "INCONCLUSIVE"
+
+Requests go out the way SGLang's own few-shot benchmark sends them: a
+``ThreadPoolExecutor`` of ``parallel`` threads, each with its own blocking
+``httpx.Client`` (measured faster than 64 asyncio workers on a busy CPU: ``make bench``,
+benchmark 3). Transient errors (connection, timeout, HTTP 408/429/5xx) are retried with
+exponential backoff, and a question that still errors is reported and left out, never
+scored as wrong. Records are written to ``gsm8k.jsonl`` as they finish.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import ssl
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from rich.progress import Progress
+
+from harness.gsm8k.data import (
+    GSM8K_STOP,
+    GSM8KDataset,
+    Question,
+    chat_messages,
+    load_dataset,
+    question_prompt,
+)
+from harness.gsm8k.extract import extract_flexible, extract_sglang, extract_strict, score_lm_eval
+from harness.gsm8k.models import (
+    Extracted,
+    GSM8KConfig,
+    GSM8KRecord,
+    GSM8KSummary,
+)
+from harness.gsm8k.stats import paired_comparison, side_summary
+from harness.runfolder import prepare_run_dir
+from harness.transcript import RunManifest, TargetInfo
+
+__all__ = [
+    "GSM8KOptions",
+    "GSM8KTarget",
+    "compare_gsm8k",
+    "read_gsm8k_records",
+    "rescore",
+    "run_gsm8k",
+    "summarize",
+]
+
+Api = Literal["completions", "chat"]
+_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+@dataclass
+class GSM8KTarget:
+    """A server to ask: ``base_url`` with or without ``/v1``; ``model`` None asks
+    ``GET /v1/models`` for the first id. The API key, if any, is read from ``api_key_env``."""
+
+    base_url: str
+    label: str = "target"
+    side: Literal["baseline", "candidate"] | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 300.0
+    max_retries: int = 3
+    retry_backoff_s: float = 0.25
+
+    @property
+    def v1(self) -> str:
+        url = self.base_url.rstrip("/")
+        return url if url.endswith("/v1") else url + "/v1"
+
+
+@dataclass
+class GSM8KOptions:
+    """How to run: the questions (first ``num_questions`` of ``data``, default the
+    official test split), the prompt (``num_shots``, ``api``, ``max_tokens``), the
+    client (``parallel`` requests in flight per server), the verdict (``alpha``,
+    ``max_error_rate``) and the output (``results`` root, ``run_id``, rich ``progress``
+    bar, HTML ``report`` via harness.present.report when installed)."""
+
+    data: str | Path | None = None
+    num_questions: int = 500
+    num_shots: int = 5
+    parallel: int = 64
+    api: Api = "completions"
+    exclude_shots: bool = False
+    max_tokens: int = 512
+    alpha: float = 0.05
+    max_error_rate: float = 0.1
+    results: str | Path | None = None
+    run_id: str | None = None
+    progress: bool = False
+    report: bool = True
+
+
+@dataclass
+class _Plan:
+    dataset: GSM8KDataset
+    config: GSM8KConfig
+    indices: list[int] = field(default_factory=list)
+
+
+class _InfraError(Exception):
+    def __init__(self, message: str, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def _headers(target: GSM8KTarget) -> dict[str, str]:
+    key = os.environ.get(target.api_key_env)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def _discover_model(client: httpx.Client, target: GSM8KTarget) -> str | None:
+    if target.model:
+        return target.model
+    try:
+        resp = client.get(f"{target.v1}/models", timeout=10.0)
+        data = resp.json().get("data") or []
+        return str(data[0]["id"]) if data else None
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return None
+
+
+def _request_body(plan: _Plan, model: str | None, index: int) -> tuple[str, dict[str, Any]]:
+    cfg, qs = plan.config, plan.dataset.questions
+    body: dict[str, Any] = {
+        "model": model or "default",
+        "max_tokens": cfg.max_tokens,
+        "temperature": cfg.temperature,
+        "stop": list(cfg.stop),
+    }
+    if cfg.api == "chat":
+        body["messages"] = chat_messages(qs, cfg.num_shots, index)
+        return "chat/completions", body
+    body["prompt"] = question_prompt(qs, cfg.num_shots, index)
+    return "completions", body
+
+
+def _parse(api: Api, data: Any) -> tuple[str, str | None, int | None]:
+    """(output text, finish_reason, completion_tokens) of a response body."""
+    try:
+        choice = data["choices"][0]
+        text = choice["message"].get("content") if api == "chat" else choice["text"]
+        usage = data.get("usage") or {}
+        tokens = usage.get("completion_tokens")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise _InfraError("invalid response body: no choices[0] text", False) from None
+    if text is not None and not isinstance(text, str):
+        raise _InfraError("invalid response body: text is not a string", False)
+    return text or "", choice.get("finish_reason"), tokens if isinstance(tokens, int) else None
+
+
+def _post_once(
+    client: httpx.Client, target: GSM8KTarget, path: str, body: dict[str, Any], api: Api
+) -> tuple[str, str | None, int | None]:
+    try:
+        resp = client.post(f"{target.v1}/{path}", json=body, timeout=target.timeout_s)
+    except httpx.TimeoutException as exc:
+        raise _InfraError(f"timeout: {type(exc).__name__}", True) from None
+    except httpx.TransportError as exc:
+        raise _InfraError(f"connection: {type(exc).__name__}: {exc}", True) from None
+    if resp.status_code != 200:
+        retry = resp.status_code in _RETRY_STATUS or resp.status_code >= 500
+        raise _InfraError(f"HTTP {resp.status_code}: {resp.text[:200]}", retry)
+    try:
+        data = resp.json()
+    except ValueError:
+        raise _InfraError("invalid response body: not JSON", False) from None
+    return _parse(api, data)
+
+
+def _score(q: Question, output: str) -> dict[str, Any]:
+    ext = Extracted(
+        sglang=extract_sglang(output),
+        strict=extract_strict(output),
+        flexible=extract_flexible(output),
+    )
+    return {
+        "extracted": ext,
+        "correct": ext.sglang == q.label,
+        "correct_strict": score_lm_eval(ext.strict, q.answer),
+        "correct_flexible": score_lm_eval(ext.flexible, q.answer),
+    }
+
+
+def _ask(
+    client: httpx.Client, target: GSM8KTarget, plan: _Plan, model: str | None, index: int
+) -> GSM8KRecord:
+    """Ask one question, retrying transient errors; returns its record."""
+    path, body = _request_body(plan, model, index)
+    q = plan.dataset.questions[index]
+    prompt_text = body.get("prompt") or json.dumps(body.get("messages"), sort_keys=True)
+    rec: dict[str, Any] = {
+        "side": target.side, "label": target.label, "index": index, "reference": q.label,
+        "question": q.question, "model": model or "default",
+        "is_shot": index < plan.config.num_shots,
+        "prompt_sha256": hashlib.sha256(prompt_text.encode()).hexdigest(),
+        "t_start": time.time(),
+    }  # fmt: skip
+    for attempt in range(1, target.max_retries + 2):
+        t0 = time.perf_counter()
+        try:
+            text, finish, tokens = _post_once(client, target, path, body, plan.config.api)
+        except _InfraError as exc:
+            rec.update(error=str(exc), attempts=attempt, latency_s=time.perf_counter() - t0)
+            if not exc.retryable or attempt > target.max_retries:
+                break
+            time.sleep(min(target.retry_backoff_s * 2 ** (attempt - 1), 8.0))
+            continue
+        rec.update(error=None, attempts=attempt, latency_s=time.perf_counter() - t0)
+        rec.update(output=text, finish_reason=finish, completion_tokens=tokens, **_score(q, text))
+        break
+    return GSM8KRecord(**rec, t_end=time.time())
+
+
+@cache
+def _ssl_context() -> ssl.SSLContext:
+    """One verifying TLS context per process, shared by every client (thread-safe);
+    building one costs ~30 ms of CPU (loading the CA bundle)."""
+    try:
+        import certifi
+
+        return ssl.create_default_context(cafile=certifi.where())
+    except ImportError:  # pragma: no cover - certifi comes with httpx
+        return ssl.create_default_context()
+
+
+@contextmanager
+def _thread_clients(target: GSM8KTarget) -> Iterator[Callable[[], httpx.Client]]:
+    """Yields ``get()``: the calling thread's own one-connection ``httpx.Client``
+    (created on first use); every client is closed on exit."""
+    local, lock, made = threading.local(), threading.Lock(), []
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    tls = _ssl_context()
+
+    def get() -> httpx.Client:
+        client: httpx.Client | None = getattr(local, "client", None)
+        if client is None:
+            client = httpx.Client(headers=_headers(target), limits=limits, verify=tls)
+            local.client = client
+            with lock:
+                made.append(client)
+        return client
+
+    try:
+        yield get
+    finally:
+        for client in made:
+            client.close()
+
+
+def _run_side(
+    target: GSM8KTarget, plan: _Plan, progress: Progress | None, sink: Any
+) -> tuple[list[GSM8KRecord], str | None]:
+    """Ask every planned question of one server; each record is appended to ``sink`` by
+    the thread that finished it. Returns the records in question order and the model id.
+
+    SGLang's benchmark client: a ``ThreadPoolExecutor`` of ``parallel`` threads, one
+    blocking ``httpx.Client`` (one connection) per thread. The calling thread only waits,
+    so it does not contend for the GIL per answer. An unexpected exception (or Ctrl-C)
+    cancels the questions not yet started and propagates once the requests in flight
+    have ended (each within ``target.timeout_s``), as SGLang's client does.
+    """
+    with httpx.Client(headers=_headers(target), verify=_ssl_context()) as probe:
+        model = _discover_model(probe, target)
+    task = progress.add_task(f"gsm8k {target.label}", total=len(plan.indices)) if progress else None
+    records: list[GSM8KRecord] = []
+    lock = threading.Lock()
+
+    def ask(client: httpx.Client, index: int) -> None:
+        rec = _ask(client, target, plan, model, index)
+        line = rec.model_dump_json() + "\n"
+        with lock:
+            records.append(rec)
+            sink.write(line)
+        if progress is not None and task is not None:
+            progress.advance(task)  # rich's Progress is thread-safe
+
+    workers = max(1, min(plan.config.parallel, len(plan.indices)))
+    with _thread_clients(target) as client:
+        pool = ThreadPoolExecutor(workers, thread_name_prefix=f"gsm8k-{target.label}")
+        try:
+            futures = [pool.submit(lambda i: ask(client(), i), i) for i in plan.indices]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            for fut in done:
+                fut.result()  # re-raises a worker's unexpected exception
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return sorted(records, key=lambda r: r.index), model
+
+
+def read_gsm8k_records(run_dir: str | Path) -> list[GSM8KRecord]:
+    """The records of ``run_dir/gsm8k.jsonl`` (in file order)."""
+    path = Path(run_dir) / "gsm8k.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [GSM8KRecord.model_validate_json(line) for line in lines if line.strip()]
+
+
+def _infra_reason(summaries: list[Any], max_error_rate: float) -> str | None:
+    for s in summaries:
+        total = s.n + s.n_errors
+        if total == 0 or s.n_errors / total > max_error_rate:
+            return (
+                f"{s.label}: {s.n_errors} of {total} questions failed with infrastructure "
+                f"errors (more than {max_error_rate:.0%})"
+            )
+    return None
+
+
+def summarize(
+    records: list[GSM8KRecord],
+    *,
+    run_id: str,
+    config: GSM8KConfig,
+    targets: list[GSM8KTarget],
+) -> GSM8KSummary:
+    """The summary of a run: a pure function of its records and configuration.
+
+    ``targets`` is ``[target]`` or ``[baseline, candidate]`` (sides ``baseline`` and
+    ``candidate``). Exit code 1 on REGRESSION, 3 when more than ``config.max_error_rate``
+    of a side's questions errored, else 0.
+    """
+    sides = []
+    for t in targets:
+        recs = [r for r in records if r.label == t.label and r.side == t.side]
+        sides.append(side_summary(recs, label=t.label, base_url=t.base_url, model=t.model))
+    infra = _infra_reason(sides, config.max_error_rate)
+    paired = None
+    if len(targets) == 2:
+        base = [r for r in records if r.side == "baseline"]
+        cand = [r for r in records if r.side == "candidate"]
+        paired = paired_comparison(base, cand, alpha=config.alpha, infra=infra)
+    verdict = paired.verdict if paired else None
+    code = 1 if verdict == "REGRESSION" else 3 if infra or verdict == "INCONCLUSIVE" else 0
+    return GSM8KSummary(
+        run_id=run_id, config=config, sides=sides, paired=paired, verdict=verdict, exit_code=code
+    )
+
+
+def _plan(opts: GSM8KOptions) -> _Plan:
+    ds = load_dataset(opts.data)
+    n = min(opts.num_questions, len(ds.questions))
+    config = GSM8KConfig(
+        num_questions=n, num_shots=opts.num_shots, max_tokens=opts.max_tokens,
+        stop=list(GSM8K_STOP), api=opts.api, exclude_shots=opts.exclude_shots,
+        parallel=opts.parallel, alpha=opts.alpha, max_error_rate=opts.max_error_rate,
+        data_source=ds.source, data_sha256=ds.sha256, official_test_split=ds.official,
+    )  # fmt: skip
+    start = opts.num_shots if opts.exclude_shots else 0
+    return _Plan(ds, config, list(range(start, n)))
+
+
+def _run_all(
+    targets: list[GSM8KTarget], plan: _Plan, out: Path, show_progress: bool
+) -> list[GSM8KRecord]:
+    records: list[GSM8KRecord] = []
+    with (out / "gsm8k.jsonl").open("w", encoding="utf-8") as sink:
+        progress = Progress(transient=False) if show_progress else None
+        if progress is not None:
+            progress.start()
+        try:
+            for t in targets:  # one side at a time: each side's throughput is its own
+                recs, model = _run_side(t, plan, progress, sink)
+                t.model = t.model or model
+                records.extend(recs)
+                sink.flush()
+        finally:
+            if progress is not None:
+                progress.stop()
+    return records
+
+
+def _write_report(run_dir: Path) -> None:
+    try:
+        from harness.present.report import write_report
+    except ImportError:
+        return
+    try:
+        write_report(run_dir)
+    except Exception as exc:  # the report is a view; the results are already on disk
+        print(f"warning: report not written: {exc}", file=sys.stderr)
+
+
+def _execute(targets: list[GSM8KTarget], opts: GSM8KOptions) -> GSM8KSummary:
+    plan = _plan(opts)
+    infos = [
+        TargetInfo(label=t.label, side=t.side, base_url=t.base_url, model=t.model) for t in targets
+    ]
+    out = prepare_run_dir(
+        "gsm8k", results=opts.results, run_id=opts.run_id, targets=infos,
+        args={"targets": [t.base_url for t in targets], **plan.config.model_dump()},
+        extra={"gsm8k_config": plan.config.model_dump(mode="json")},
+    )  # fmt: skip
+    records = _run_all(targets, plan, out, opts.progress)
+    _record_models(out, targets)
+    summary = summarize(records, run_id=out.name, config=plan.config, targets=targets)
+    (out / "gsm8k.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+    if opts.report:
+        _write_report(out)
+    return summary
+
+
+def _record_models(folder: Path, targets: list[GSM8KTarget]) -> None:
+    """Write the model ids found by ``GET /v1/models`` into ``manifest.json``'s targets
+    (the manifest is written before the servers are asked)."""
+    path = folder / "manifest.json"
+    manifest = RunManifest.model_validate_json(path.read_text("utf-8"))
+    found = {(t.label, t.side): t.model for t in targets if t.model}
+    changed = False
+    for info in manifest.targets:
+        model = found.get((info.label, info.side))
+        if model and not info.model:
+            info.model, changed = model, True
+    if changed:
+        path.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+
+
+def rescore(run_dir: str | Path, *, write: bool = True) -> GSM8KSummary:
+    """Recompute ``gsm8k.json`` from ``manifest.json`` and ``gsm8k.jsonl`` (pure, offline).
+
+    Raises FileNotFoundError if the run folder lacks either file.
+    """
+    folder = Path(run_dir)
+    manifest = RunManifest.model_validate_json((folder / "manifest.json").read_text("utf-8"))
+    config = GSM8KConfig.model_validate(manifest.extra["gsm8k_config"])
+    targets = [GSM8KTarget(t.base_url, t.label, t.side, t.model) for t in manifest.targets]
+    summary = summarize(
+        read_gsm8k_records(folder), run_id=manifest.run_id, config=config, targets=targets
+    )
+    if write:
+        (folder / "gsm8k.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+    return summary
+
+
+def run_gsm8k(target: str | GSM8KTarget, *, label: str = "target", **options: Any) -> GSM8KSummary:
+    """GSM8K accuracy of one server; writes ``results/<run-id>/gsm8k.{jsonl,json}``.
+
+    ``options``: the fields of :class:`GSM8KOptions`. Raises
+    harness.gsm8k.data.GSM8KDataError if the data cannot be loaded, TypeError on an
+    unknown option.
+    """
+    t = target if isinstance(target, GSM8KTarget) else GSM8KTarget(target, label=label)
+    return _execute([t], GSM8KOptions(**options))
+
+
+def compare_gsm8k(
+    baseline: str | GSM8KTarget,
+    candidate: str | GSM8KTarget,
+    *,
+    baseline_label: str = "baseline",
+    candidate_label: str = "candidate",
+    **options: Any,
+) -> GSM8KSummary:
+    """Both servers answer the same questions; McNemar's exact test on the pairs.
+
+    Same ``options`` as :func:`run_gsm8k`. ``summary.verdict`` and ``summary.exit_code``
+    carry the outcome (1 on REGRESSION, 3 on too many infrastructure errors).
+    """
+    b = baseline if isinstance(baseline, GSM8KTarget) else GSM8KTarget(baseline, baseline_label)
+    c = candidate if isinstance(candidate, GSM8KTarget) else GSM8KTarget(candidate, candidate_label)
+    b.side, c.side = "baseline", "candidate"
+    if b.label == c.label:
+        b.label, c.label = f"{b.label} (baseline)", f"{c.label} (candidate)"
+    return _execute([b, c], GSM8KOptions(**options))

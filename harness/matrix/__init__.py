@@ -1,0 +1,1 @@
+"""Isolation matrix: which configuration attribute carries a failure."""

@@ -1,0 +1,1 @@
+"""Presentation: console tables, the HTML/Markdown report, pytest failure text."""

@@ -1,0 +1,121 @@
+"""Render a run folder to ``report.html`` (self-contained) and ``report.md``.
+
+Templates live in ``harness/report/templates`` and are loaded with jinja2's
+``PackageLoader``; ``.html`` templates are autoescaped (``select_autoescape(["html"])``),
+and model text is never marked safe. The Markdown template neutralises HTML and
+table pipes through the ``md``/``cell``/``code``/``fence`` filters.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from harness.present.report.context import build_report
+from harness.present.report.load import load_run_folder
+
+__all__ = ["environment", "render_html", "render_markdown", "write_report"]
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
+_INLINE_LIMIT = 400
+
+
+def _num(x: float) -> str:
+    """SVG coordinate: at most 1 decimal, no trailing zeros."""
+    return f"{x:.1f}".rstrip("0").rstrip(".")
+
+
+def _md(text: Any) -> str:
+    """Inline Markdown text: one line, Markdown punctuation escaped, no HTML."""
+    s = " ".join(str(text).split())
+    if len(s) > _INLINE_LIMIT:
+        s = s[: _INLINE_LIMIT - 1] + "…"
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    return s.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _code(text: Any, table: bool = False) -> str:
+    """A code span that cannot be broken out of (fence longer than any backtick run)."""
+    s = " ".join(str(text).split())
+    if len(s) > _INLINE_LIMIT:
+        s = s[: _INLINE_LIMIT - 1] + "…"
+    if table:
+        s = s.replace("|", "\\|")
+    run = max((len(m) for m in re.findall(r"`+", s)), default=0)
+    tick = "`" * (run + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") or run else ""
+    return f"{tick}{pad}{s}{pad}{tick}" if s else "` `"
+
+
+def _fence(text: Any) -> str:
+    """Text inside a fenced block: one line, no fence terminator."""
+    return str(text).replace("\n", "\\n").replace("```", "'''")
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    """The jinja2 environment of the report (templates from the package)."""
+    env = Environment(
+        loader=PackageLoader("harness.present.report", "templates"),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,
+        trim_blocks=False,
+        lstrip_blocks=False,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        n=_num,
+        md=_md,
+        code=_code,
+        cell=lambda t: _code(t, table=True),
+        fence=_fence,
+        shjoin=lambda argv: shlex.join(str(a) for a in argv),
+        json=lambda v: json.dumps(v, ensure_ascii=False, default=str),
+        tojson_md=lambda v: _code(json.dumps(v, ensure_ascii=False), table=True),
+    )
+    return env
+
+
+def render_html(run_dir: str | Path) -> str:
+    """The self-contained HTML report of ``run_dir`` (inline CSS and SVG, no scripts).
+
+    Raises:
+        harness.present.report.load.ReportInputError: the folder cannot be read.
+    """
+    report = build_report(load_run_folder(run_dir))
+    return environment().get_template("report.html").render(r=report)
+
+
+def render_markdown(run_dir: str | Path) -> str:
+    """The compact Markdown summary of ``run_dir`` (for a pull-request comment)."""
+    report = build_report(load_run_folder(run_dir))
+    text = environment().get_template("report.md").render(r=report)
+    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
+def write_report(run_dir: str | Path, *, markdown: bool = True) -> Path:
+    """Write ``report.html`` (and ``report.md`` if ``markdown``) into ``run_dir``.
+
+    Returns the path of ``report.html``. Files are written atomically (temp + rename).
+    """
+    folder = Path(run_dir)
+    report = build_report(load_run_folder(folder))
+    env = environment()
+    out = folder / "report.html"
+    _write(out, env.get_template("report.html").render(r=report))
+    if markdown:
+        md = env.get_template("report.md").render(r=report)
+        _write(folder / "report.md", re.sub(r"\n{3,}", "\n\n", md).strip() + "\n")
+    return out
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

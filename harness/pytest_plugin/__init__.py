@@ -1,0 +1,1 @@
+"""The pytest plugin: scenario files as test items against a live server."""

@@ -1,0 +1,259 @@
+"""pytest plugin: harness scenarios as tests in CI against a live server.
+
+Registered through the ``pytest11`` entry point (``harness = "harness.pytest_plugin.plugin"``), so it
+is active wherever the package is installed; ``-p no:harness`` turns it off.
+
+Usage::
+
+    pytest scenarios/ --target http://gpu-box:30000 [--model NAME] [--repeats 3]
+    pytest scenarios/ --target http://gpu-box:30001 --baseline http://gpu-box:30000
+    pytest scenarios/ --target URL --gsm8k --gsm8k-min-accuracy 0.85 -m gsm8k
+    pytest --boot-cmd "python -m sglang.launch_server ..." -m boot
+
+- Options (group ``harness`` in ``pytest --help``) also read ``HARNESS_<NAME>`` from
+  the environment and ``harness_<name>`` from the ini file; CLI > env > ini
+  (:mod:`harness.pytest_plugin.options`).
+- Scenario files become test items (:mod:`harness.pytest_plugin.items`); the pass/fail rule
+  is :mod:`harness.pytest_plugin.judge`; a failure prints the evidence
+  (:mod:`harness.present.evidence`). Infrastructure errors are test *errors* prefixed
+  ``infrastructure error``, never failures.
+- GSM8K and boot checks are opt-in items with markers ``gsm8k`` and ``boot``
+  (:mod:`harness.pytest_plugin.checks`).
+- With no target every harness test is skipped with one reason, so a plain ``pytest``
+  in a repository still runs its own tests.
+- All selected scenarios' runs are made together at the first scenario test
+  (``--harness-batch``, default on; ``--harness-concurrency`` runs in flight), then each
+  test judges its own. Harness tests bound their own time (``--harness-timeout`` per
+  request, ``max_turns``, ``--boot-timeout``), so pytest-timeout's limit is off for them.
+- Results go to one run folder per session, ``<results>/pytest-<stamp>-<pid>/``, as the
+  CLI writes them: ``manifest.json``, ``transcripts.jsonl``, ``summary.json``,
+  ``report.html`` (or ``--harness-html PATH``). JUnit XML comes from pytest's own
+  ``--junitxml``; each item adds ``user_properties`` (runs, tool calls, verdict, ...).
+
+Fixtures for your own tests: ``harness_settings``, ``harness_target``
+(:class:`harness.client.target.TargetConfig`), ``harness_baseline``, ``harness_client``
+(a configured synchronous ``openai.OpenAI``) and ``run_scenario`` (runs a scenario or
+a scenario file and returns its :class:`ScoredRun`\\ s).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from harness.pytest_plugin.options import HarnessSettings, add_options, resolve_settings
+from harness.pytest_plugin.session import NO_TARGET, HarnessState, state_key
+
+if TYPE_CHECKING:
+    from openai import OpenAI
+
+    from harness.client.target import TargetConfig
+    from harness.scenario.model import Scenario
+    from harness.summary import RunScore
+    from harness.transcript import RunRecord
+
+__all__ = ["ScoredRun"]
+
+_SUFFIXES = (".yaml", ".yml", ".json")
+_MARKERS = (
+    "harness: a harness scenario test (added by the harness plugin)",
+    "gsm8k: GSM8K accuracy checks (opt-in with --gsm8k; select with -m gsm8k)",
+    "boot: boot checks (opt-in with --boot-cmd or --boot; select with -m boot)",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in _MARKERS:
+        config.addinivalue_line("markers", line)
+    config.stash[state_key()] = HarnessState(resolve_settings(config))
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    s = _state(config).settings
+    if not s.target:
+        return None
+    base = f", baseline {s.baseline}" if s.baseline else ""
+    return f"harness: target {s.target}{base}"
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix not in _SUFFIXES:
+        return None
+    from harness.pytest_plugin.items import ScenarioFile, is_scenario_file
+
+    if not is_scenario_file(file_path, parent):
+        return None
+    return ScenarioFile.from_parent(parent, path=file_path)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m / -k deselect
+def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.Item]) -> None:
+    from harness.pytest_plugin.checks import make_check_items
+
+    items.extend(make_check_items(session))
+    if session.config.pluginmanager.hasplugin("timeout"):
+        # pytest-timeout's per-test limit (e.g. ini `timeout = 300`) would kill a boot wait
+        # or a batch of runs; harness tests bound themselves (--harness-timeout per
+        # request, max_turns, --boot-timeout), so it is off for them (timeout 0).
+        for item in items:
+            if item.get_closest_marker("harness") and not item.get_closest_marker("timeout"):
+                item.add_marker(pytest.mark.timeout(0))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if "harness.pytest_plugin.items" not in sys.modules or hasattr(session.config, "workerinput"):
+        return  # no scenario file was collected, or an xdist worker (it runs only a share)
+    from harness.pytest_plugin.items import ScenarioItem
+
+    _state(session.config).planned = [
+        (item.scenario, item.stream) for item in session.items if isinstance(item, ScenarioItem)
+    ]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _state(session.config).finish()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    state = _state(config)
+    if not state.has_run_dir and not state.results:
+        return
+    tr = terminalreporter
+    tr.write_sep("-", "harness")
+    for line in summary_lines(state):
+        tr.write_line(line)
+
+
+def summary_lines(state: HarnessState) -> list[str]:
+    """The terminal summary: counts, the verdict, where the results and report went."""
+    s = state.settings
+    counts = {k: sum(r.outcome == k for r in state.results) for k in ("passed", "failed", "infra")}
+    base = f" against baseline {s.baseline}" if s.baseline else ""
+    what = f"target {s.target}{base}" if s.target else "harness checks"
+    lines = [
+        f"{what}: {counts['passed']} passed, {counts['failed']} failed, "
+        f"{counts['infra']} infrastructure errors",
+        f"verdict: {session_verdict(state)}",
+    ]
+    if state.has_run_dir:
+        lines.append(f"results: {state.run_dir()}")
+    return lines + state.notes
+
+
+def session_verdict(state: HarnessState) -> str:
+    """``PASS``/``FAIL``/``ERROR (infrastructure)`` of the tests, and with a baseline the
+    overall compare verdict of ``summary.json`` (all scenarios pooled)."""
+    outcomes = {r.outcome for r in state.results}
+    verdict = (
+        "FAIL"
+        if "failed" in outcomes
+        else "ERROR (infrastructure)"
+        if "infra" in outcomes
+        else "PASS"
+    )
+    compared = state.summary.verdict if state.summary is not None else None
+    if compared is not None:
+        verdict += f"; compare: {compared.message or compared.verdict}"
+    return verdict
+
+
+def _state(config: pytest.Config) -> HarnessState:
+    return config.stash[state_key()]
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@dataclass
+class ScoredRun:
+    """One run of a scenario and its scores (what the ``run_scenario`` fixture returns)."""
+
+    record: RunRecord
+    score: RunScore
+
+    @property
+    def passed(self) -> bool:
+        return self.score.passed
+
+
+@pytest.fixture(scope="session")
+def harness_settings(pytestconfig: pytest.Config) -> HarnessSettings:
+    """The plugin's resolved settings (:class:`harness.pytest_plugin.options.HarnessSettings`)."""
+    return _state(pytestconfig).settings
+
+
+@pytest.fixture(scope="session")
+def harness_target(pytestconfig: pytest.Config) -> TargetConfig:
+    """The server under test as a :class:`harness.client.target.TargetConfig`; skips without one."""
+    target = _state(pytestconfig).target()
+    if target is None:
+        pytest.skip(NO_TARGET)
+    return target
+
+
+@pytest.fixture(scope="session")
+def harness_baseline(pytestconfig: pytest.Config) -> TargetConfig | None:
+    """The baseline server (``--baseline``) or ``None``."""
+    return _state(pytestconfig).baseline()
+
+
+@pytest.fixture(scope="session")
+def harness_client(harness_target: TargetConfig) -> Iterator[OpenAI]:
+    """A synchronous ``openai.OpenAI`` for the target (base URL with ``/v1``, API key, timeout)."""
+    from openai import OpenAI
+
+    from harness.client.target import openai_base_url
+
+    client = OpenAI(
+        base_url=openai_base_url(harness_target.base_url),
+        api_key=harness_target.api_key(),
+        timeout=harness_target.timeout_s,
+        max_retries=harness_target.max_retries,
+    )
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def run_scenario(
+    request: pytest.FixtureRequest, harness_target: TargetConfig
+) -> Callable[..., list[ScoredRun]]:
+    """``run_scenario(scenario_or_path, *, repeats=None, stream=False, target=None)``.
+
+    Runs a :class:`harness.scenario.model.Scenario` (or loads a scenario file) against the
+    target (or ``target``) ``repeats`` times (default: the scenario's) and returns one
+    :class:`ScoredRun` per run. Records go to
+    ``<run folder>/tests/<test name>/<n>/transcripts.jsonl``. Blocking: call it from a
+    synchronous test (inside a running event loop use :func:`harness.runner.run_many`).
+    """
+    state = _state(request.config)
+    calls = iter(range(1_000_000))
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid)[-120:]
+
+    def run(
+        scenario: Scenario | str | Path,
+        *,
+        repeats: int | None = None,
+        stream: bool = False,
+        target: TargetConfig | None = None,
+    ) -> list[ScoredRun]:
+        from harness.scenario.model import load_scenario
+
+        sc = load_scenario(scenario) if isinstance(scenario, (str, Path)) else scenario
+        out = state.run_dir() / "tests" / slug / str(next(calls))
+        done = state.run_scenario(
+            sc, stream, out_dir=out, repeats=repeats, targets=[target or harness_target]
+        )
+        return [ScoredRun(r, s) for r, s in zip(done.records, done.scores, strict=True)]
+
+    return run

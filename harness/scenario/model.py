@@ -1,0 +1,488 @@
+"""Scenario files: the conversation, the tools and what a correct model does.
+
+A scenario is a YAML (or JSON) file under ``scenarios/``. It is parsed into
+:class:`Scenario` with unknown keys rejected (``extra="forbid"``), so a typo is an
+error rather than a silently ignored key. Tool ``parameters`` are checked as valid
+JSON Schema (Draft 2020-12 meta-schema) at load time.
+
+Errors: every problem with a file raises :class:`ScenarioError`, whose ``str`` is
+one line naming the file, the field path and the reason, for example::
+
+    scenarios/x.yaml: tools[1].parameters.properties.values.type: 'arrray' is not a JSON Schema type
+
+Example (abridged)::
+
+    id: entropy_array
+    description: ...
+    targets: [container_as_string, collapse]
+    messages:
+      - {role: system, content: You are a careful assistant.}
+      - {role: user, content: Compute the entropy of [0.5, 0.25, 0.25] in bits.}
+    tools:
+      - name: entropy
+        description: Shannon entropy of a probability vector.
+        parameters: {type: object, properties: {values: {type: array, items: {type: number}}},
+                     required: [values]}
+        simulator: {builtin: entropy}
+    expect:
+      calls:
+        - tool: entropy
+          arguments: {values: [0.5, 0.25, 0.25], base: 2}
+          match: {values: {approx: [0.5, 0.25, 0.25], tol: 1.0e-6}}
+      final_answer: {required: true, contains: ["1.5"]}
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+__all__ = [
+    "ArgMatcher",
+    "ExpectedCall",
+    "Expectation",
+    "FinalAnswerExpectation",
+    "Followup",
+    "Message",
+    "Sampling",
+    "Scenario",
+    "ScenarioError",
+    "SimMatchRule",
+    "SimulatorSpec",
+    "Tool",
+    "load_scenario",
+    "load_scenarios",
+    "scenario_json_schema",
+]
+
+#: Schema version of the scenario format; bump on incompatible change.
+SCENARIO_FORMAT_VERSION = 1
+
+_JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be used; ``str(err)`` is the one-line message.
+
+    Attributes:
+        path: the file (``None`` for an in-memory scenario).
+        field: dotted field path inside the file, e.g. ``tools[1].parameters.type``.
+        reason: what is wrong and, where possible, the fix.
+    """
+
+    def __init__(self, path: str | Path | None, field: str, reason: str) -> None:
+        self.path = str(path) if path is not None else "<scenario>"
+        self.field = field
+        self.reason = reason
+        where = f"{self.path}: {field}: " if field else f"{self.path}: "
+        super().__init__(where + reason)
+
+
+def _check_regex(pattern: str | None) -> None:
+    """Raise ValueError naming the problem if ``pattern`` is not a valid Python regex."""
+    if pattern is None:
+        return
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regex {pattern!r} ({exc}); fix the pattern") from None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class Message(_Strict):
+    """One message of the conversation's opening (OpenAI chat format)."""
+
+    role: Literal["system", "user", "assistant", "developer"]
+    content: str
+
+
+class SimMatchRule(_Strict):
+    """A result chosen when every key in ``when`` equals the call's argument."""
+
+    when: dict[str, Any]
+    result: Any = None
+    error: str | None = None
+
+
+class SimulatorSpec(_Strict):
+    """How a tool answers; deterministic so both sides see byte-identical results.
+
+    Exactly one of ``result``, ``match``, ``sequence``, ``error``, ``builtin``
+    (``match`` may be combined with ``default``/``default_error``).
+    A result that is not a string is sent as compact JSON.
+
+    - ``result``: the same result for every call.
+    - ``match``: the first rule whose ``when`` matches the arguments; else ``default``.
+    - ``sequence``: the n-th call (0-based, per tool) gets ``sequence[n]``;
+      past the end the last item repeats. Items may be ``{"error": "..."}``.
+    - ``error``: every call gets this tool-error message.
+    - ``builtin``: a pure function of the arguments, one of
+      :data:`harness.scenario.tools.BUILTINS` (``add``, ``multiply``, ``entropy``, ...).
+    - ``pad_tokens``: append roughly this many tokens of filler text to every
+      result (for long-context scenarios; ~4 characters per token).
+    """
+
+    result: Any = None
+    match: list[SimMatchRule] | None = None
+    default: Any = None
+    default_error: str | None = None
+    sequence: list[Any] | None = Field(default=None, min_length=1)
+    error: str | None = None
+    builtin: str | None = None
+    pad_tokens: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SimulatorSpec:
+        kinds = [
+            k
+            for k in ("result", "match", "sequence", "error", "builtin")
+            if getattr(self, k) is not None
+        ]
+        if len(kinds) > 1:
+            raise ValueError(f"choose one of result/match/sequence/error/builtin, not {kinds}")
+        if self.builtin is not None:
+            from harness.scenario.tools import BUILTINS  # the tools module imports this one
+
+            if self.builtin not in BUILTINS:
+                raise ValueError(
+                    f"unknown builtin {self.builtin!r}; one of {', '.join(sorted(BUILTINS))}"
+                )
+        return self
+
+
+class Tool(_Strict):
+    """A tool in the OpenAI function format plus its simulated behaviour."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: bool | None = None
+    simulator: SimulatorSpec = Field(default_factory=lambda: SimulatorSpec(result="ok"))
+
+    def openai_spec(self) -> dict[str, Any]:
+        """The ``tools[]`` entry sent on the wire: ``{"type": "function", "function": {...}}``."""
+        fn: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+        }
+        if self.strict is not None:
+            fn["strict"] = self.strict
+        return {"type": "function", "function": fn}
+
+
+class ArgMatcher(_Strict):
+    """How one argument is checked. Exactly one operator.
+
+    - ``equals``: exact JSON value (``1`` and ``1.0`` differ in type only if
+      ``type`` says so; booleans never equal numbers).
+    - ``type``: JSON type name (``array``, ``integer``, ...).
+    - ``approx`` + ``tol``: numbers (or arrays of numbers) within absolute ``tol``.
+    - ``regex``: a string matching the pattern (``re.fullmatch``).
+    - ``any``: present, any value.
+    """
+
+    equals: Any = None
+    type: str | None = None
+    approx: float | list[float] | None = None
+    tol: float = 1e-6
+    regex: str | None = None
+    any: bool | None = None
+
+    @model_validator(mode="after")
+    def _one_op(self) -> ArgMatcher:
+        ops = [
+            k for k in ("equals", "type", "approx", "regex", "any") if getattr(self, k) is not None
+        ]
+        if "equals" not in self.model_fields_set and len(ops) != 1:
+            raise ValueError("a matcher takes exactly one of equals/type/approx/regex/any")
+        if self.type is not None and self.type not in _JSON_TYPES:
+            raise ValueError(f"{self.type!r} is not a JSON type; use one of {sorted(_JSON_TYPES)}")
+        _check_regex(self.regex)
+        return self
+
+
+class ExpectedCall(_Strict):
+    """One call a correct model makes.
+
+    ``arguments`` are the reference arguments (what a correct model sends; the
+    reference server sends exactly these). Every key of ``arguments`` is checked
+    for exact equality unless ``match`` gives another matcher for it; ``match``
+    may also name keys absent from ``arguments``.
+    ``parallel: true`` puts the call in the same assistant message as the one before.
+    """
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    match: dict[str, ArgMatcher] = Field(default_factory=dict)
+    optional: bool = False
+    parallel: bool = False
+
+
+class FinalAnswerExpectation(_Strict):
+    """What the final assistant message must hold (case-insensitive substrings)."""
+
+    required: bool = True
+    contains: list[str] = Field(default_factory=list)
+    regex: str | None = None
+    example: str | None = None  # what the reference server answers; default built from contains
+
+    @model_validator(mode="after")
+    def _regex_compiles(self) -> FinalAnswerExpectation:
+        _check_regex(self.regex)
+        return self
+
+
+class Expectation(_Strict):
+    """Expected behaviour of one segment of the conversation."""
+
+    calls: list[ExpectedCall] = Field(default_factory=list)
+    order: Literal["strict", "free"] = "strict"
+    final_answer: FinalAnswerExpectation = Field(default_factory=FinalAnswerExpectation)
+    max_calls: int | None = None  # more tool calls than this is a failure (e.g. 0: no tool use)
+
+
+class Followup(_Strict):
+    """A user message sent after the previous final answer, and what must follow."""
+
+    user: str
+    expect: Expectation = Field(default_factory=Expectation)
+
+
+class Sampling(_Strict):
+    """Sampling parameters sent with every request (``None`` = not sent)."""
+
+    temperature: float | None = 0.0
+    top_p: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = 1024
+
+
+class Scenario(_Strict):
+    """One scenario file, parsed. See the module docstring for the format."""
+
+    format_version: int = SCENARIO_FORMAT_VERSION
+    id: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    description: str
+    targets: list[str] = Field(
+        default_factory=list,
+        description="failure kinds this scenario is meant to catch (e.g. repeat_loop)",
+    )
+    tags: list[str] = Field(default_factory=list)
+    messages: list[Message] = Field(min_length=1)
+    tools: list[Tool] = Field(default_factory=list)
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    expect: Expectation = Field(default_factory=Expectation)
+    followups: list[Followup] = Field(default_factory=list)
+    max_turns: int = Field(default=12, ge=1)
+    sampling: Sampling = Field(default_factory=Sampling)
+    repeats: int = Field(default=3, ge=1)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    # Set by the loader, not part of the file format.
+    source: str | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _tools_known(self) -> Scenario:
+        names = [t.name for t in self.tools]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise ValueError(f"tool names must be unique; repeated: {sorted(dupes)}")
+        return self
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool called ``name``, or ``None``."""
+        return next((t for t in self.tools if t.name == name), None)
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """The ``tools`` request field (empty list if the scenario has none)."""
+        return [t.openai_spec() for t in self.tools]
+
+    def segments(self) -> list[Expectation]:
+        """Expectations per segment: the opening, then one per follow-up."""
+        return [self.expect, *(f.expect for f in self.followups)]
+
+    def content_hash(self) -> str:
+        """sha256 (hex, first 16) of the canonical JSON of the parsed scenario."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- loading
+
+
+_TYPE_PART = re.compile(r"^(str|int|float|bool|none|list|dict|function-\w+)(\[.*\])?$", re.I)
+
+
+def _all_field_names() -> set[str]:
+    names: set[str] = set()
+    for model in (Scenario, Message, Tool, SimulatorSpec, SimMatchRule, ExpectedCall,
+                  ArgMatcher, FinalAnswerExpectation, Expectation, Followup, Sampling):  # fmt: skip
+        names.update(model.model_fields)
+    return names
+
+
+def _loc(loc: Iterable[Any]) -> str:
+    """``("tools", 1, "parameters")`` -> ``tools[1].parameters`` (union-member parts dropped)."""
+    out = ""
+    for part in loc:
+        if isinstance(part, str) and _TYPE_PART.match(part):
+            continue  # pydantic names the union member it tried: not a field
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _segment_fields(sc: Scenario) -> list[tuple[str, Expectation]]:
+    return [("expect", sc.expect)] + [
+        (f"followups[{i}].expect", f.expect) for i, f in enumerate(sc.followups)
+    ]
+
+
+def _check_expected_calls(sc: Scenario, path: str | Path | None) -> None:
+    """Every expected call names a tool, and its reference arguments fit the tool's schema."""
+    names = [t.name for t in sc.tools]
+    for where, seg in _segment_fields(sc):
+        for j, call in enumerate(seg.calls):
+            field = f"{where}.calls[{j}]"
+            tool = sc.tool(call.tool)
+            if tool is None:
+                near = difflib.get_close_matches(call.tool, names, n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else f"; tools are {names}"
+                raise ScenarioError(path, f"{field}.tool", f"no tool named {call.tool!r}{hint}")
+            schema = {k: v for k, v in tool.parameters.items() if k != "required"}
+            err = jsonschema.exceptions.best_match(
+                jsonschema.Draft202012Validator(schema).iter_errors(call.arguments)
+            )
+            if err is not None:
+                arg = _loc([f"{field}.arguments", *err.absolute_path])
+                raise ScenarioError(
+                    path,
+                    arg,
+                    f"reference arguments break the schema of tool {tool.name!r}: {err.message}",
+                )
+
+
+def _check_tool_schemas(sc: Scenario, path: str | Path | None) -> None:
+    validator_cls = jsonschema.Draft202012Validator
+    meta = validator_cls(validator_cls.META_SCHEMA, format_checker=validator_cls.FORMAT_CHECKER)
+    for i, tool in enumerate(sc.tools):
+        params = tool.parameters
+        where = f"tools[{i}].parameters"
+        for err in meta.iter_errors(params):
+            field = _loc([where, *err.absolute_path]) if err.absolute_path else where
+            if err.validator in ("anyOf", "type") and "type" in list(err.absolute_path)[-1:]:
+                bad = err.instance
+                raise ScenarioError(path, field, f"{bad!r} is not a JSON Schema type")
+            if err.validator == "format" and err.validator_value == "regex":
+                raise ScenarioError(path, field, f"invalid regex {err.instance!r}; fix the pattern")
+            raise ScenarioError(path, field, err.message)
+        if params.get("type") != "object":
+            raise ScenarioError(path, where + ".type", "tool parameters must be 'object'")
+
+
+def scenario_from_data(data: Any, path: str | Path | None = None) -> Scenario:
+    """Validate already-parsed data into a :class:`Scenario`.
+
+    Raises:
+        ScenarioError: on any problem, naming ``path`` and the field.
+    """
+    if not isinstance(data, dict):
+        raise ScenarioError(path, "", "a scenario file must hold a mapping at the top level")
+    try:
+        sc = Scenario.model_validate(data)
+    except ValidationError as exc:
+        # an unknown key first: a typo also makes the real key look missing
+        err = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
+        field = _loc(err["loc"])
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            key = str(err["loc"][-1])
+            near = difflib.get_close_matches(key, sorted(_all_field_names()), n=1)
+            hint = f"did you mean {near[0]!r}?" if near else "check its spelling"
+            msg = f"unknown key; {hint} (`harness schema` prints the format)"
+        elif err["type"] == "missing":
+            msg = "required key missing; add it (`harness schema` prints the format)"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        raise ScenarioError(path, field, msg) from None
+    _check_tool_schemas(sc, path)
+    _check_expected_calls(sc, path)
+    sc.source = str(path) if path is not None else None
+    return sc
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Load one scenario file (``.yaml``, ``.yml`` or ``.json``).
+
+    Raises:
+        ScenarioError: unreadable file, bad YAML/JSON, or an invalid scenario.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(p, "", f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(p, f"byte {exc.start}", "not UTF-8; save the file as UTF-8") from None
+    try:
+        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        line = getattr(exc, "lineno", None) if line is None else line + 1
+        where = f"line {line}" if line else ""
+        reason = getattr(exc, "problem", None) or getattr(exc, "msg", None) or str(exc)
+        raise ScenarioError(
+            p, where, f"not valid {p.suffix.lstrip('.').upper()}: {reason}"
+        ) from None
+    return scenario_from_data(data, p)
+
+
+SCENARIO_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
+    """Load files and directories (searched recursively for scenario files), sorted by id.
+
+    Raises:
+        ScenarioError: a bad file, a path that does not exist, or two files with one id.
+    """
+    files: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            files.extend(sorted(f for f in p.rglob("*") if f.suffix in SCENARIO_SUFFIXES))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise ScenarioError(p, "", "no such file or directory")
+    out: dict[str, Scenario] = {}
+    for f in files:
+        sc = load_scenario(f)
+        if sc.id in out:
+            raise ScenarioError(f, "id", f"{sc.id!r} is already used by {out[sc.id].source}")
+        out[sc.id] = sc
+    return [out[k] for k in sorted(out)]
+
+
+def scenario_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the scenario format (for editors; ``harness schema``)."""
+    schema = Scenario.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "harness scenario"
+    return schema

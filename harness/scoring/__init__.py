@@ -1,0 +1,1 @@
+"""Per-run scores: pure functions of one transcript (score, drift, stream parity)."""

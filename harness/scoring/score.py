@@ -1,0 +1,524 @@
+"""Per-run scores: a pure function of one :class:`~harness.transcript.RunRecord`.
+
+:func:`score_run` reads only the record (its embedded scenario included), never the
+network or the scenario files, so any old run can be re-scored. The result is a
+:class:`harness.summary.RunScore`.
+
+Failure kinds (``RunScore.failures``; named like the reference server's fault profiles,
+:mod:`harness.sim.faults`, where one exists):
+
+- calls: ``repeat_loop`` (more identical calls than the scenario's expected calls repeat),
+  ``malformed_json``, ``stream_truncated_args``, ``reasoning_leak_args``,
+  ``object_not_string``, ``not_an_object``, ``unknown_tool``, ``schema_violation``;
+- argument drift (:mod:`harness.scoring.drift`): ``container_as_string``, ``scalar_as_string``,
+  ``string_as_scalar``, ``int_as_float``, ``collapse``, ``dropped_keys``,
+  ``unexpected_keys``, ``enum_violation``, ``value_mismatch``;
+- sequence: ``missing_calls``, ``spurious_calls`` (calls matching no expected call, or more
+  than ``max_calls``), ``order_violation``;
+- answer: ``missing_final_answer`` (a segment ended without one), ``wrong_final_answer``;
+- protocol: ``finish_reason_mismatch``, ``markup_in_content``, ``repeated_ids``,
+  ``missing_call_id``, ``reasoning_leak``, ``index_offset`` (tool_call indices of a
+  message not 0..n-1); ``empty_arguments`` (``""`` for ``"{}"``) is a malformed-call kind.
+
+A run *passes* when it has no failure kind at all. Infrastructure errors are scored as
+termination ``error`` with no failure kinds and are excluded from every rate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from harness.scenario.model import ArgMatcher, Expectation, ExpectedCall, Scenario
+from harness.scoring.drift import canonical_json, excerpt, find_drift, matcher_accepts
+from harness.summary import (
+    CallScore,
+    DriftFinding,
+    MalformedCall,
+    ProtocolViolation,
+    RunScore,
+    SchemaViolation,
+    SequenceMatch,
+    Termination,
+)
+from harness.transcript import ResponseRecord, RunRecord, ToolCallRecord, TurnRecord
+
+__all__ = ["MARKUP_PATTERNS", "ParsedCall", "parse_call", "run_side", "score_run"]
+
+#: Tool-call markup and chat-template special tokens that must never reach ``content``
+#: (Hermes/Qwen, ChatML, Mistral, Llama 3.x, DeepSeek, Kimi, gpt-oss harmony, generic).
+MARKUP_PATTERNS = re.compile(
+    r"</?tool_call>|<\|im_(?:start|end)\|>|\[TOOL_CALLS\]|<\|python_tag\|>|"
+    r"<\|start_header_id\|>|<\|eot_id\|>|<\|eom_id\|>|<function=|<｜tool▁calls?▁begin｜>|"
+    r"<\|tool_calls?_section_begin\|>|<\|channel\|>|<\|endoftext\|>|<\|tool_call_begin\|>"
+)
+_THINK = re.compile(r"</?think>")
+
+
+@dataclass
+class ParsedCall:
+    """One tool call of a run with its arguments parsed (``args`` None if unusable)."""
+
+    turn: int
+    segment: int
+    call_index: int
+    raw: ToolCallRecord
+    args: dict[str, Any] | None
+    canonical: str
+    malformed: MalformedCall | None = None
+    reference: ExpectedCall | None = None
+    kinds: list[str] = field(default_factory=list)
+
+
+def run_side(record: RunRecord) -> str:
+    """The side a run belongs to: ``target.side`` or, for one-sided runs, its label."""
+    return record.target.side or record.target.label
+
+
+def _malformed(kind: str, call: ToolCallRecord, turn: int, idx: int, reason: str) -> MalformedCall:
+    return MalformedCall(
+        kind=kind,
+        tool=call.name,
+        turn=turn,
+        call_index=idx,
+        reason=reason,
+        raw=excerpt(
+            call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+        ),
+    )
+
+
+def _cut_short(exc: Exception, text: str) -> bool:
+    """Whether a JSON error means the text ended early (an unfinished value or string)."""
+    msg = getattr(exc, "msg", "")
+    return getattr(exc, "pos", -1) >= len(text) - 1 or msg.startswith("Unterminated string")
+
+
+def parse_call(
+    call: ToolCallRecord, turn: int, segment: int, idx: int, *, stream: bool, sc: Scenario
+) -> ParsedCall:
+    """Parse one call's ``arguments`` (a JSON object string on the wire).
+
+    Malformed kinds: ``object_not_string`` (an object where the wire wants a string; still
+    scored for drift), ``empty_arguments`` (``""`` for ``"{}"``; scored as ``{}``), ``malformed_json``, ``stream_truncated_args`` (streaming, cut at the
+    end), ``reasoning_leak_args`` (``<think>`` text before the JSON), ``not_an_object``,
+    ``unknown_tool``.
+    """
+    raw, bad = call.arguments, None
+    args: Any = None
+    if isinstance(raw, dict):
+        args, bad = (
+            raw,
+            _malformed(
+                "object_not_string",
+                call,
+                turn,
+                idx,
+                "arguments sent as an object, not a JSON string",
+            ),
+        )
+    elif isinstance(raw, str) and not raw.strip():
+        reason = 'arguments "" instead of "{}" (scored as {})'
+        args, bad = {}, _malformed("empty_arguments", call, turn, idx, reason)
+    elif isinstance(raw, str):
+        text = raw.strip()
+        try:
+            args = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            kind = "malformed_json"
+            if _THINK.search(text[:200]):
+                kind = "reasoning_leak_args"
+            elif stream and _cut_short(exc, text):
+                kind = "stream_truncated_args"
+            bad = _malformed(kind, call, turn, idx, f"arguments are not valid JSON: {exc}")
+        if args is not None and not isinstance(args, dict):
+            bad, args = (
+                _malformed("not_an_object", call, turn, idx, "arguments are not a JSON object"),
+                None,
+            )
+    else:
+        bad = _malformed(
+            "malformed_json", call, turn, idx, f"arguments of type {type(raw).__name__}"
+        )
+    if bad is None and (call.name is None or sc.tool(call.name) is None):
+        bad = _malformed(
+            "unknown_tool", call, turn, idx, f"no tool named {call.name!r} in the scenario"
+        )
+    canon = (
+        canonical_json([call.name, args])
+        if args is not None
+        else canonical_json([call.name, str(raw)])
+    )
+    return ParsedCall(turn, segment, idx, call, args, canon, bad)
+
+
+def _parse_all(record: RunRecord, sc: Scenario) -> list[ParsedCall]:
+    out: list[ParsedCall] = []
+    for t in record.turns:
+        if t.response is None:
+            continue
+        for c in t.response.tool_calls:
+            out.append(parse_call(c, t.index, t.segment, len(out), stream=record.stream, sc=sc))
+    return out
+
+
+# ------------------------------------------------------------------ repeats
+
+
+def _repeats(calls: list[ParsedCall]) -> tuple[dict[int, int], int]:
+    """``{call_index: call_index of the earlier identical call}`` and the longest streak."""
+    seen: dict[str, int] = {}
+    rep: dict[int, int] = {}
+    streak = longest = 0
+    for c in calls:
+        if c.canonical in seen:
+            rep[c.call_index] = seen[c.canonical]
+            streak += 1
+            longest = max(longest, streak)
+        else:
+            seen[c.canonical] = c.call_index
+            streak = 0
+    return rep, longest
+
+
+def allowed_repeats(sc: Scenario) -> int:
+    """Identical calls the scenario itself expects (e.g. polling with a ``sequence`` tool)."""
+    seen: set[str] = set()
+    n = 0
+    for seg in sc.segments():
+        for e in seg.calls:
+            key = canonical_json([e.tool, e.arguments])
+            n += key in seen
+            seen.add(key)
+    return n
+
+
+# ------------------------------------------------------------------ sequence
+
+
+def _satisfies(call: ParsedCall, exp: ExpectedCall) -> bool:
+    """Same tool, and every checked key present and accepted (ArgMatcher semantics)."""
+    if call.args is None or call.raw.name != exp.tool:
+        return False
+    checks = {k: ArgMatcher(equals=v) for k, v in exp.arguments.items()} | exp.match
+    return all(k in call.args and matcher_accepts(m, call.args[k]) for k, m in checks.items())
+
+
+def _closest(call: ParsedCall, options: list[ExpectedCall]) -> ExpectedCall | None:
+    """The expected call sharing most argument values with ``call`` (first on ties)."""
+    args = call.args or {}
+
+    def same_values(e: ExpectedCall) -> int:
+        return sum(
+            k in args and canonical_json(args[k]) == canonical_json(v)
+            for k, v in e.arguments.items()
+        )
+
+    return max(options, key=same_values) if options else None
+
+
+def _match_segment(
+    seg: Expectation, si: int, calls: list[ParsedCall], seq: SequenceMatch
+) -> list[str]:
+    """Assign calls to expected calls; fill ``seq``; return failure kinds."""
+    matched: dict[int, ParsedCall] = {}
+    leftovers: list[ParsedCall] = []
+    unexpected = 0
+    for c in calls:
+        j = next(
+            (j for j, e in enumerate(seg.calls) if j not in matched and _satisfies(c, e)), None
+        )
+        if j is None:
+            leftovers.append(c)
+        else:
+            matched[j], c.reference = c, seg.calls[j]
+    for c in leftovers:
+        same = [e for j, e in enumerate(seg.calls) if e.tool == c.raw.name and j not in matched]
+        again = [e for e in seg.calls if e.tool == c.raw.name]
+        c.reference = _closest(c, same or again)
+        if not same and (seg.calls or seg.max_calls is not None):
+            seq.unexpected.append(f"turn{c.turn}:{c.raw.name}")
+            unexpected += 1
+    seq.matched += len(matched)
+    required = [j for j, e in enumerate(seg.calls) if not e.optional]
+    seq.expected += len(required)
+    seq.missing += [f"seg{si}:{seg.calls[j].tool}" for j in required if j not in matched]
+    turns = [matched[j].turn for j in sorted(matched)]
+    in_order = seg.order == "free" or turns == sorted(turns)
+    seq.order_kept = seq.order_kept and in_order
+    kinds = []
+    if any(j not in matched for j in required):
+        kinds.append("missing_calls")
+    if unexpected or (seg.max_calls is not None and len(calls) > seg.max_calls):
+        kinds.append("spurious_calls")
+    if not in_order:
+        kinds.append("order_violation")
+    return kinds
+
+
+def _sequence(sc: Scenario, calls: list[ParsedCall]) -> tuple[SequenceMatch, set[str]]:
+    seq, kinds = SequenceMatch(), set()
+    for si, seg in enumerate(sc.segments()):
+        kinds.update(_match_segment(seg, si, [c for c in calls if c.segment == si], seq))
+    return seq, kinds
+
+
+# ------------------------------------------------------------------ arguments
+
+
+_VALIDATORS: dict[str, jsonschema.protocols.Validator] = {}
+
+
+def _validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
+    key = canonical_json(schema)
+    if key not in _VALIDATORS:
+        _VALIDATORS[key] = jsonschema.Draft202012Validator(schema)
+    return _VALIDATORS[key]
+
+
+def _json_path(parts: Any) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else ("." if out else "") + str(p)
+    return out
+
+
+def _check_arguments(
+    c: ParsedCall, sc: Scenario
+) -> tuple[list[DriftFinding], list[SchemaViolation]]:
+    tool = sc.tool(c.raw.name or "")
+    if c.args is None or tool is None:
+        return [], []
+    name = tool.name
+    violations = [
+        SchemaViolation(
+            tool=name,
+            turn=c.turn,
+            call_index=c.call_index,
+            path=_json_path(e.absolute_path),
+            message=e.message[:300],
+            validator=str(e.validator),
+        )
+        for e in _validator(tool.parameters).iter_errors(c.args)
+    ]
+    ref = c.reference
+    drifts = find_drift(
+        c.args, tool.parameters, ref.arguments if ref else None, ref.match if ref else None
+    )
+    findings = [
+        DriftFinding(
+            kind=d.kind,
+            phrase=d.phrase,
+            tool=name,
+            path=d.path,
+            turn=c.turn,
+            call_index=c.call_index,
+            value=excerpt(d.value),
+            expected=excerpt(d.expected) if d.has_expected else None,
+        )
+        for d in drifts
+    ]
+    return findings, violations
+
+
+# ------------------------------------------------------------------ answers and protocol
+
+
+def _segment_turns(record: RunRecord) -> dict[int, list[TurnRecord]]:
+    out: dict[int, list[TurnRecord]] = {}
+    for t in record.turns:
+        out.setdefault(t.segment, []).append(t)
+    return out
+
+
+def _final_text(turns: list[TurnRecord]) -> str | None:
+    """The segment's final answer: the last response, if it has no calls and real content."""
+    last = turns[-1].response if turns else None
+    if last is None or last.tool_calls or last.finish_reason == "length":
+        return None
+    text = (last.content or "").strip()
+    if not text or MARKUP_PATTERNS.search(text):
+        return None
+    return text
+
+
+def _answers(record: RunRecord, sc: Scenario) -> tuple[bool, bool, str | None, set[str]]:
+    """(every required answer reached, all meet expectations, last answer, failure kinds)."""
+    by_seg = _segment_turns(record)
+    reached = ok = True
+    kinds: set[str] = set()
+    last: str | None = None
+    for si, seg in enumerate(sc.segments()):
+        text = _final_text(by_seg.get(si, []))
+        fa = seg.final_answer
+        if text is None:
+            if fa.required:
+                reached = ok = False
+                kinds.add("missing_final_answer")
+            continue
+        last = text
+        good = all(s.lower() in text.lower() for s in fa.contains) and (
+            fa.regex is None or re.search(fa.regex, text, re.IGNORECASE | re.DOTALL) is not None
+        )
+        if not good:
+            ok = False
+            kinds.add("wrong_final_answer")
+    return reached, ok and reached, last, kinds
+
+
+def _message_checks(r: ResponseRecord) -> list[tuple[str, str]]:
+    """``(kind, message)`` for one response's finish_reason, markup and reasoning leaks."""
+    out = []
+    if (r.finish_reason == "tool_calls") != bool(r.tool_calls) and r.finish_reason != "length":
+        msg = f"finish_reason {r.finish_reason!r} with {len(r.tool_calls)} tool calls"
+        out.append(("finish_reason_mismatch", msg))
+    content = r.content or ""
+    m = MARKUP_PATTERNS.search(content)
+    if m:
+        out.append(("markup_in_content", f"{m.group(0)!r} in content: {excerpt(content, 80)}"))
+    reasoning = (r.reasoning_content or "").strip()
+    if _THINK.search(content) or (len(reasoning) > 20 and reasoning in content):
+        out.append(("reasoning_leak", f"reasoning text in content: {excerpt(content, 80)}"))
+    return out
+
+
+def _protocol(record: RunRecord) -> list[ProtocolViolation]:
+    """Protocol invariants of every response, and tool_call ids unique in the run."""
+    out: list[ProtocolViolation] = []
+    ids: dict[str, int] = {}
+    for t in record.turns:
+        if t.response is None:
+            continue
+        found = _message_checks(t.response)
+        indices = [c.index for c in t.response.tool_calls]
+        if t.response.stream and indices and indices != list(range(len(indices))):
+            msg = f"tool_call indices {indices}, not 0..{len(indices) - 1}"
+            found.append(("index_offset", msg))
+        for c in t.response.tool_calls:
+            if not c.id:
+                found.append(("missing_call_id", "tool call without an id"))
+            elif c.id in ids:
+                found.append(
+                    ("repeated_ids", f"tool_call id {c.id!r} already used at turn {ids[c.id]}")
+                )
+            else:
+                ids[c.id] = t.index
+        out += [ProtocolViolation(kind=k, turn=t.index, message=m) for k, m in found]
+    return out
+
+
+def _termination(record: RunRecord, calls: list[ParsedCall]) -> Termination:
+    if record.is_infra_error:
+        return "error"
+    last = next((t.response for t in reversed(record.turns) if t.response is not None), None)
+    if last is not None and MARKUP_PATTERNS.search(last.content or "") and not last.tool_calls:
+        return "malformed"
+    last_turn = record.turns[-1].index if record.turns else -1
+    tail = [c for c in calls if c.turn == last_turn]
+    if (
+        record.stop_reason != "final_answer"
+        and tail
+        and all(c.malformed and c.args is None for c in tail)
+    ):
+        return "malformed"
+    return record.stop_reason
+
+
+# ------------------------------------------------------------------ the score
+
+
+_SCENARIOS: dict[str, Scenario] = {}
+
+
+def _scenario(record: RunRecord) -> Scenario:
+    key = record.scenario_hash
+    if key not in _SCENARIOS:
+        _SCENARIOS[key] = Scenario.model_validate(record.scenario)
+    return _SCENARIOS[key]
+
+
+def _shown(c: ParsedCall) -> str:
+    """The call's arguments as a reviewer reads them: parsed JSON in the order sent, or raw."""
+    if c.args is not None:
+        return excerpt(json.dumps(c.args, ensure_ascii=False), 500)
+    raw = c.raw.arguments
+    return excerpt(raw if isinstance(raw, str) else repr(raw), 500)
+
+
+def _infra_score(record: RunRecord) -> RunScore:
+    return RunScore(
+        run_key=record.run_key,
+        scenario_id=record.scenario_id,
+        side=run_side(record),
+        label=record.target.label,
+        repeat=record.repeat,
+        stream=record.stream,
+        infra_error=record.error,
+        termination="error",
+        turns=len(record.turns),
+    )
+
+
+def _score_arguments(
+    calls: list[ParsedCall], sc: Scenario
+) -> tuple[list[DriftFinding], list[SchemaViolation]]:
+    """Drift and schema violations of every call; sets each call's ``kinds``."""
+    drift: list[DriftFinding] = []
+    schema: list[SchemaViolation] = []
+    for c in calls:
+        f, v = _check_arguments(c, sc)
+        drift += f
+        schema += v
+        found = {d.kind for d in f} | ({"schema_violation"} if v else set())
+        c.kinds = sorted(found | ({c.malformed.kind} if c.malformed else set()))
+    return drift, schema
+
+
+def _call_scores(calls: list[ParsedCall], reps: dict[int, int], looping: bool) -> list[CallScore]:
+    return [
+        CallScore(
+            turn=c.turn, call_index=c.call_index, tool=c.raw.name, arguments=_shown(c),
+            repeat_of=reps.get(c.call_index),
+            kinds=c.kinds + (["repeat_loop"] if looping and c.call_index in reps else []),
+        )
+        for c in calls
+    ]  # fmt: skip
+
+
+def score_run(record: RunRecord) -> RunScore:
+    """Score one run (pure; no network, no files).
+
+    Returns:
+        The :class:`~harness.summary.RunScore`; ``passed`` is True iff ``failures`` is empty.
+        A run with an infrastructure error gets termination ``error``, ``passed=False``
+        and no failures (callers exclude it from rates).
+    """
+    if record.is_infra_error:
+        return _infra_score(record)
+    sc = _scenario(record)
+    calls = _parse_all(record, sc)
+    reps, streak = _repeats(calls)
+    seq, kinds = _sequence(sc, calls)
+    drift, schema = _score_arguments(calls, sc)
+    allowed = allowed_repeats(sc)
+    looping = len(reps) > allowed
+    reached, ok, final, answer_kinds = _answers(record, sc)
+    protocol = _protocol(record)
+    kinds |= {k for c in calls for k in c.kinds} | answer_kinds | {p.kind for p in protocol}
+    kinds |= {"repeat_loop"} if looping else set()
+    malformed = [c.malformed for c in calls if c.malformed]
+    return RunScore(
+        run_key=record.run_key, scenario_id=record.scenario_id, side=run_side(record),
+        label=record.target.label, repeat=record.repeat, stream=record.stream,
+        termination=_termination(record, calls), turns=len(record.turns), tool_calls=len(calls),
+        repeated_calls=len(reps), longest_repeat_streak=streak, allowed_repeats=allowed,
+        malformed_args=sum(m.kind != "unknown_tool" for m in malformed), malformed=malformed,
+        schema_violations=schema, drift=drift, protocol_violations=protocol,
+        final_answer=reached, final_answer_ok=ok,
+        final_excerpt=excerpt(final, 300) if final else None, sequence=seq,
+        calls=_call_scores(calls, reps, looping), failures=sorted(kinds), passed=not kinds,
+    )  # fmt: skip

@@ -1,0 +1,1 @@
+"""The server itself: boot checks, shared-experts fusion engagement, routed-experts probe."""

@@ -1,0 +1,627 @@
+"""Boot checks: launch a server, wait for health, judge its log, fusion and routed experts.
+
+An optional feature that crashes the server at start is a regression too: with
+routed-experts capture on, the fused MoE build died during CUDA graph capture with
+``RuntimeError: The expanded size of the tensor (5) must match the existing size (4)``
+(a capture buffer of width top_k + fused shared experts against top-k ids of width 4).
+
+:func:`boot` launches a command in its own process group (``start_new_session``),
+streams stdout+stderr to ``<run_dir>/server.log``, finds the URL (``--url``,
+``--port N`` in the command, or a ``Uvicorn running on http://...`` /
+``Serving on http://...`` log line), polls ``GET /health`` until 200 (SGLang answers
+503 while starting), fails early when the process exits or prints a Python traceback
+or a CUDA/HIP error (quoting the traceback's last lines), gives up at the timeout,
+and always stops the whole process group (SIGTERM, then SIGKILL). :func:`check_running`
+runs the same checks on a server that is already up. Both write ``boot.json``
+(:class:`BootReport`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel, Field
+
+from harness.server.experts import ExpertsProbeResult, probe_routed_experts
+from harness.server.fusion import FusionEngagement, collect_engagement
+
+__all__ = [
+    "BOOT_SCHEMA_VERSION",
+    "BootReport",
+    "Check",
+    "Verdict",
+    "boot",
+    "check_running",
+    "find_failure",
+    "resolve_command",
+    "write_boot_report",
+]
+
+BOOT_SCHEMA_VERSION = 1
+Verdict = Literal["PASS", "FAIL", "WARN", "SKIP"]
+Probe = Literal["routed-experts"]
+
+_TB_START = "Traceback (most recent call last):"
+#: the exception line that ends a traceback, e.g. ``RuntimeError: ...`` or ``torch.OutOfMemoryError``
+_EXC_LINE = re.compile(
+    r"^(?:\[[^\]]*\]\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b"
+)
+_DEVICE_ERROR = re.compile(
+    r"\b(?:CUDA|HIP|NCCL|RCCL|cuBLAS|hipBLAS(?:Lt)?|rocBLAS) error\b|\bhipError\w+|\bcudaError\w+"
+    r"|CUDA out of memory|device-side assert triggered|HSA_STATUS_ERROR\w*",
+    re.I,
+)
+_URL_LINE = re.compile(
+    r"(?:Uvicorn running on|Serving on|Listening on|running on)\s+(https?://[^\s)]+)"
+)
+
+
+class Check(BaseModel):
+    """One boot check: ``evidence`` holds the log lines or values it rests on."""
+
+    name: str
+    verdict: Verdict
+    detail: str = ""
+    evidence: list[str] = Field(default_factory=list)
+
+
+class BootReport(BaseModel):
+    """``results/<run-id>/boot.json``. ``verdict`` is FAIL if any check failed, else
+    WARN if any warned, else PASS. Timings in seconds."""
+
+    schema_version: int = BOOT_SCHEMA_VERSION
+    kind: Literal["boot"] = "boot"
+    verdict: Literal["PASS", "FAIL", "WARN"] = "PASS"
+    checks: list[Check] = Field(default_factory=list)
+    command: list[str] | None = None
+    url: str | None = None
+    log_path: str | None = None
+    run_dir: str | None = None  # the folder holding boot.json
+    pid: int | None = None  # of the launched process (its process group and session id)
+    exit_code: int | None = None  # of the launched process, if it ended
+    fusion: FusionEngagement | None = None
+    probe: ExpertsProbeResult | None = None
+    server_info: dict[str, Any] | None = None
+    timings: dict[str, float] = Field(default_factory=dict)  # to_health_s, total_s, stop_s
+    started_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+
+    def finish(self) -> BootReport:
+        verdicts = {c.verdict for c in self.checks}
+        self.verdict = "FAIL" if "FAIL" in verdicts else "WARN" if "WARN" in verdicts else "PASS"
+        return self
+
+
+# ---------------------------------------------------------------- log scanning
+
+
+def _tracebacks(lines: list[str]) -> list[list[str]]:
+    """Each Python traceback in ``lines``: from ``Traceback (most recent...`` to its exception line."""
+    out: list[list[str]] = []
+    cur: list[str] | None = None
+    for ln in lines:
+        if _TB_START in ln:
+            cur = [ln]
+            out.append(cur)
+        elif cur is not None:
+            cur.append(ln)
+            if _EXC_LINE.match(ln) and not ln.startswith((" ", "\t")):
+                cur = None
+    return out
+
+
+def _ended(tb: list[str]) -> bool:
+    last = tb[-1]
+    return len(tb) > 1 and bool(_EXC_LINE.match(last)) and not last.startswith((" ", "\t"))
+
+
+def _kept(tbs: list[list[str]], ignore: tuple[str, ...]) -> list[list[str]]:
+    return [tb for tb in tbs if not any(re.search(rx, ln) for rx in ignore for ln in tb)]
+
+
+def find_failure(
+    lines: list[str], *, quote: int = 6, ignore: tuple[str, ...] = ()
+) -> tuple[str, list[str]] | None:
+    """``(summary, quoted lines)`` for the last traceback or the first CUDA/HIP error, else None.
+
+    The summary is the exception line (e.g. ``RuntimeError: The expanded size ...``);
+    the quote is the traceback's last ``quote`` lines. A traceback with a line matching
+    one of the ``ignore`` regexes (or such a CUDA/HIP error line) is not a failure.
+    """
+    tbs = _kept(_tracebacks(lines), ignore)
+    if tbs:
+        tb = tbs[-1]
+        exc = next((ln for ln in reversed(tb) if _EXC_LINE.match(ln)), tb[-1])
+        return exc.strip(), tb[-quote:]
+    for ln in lines:
+        if _DEVICE_ERROR.search(ln) and not any(re.search(rx, ln) for rx in ignore):
+            return ln.strip(), [ln]
+    return None
+
+
+def _traceback_pending(lines: list[str], ignore: tuple[str, ...]) -> bool:
+    """The last (not ignored) traceback has not printed its exception line yet."""
+    tbs = _kept(_tracebacks(lines), ignore)
+    return bool(tbs) and not _ended(tbs[-1])
+
+
+def _log_checks(
+    lines: list[str], expect: list[str], forbid: list[str], ignore: tuple[str, ...] = ()
+) -> list[Check]:
+    checks = []
+    for rx in expect:
+        hits = [ln for ln in lines if re.search(rx, ln)]
+        checks.append(
+            Check(
+                name=f"expect-log {rx}",
+                verdict="PASS" if hits else "FAIL",
+                detail="found" if hits else "no log line matches",
+                evidence=hits[:5],
+            )
+        )
+    for rx in forbid:
+        hits = [ln for ln in lines if re.search(rx, ln)]
+        checks.append(
+            Check(
+                name=f"forbid-log {rx}",
+                verdict="FAIL" if hits else "PASS",
+                detail=f"{len(hits)} line(s) match" if hits else "absent",
+                evidence=hits[:5],
+            )
+        )
+    bad = find_failure(lines, ignore=ignore)
+    checks.append(
+        Check(
+            name="log-errors",
+            verdict="FAIL" if bad else "PASS",
+            detail=bad[0] if bad else "no traceback or CUDA/HIP error in the log",
+            evidence=bad[1] if bad else [],
+        )
+    )
+    return checks
+
+
+def _read_lines(path: Path | None) -> list[str]:
+    if path is None or not path.exists():
+        return []
+    return path.read_text(encoding="utf-8", errors="replace").splitlines()
+
+
+# ---------------------------------------------------------------- processes
+
+
+def _proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """``(state, pgid, sid)`` of a live process from ``/proc/<pid>/stat``, else None."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(")") + 2 :].split()
+    return fields[0], int(fields[2]), int(fields[3])
+
+
+def group_members(leader: int) -> list[int]:
+    """Live (non-zombie) pids in process group or session ``leader``, by a /proc scan."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = _proc_stat(int(entry))
+            if st and st[0] not in ("Z", "X") and leader in (st[1], st[2]):
+                out.append(int(entry))
+    return out
+
+
+def _signal_all(leader: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(leader, sig)
+    for pid in group_members(leader):  # members that left the group but not the session
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def stop_group(proc: subprocess.Popen[bytes], *, grace_s: float = 5.0) -> list[str]:
+    """SIGTERM the process group, SIGKILL what is left after ``grace_s``; reap the leader.
+
+    Returns notes (e.g. ``"SIGKILL needed for 2 process(es)"``; ``"left: [pids]"`` if
+    anything survived).
+    """
+    notes: list[str] = []
+    leader = proc.pid
+    _signal_all(leader, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        proc.poll()
+        if not group_members(leader):
+            break
+        time.sleep(0.05)
+    left = group_members(leader)
+    if left:
+        notes.append(f"SIGKILL needed for {len(left)} process(es)")
+        _signal_all(leader, signal.SIGKILL)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        notes.append("leader not reaped")
+    for _ in range(40):
+        if not group_members(leader):
+            break
+        time.sleep(0.05)
+    if group_members(leader):
+        notes.append(f"left: {group_members(leader)}")
+    return notes
+
+
+# ---------------------------------------------------------------- URLs and health
+
+
+def url_from_command(argv: list[str]) -> str | None:
+    """``--url U`` or ``--host H --port N`` (N != 0) in a launch command, else None."""
+    opts: dict[str, str] = {}
+    for i, a in enumerate(argv):
+        if a.startswith("--") and "=" in a:
+            k, v = a.split("=", 1)
+            opts[k] = v
+        elif a in ("--url", "--port", "--host") and i + 1 < len(argv):
+            opts[a] = argv[i + 1]
+    if "--url" in opts:
+        return opts["--url"].rstrip("/")
+    port = opts.get("--port", "")
+    if port.isdigit() and int(port) != 0:
+        host = opts.get("--host", "127.0.0.1")
+        return f"http://{_local(host)}:{port}"
+    return None
+
+
+def _local(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "[::]", "") else host
+
+
+def url_from_log(lines: list[str]) -> str | None:
+    """The URL in the last ``Uvicorn running on ...``/``Serving on ...`` line, else None."""
+    for ln in reversed(lines):
+        m = _URL_LINE.search(ln)
+        if m:
+            u = httpx.URL(m.group(1).rstrip(".,;"))
+            return f"{u.scheme}://{_local(u.host)}:{u.port or 80}"
+    return None
+
+
+def health_status(url: str, path: str = "/health", timeout_s: float = 2.0) -> int | None:
+    """HTTP status of ``GET url+path``; None when nothing answers."""
+    try:
+        return httpx.get(url.rstrip("/") + path, timeout=timeout_s).status_code
+    except httpx.HTTPError:
+        return None
+
+
+# ---------------------------------------------------------------- the checks
+
+
+def _fail_check(lines: list[str], rc: int | None, failure: tuple[str, list[str]] | None) -> Check:
+    if failure is not None:
+        how = f"exited with code {rc} after printing" if rc is not None else "printed"
+        return Check(
+            name="health",
+            verdict="FAIL",
+            detail=f"the server {how} an error before /health answered 200: {failure[0]}",
+            evidence=failure[1],
+        )
+    return Check(
+        name="health",
+        verdict="FAIL",
+        detail=f"the server exited with code {rc} before /health answered 200",
+        evidence=lines[-6:],
+    )
+
+
+def _timeout_check(
+    url: str | None, last: int | None, health_path: str, timeout_s: float, lines: list[str]
+) -> Check:
+    if url is None:
+        seen = "no URL found (give --port or --url)"
+    else:
+        seen = f"last answer {last}" if last is not None else "no answer"
+    return Check(
+        name="health",
+        verdict="FAIL",
+        detail=f"timeout: no 200 from {health_path} within {timeout_s:g}s ({seen})",
+        evidence=lines[-6:],
+    )
+
+
+def _wait_healthy(
+    proc: subprocess.Popen[bytes],
+    log: Path,
+    url: str | None,
+    *,
+    health_path: str,
+    timeout_s: float,
+    ignore: tuple[str, ...],
+) -> tuple[Check, str | None]:
+    """Poll until /health answers 200, the process fails, or ``timeout_s`` passes.
+
+    A traceback fails the boot once its exception line is printed (or 2 s later).
+    """
+    t0 = time.monotonic()
+    tb_seen: float | None = None
+    last: int | None = None
+    while True:
+        rc = proc.poll()
+        lines = _read_lines(log)
+        url = url or url_from_log(lines)
+        failure = find_failure(lines, ignore=ignore)
+        if failure is not None:
+            tb_seen = tb_seen or time.monotonic()
+            pending = _traceback_pending(lines, ignore) and time.monotonic() - tb_seen < 2.0
+            if rc is not None or not pending:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=3.0)  # a crashing server usually exits: record its code
+                return _fail_check(lines, proc.poll(), failure), url
+        elif rc is not None:
+            return _fail_check(lines, rc, None), url
+        if url is not None:
+            last = health_status(url, health_path)
+            if last == 200:
+                took = time.monotonic() - t0
+                detail = f"GET {url}{health_path} answered 200 after {took:.1f}s"
+                return Check(name="health", verdict="PASS", detail=detail), url
+        if time.monotonic() - t0 > timeout_s:
+            return _timeout_check(url, last, health_path, timeout_s, lines), url
+        time.sleep(0.25)
+
+
+def _fusion_check(f: FusionEngagement, expect: str | None) -> Check:
+    if expect is not None:
+        ok = f.state == expect.upper()
+        verdict: Verdict = "PASS" if ok else "FAIL"
+        detail = f"fusion {f.state} (expected {expect.upper()}): {f.reason}"
+    else:
+        verdict = "WARN" if f.state == "UNKNOWN" else "PASS"
+        detail = f"fusion {f.state}: {f.reason}"
+    return Check(name="fusion", verdict=verdict, detail=detail, evidence=f.evidence[:5])
+
+
+def _probe_check(res: ExpertsProbeResult) -> Check:
+    return Check(
+        name="routed-experts",
+        verdict="PASS" if res.ok else "FAIL",
+        detail=res.summary(),
+        evidence=[v.line() for v in res.violations[:10]],
+    )
+
+
+def _server_checks(
+    report: BootReport,
+    url: str,
+    log: Path | None,
+    *,
+    probe: Probe | None,
+    expect_fusion: str | None,
+    probe_opts: dict[str, Any],
+) -> None:
+    """Fusion engagement and the optional routed-experts probe, on a healthy server."""
+    report.fusion = collect_engagement(url, log_path=log)
+    report.server_info = report.fusion.server_args or None
+    report.checks.append(_fusion_check(report.fusion, expect_fusion))
+    if probe == "routed-experts":
+        report.probe = probe_routed_experts(url, **probe_opts)
+        report.checks.append(_probe_check(report.probe))
+
+
+def write_boot_report(report: BootReport, run_dir: str | Path) -> Path:
+    """Write ``<run_dir>/boot.json``; returns its path."""
+    path = Path(run_dir) / "boot.json"
+    path.write_text(report.model_dump_json(indent=2), encoding="utf-8")
+    return path
+
+
+def _run_dir(run_dir: str | Path | None, results: str | Path | None, args: dict[str, Any]) -> Path:
+    if run_dir is not None:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        return Path(run_dir)
+    from harness.runfolder import prepare_run_dir
+
+    return prepare_run_dir("boot", results=results, args=args)
+
+
+def resolve_command(argv: list[str]) -> list[str]:
+    """``argv`` with its executable found: on ``PATH``, else beside ``sys.executable``
+    (the virtual environment's ``bin/``, so ``harness sim ...`` works without activating it).
+
+    Raises:
+        FileNotFoundError: one line naming the executable and where it was looked for.
+    """
+    exe = argv[0]
+    if os.sep in exe or (os.altsep and os.altsep in exe):
+        if os.access(exe, os.X_OK) and Path(exe).is_file():
+            return argv
+        raise FileNotFoundError(f"{exe!r}: no such executable file")
+    if shutil.which(exe):
+        return argv
+    beside = shutil.which(exe, path=str(Path(sys.executable).parent))
+    if beside:
+        return [beside, *argv[1:]]
+    raise FileNotFoundError(
+        f"{exe!r}: not found on PATH nor in {Path(sys.executable).parent}; give its full path"
+    )
+
+
+def _launch(argv: list[str], log: Path) -> subprocess.Popen[bytes] | Check:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(log, "ab") as fh:
+        try:
+            return subprocess.Popen(
+                argv,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+            )
+        except OSError as exc:
+            return Check(name="launch", verdict="FAIL", detail=f"cannot start {argv[0]!r}: {exc}")
+
+
+def _stop_check(proc: subprocess.Popen[bytes], report: BootReport, grace_s: float) -> Check:
+    t_stop = time.monotonic()
+    notes = stop_group(proc, grace_s=grace_s)
+    report.exit_code = proc.returncode
+    report.timings["stop_s"] = round(time.monotonic() - t_stop, 3)
+    left = any(n.startswith("left") for n in notes)
+    detail = "; ".join(notes) or "process group stopped"
+    return Check(name="stop", verdict="FAIL" if left else "PASS", detail=detail)
+
+
+def _log_only_fusion(report: BootReport, log: Path) -> None:
+    """Fusion as far as the log of a server that never became healthy tells (check SKIP)."""
+    report.fusion = collect_engagement(None, log_path=log)
+    detail = (
+        f"server not healthy; from the log: fusion {report.fusion.state}: {report.fusion.reason}"
+    )
+    report.checks.append(
+        Check(name="fusion", verdict="SKIP", detail=detail, evidence=report.fusion.evidence[:5])
+    )
+
+
+def boot(
+    cmd: str | list[str],
+    *,
+    expect_log: list[str] | tuple[str, ...] = (),
+    forbid_log: list[str] | tuple[str, ...] = (),
+    timeout_s: float = 1800,
+    probe: Probe | None = None,
+    run_dir: str | Path | None = None,
+    results: str | Path | None = None,
+    health_path: str = "/health",
+    url: str | None = None,
+    expect_fusion: Literal["on", "off"] | None = None,
+    probe_opts: dict[str, Any] | None = None,
+    ignore_errors: list[str] | tuple[str, ...] = (),
+    grace_s: float = 5.0,
+) -> BootReport:
+    """Launch ``cmd`` (a string is split with :func:`shlex.split`, no shell), check it, stop it.
+
+    Checks: ``launch``, ``health`` (early FAIL on exit/traceback/CUDA error, quoting
+    the traceback; FAIL at ``timeout_s`` seconds), ``fusion`` (:mod:`harness.server.fusion`;
+    FAIL only if ``expect_fusion`` is given and differs), ``routed-experts`` (with
+    ``probe="routed-experts"``; ``probe_opts`` go to
+    :func:`harness.server.experts.probe_routed_experts`), ``stop`` (SIGTERM, after ``grace_s``
+    SIGKILL; FAIL if a process of the group survives), ``expect-log``/``forbid-log``
+    (regexes, :func:`re.search` per line) and ``log-errors``. Tracebacks or error lines
+    matching an ``ignore_errors`` regex are not failures. Writes ``server.log`` and
+    ``boot.json`` in ``run_dir`` (default: a new ``results/boot-...`` folder). Never
+    raises for server misbehaviour.
+    """
+    argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+    with contextlib.suppress(FileNotFoundError):  # else the launch check FAILs, naming it
+        argv = resolve_command(argv)
+    folder = _run_dir(run_dir, results, {"cmd": argv, "timeout_s": timeout_s, "probe": probe})
+    log, ignore = folder / "server.log", tuple(ignore_errors)
+    report, t0 = BootReport(command=argv, log_path=str(log)), time.monotonic()
+    proc = _launch(argv, log)
+    if isinstance(proc, Check):
+        report.checks.append(proc)
+        return _finish(report, folder, t0)
+    report.pid = proc.pid
+    report.checks.append(Check(name="launch", verdict="PASS", detail=f"pid {proc.pid}"))
+    try:
+        health, report.url = _wait_healthy(
+            proc, log, url or url_from_command(argv),
+            health_path=health_path, timeout_s=timeout_s, ignore=ignore,
+        )  # fmt: skip
+        report.checks.append(health)
+        report.timings["to_health_s"] = round(time.monotonic() - t0, 3)
+        if health.verdict == "PASS" and report.url:
+            opts = probe_opts or {}
+            _server_checks(report, report.url, log, probe=probe, expect_fusion=expect_fusion,
+                           probe_opts=opts)  # fmt: skip
+        else:
+            _log_only_fusion(report, log)
+    finally:
+        report.checks.append(_stop_check(proc, report, grace_s))
+    lines = _read_lines(log)
+    report.checks.extend(_log_checks(lines, list(expect_log), list(forbid_log), ignore))
+    _quote_once(report.checks)
+    return _finish(report, folder, t0)
+
+
+def _quote_once(checks: list[Check]) -> None:
+    """A traceback already quoted by an earlier check (``health``) is not quoted again
+    under ``log-errors``: its detail names the check that quotes it."""
+    for i, c in enumerate(checks):
+        if c.name != "log-errors" or not c.evidence:
+            continue
+        earlier = next((e for e in checks[:i] if e.evidence == c.evidence), None)
+        if earlier is not None:
+            c.detail = f"{c.detail} (quoted under the {earlier.name} check)"
+            c.evidence = []
+
+
+def _finish(report: BootReport, folder: Path, t0: float) -> BootReport:
+    report.timings["total_s"] = round(time.monotonic() - t0, 3)
+    report.run_dir = str(folder)
+    write_boot_report(report.finish(), folder)
+    return report
+
+
+def _health_once(root: str, health_path: str) -> Check:
+    status = health_status(root, health_path, timeout_s=10.0)
+    answer = "nothing" if status is None else str(status)
+    hint = " (503 = still starting)" if status == 503 else ""
+    verdict: Verdict = "PASS" if status == 200 else "FAIL"
+    return Check(
+        name="health", verdict=verdict, detail=f"GET {root}{health_path} answered {answer}{hint}"
+    )
+
+
+def check_running(
+    url: str,
+    *,
+    log_path: str | Path | None = None,
+    expect_log: list[str] | tuple[str, ...] = (),
+    forbid_log: list[str] | tuple[str, ...] = (),
+    probe: Probe | None = None,
+    run_dir: str | Path | None = None,
+    results: str | Path | None = None,
+    health_path: str = "/health",
+    expect_fusion: Literal["on", "off"] | None = None,
+    probe_opts: dict[str, Any] | None = None,
+    ignore_errors: list[str] | tuple[str, ...] = (),
+) -> BootReport:
+    """The same checks on a server already running at ``url`` (log scanned if given).
+
+    ``health`` is one GET (503 = still starting = FAIL). Writes ``boot.json`` in
+    ``run_dir`` (default: a new ``results/boot-...`` folder).
+    """
+    root = url.rstrip("/").removesuffix("/v1")
+    folder = _run_dir(run_dir, results, {"target": root, "log": str(log_path), "probe": probe})
+    log = Path(log_path) if log_path is not None else None
+    report = BootReport(url=root, log_path=str(log) if log else None)
+    t0 = time.monotonic()
+    health = _health_once(root, health_path)
+    report.checks.append(health)
+    if health.verdict == "PASS":
+        opts = probe_opts or {}
+        _server_checks(report, root, log, probe=probe, expect_fusion=expect_fusion,
+                       probe_opts=opts)  # fmt: skip
+    elif log is not None:
+        _log_only_fusion(report, log)
+    if log is not None:
+        if not log.exists():
+            report.checks.append(Check(name="log", verdict="FAIL", detail=f"{log}: no such file"))
+        lines = _read_lines(log)
+        report.checks.extend(
+            _log_checks(lines, list(expect_log), list(forbid_log), tuple(ignore_errors))
+        )
+    return _finish(report, folder, t0)

@@ -1,0 +1,1 @@
+"""Statistics and the decision rule: tests, aggregates over repeats, the verdict."""
