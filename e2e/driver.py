@@ -46,6 +46,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.server.boot import find_failure, health_status, stop_group
 from harness.transcript import RunRecord, read_records
 
@@ -70,7 +71,7 @@ HEALTH_PATH = "/v1/models"
 AB_ARGS = "--type_k 2 --type_v 2 --flash_attn true"
 
 
-class E2EError(RuntimeError):
+class E2EError(HarnessError, RuntimeError):
     """A step of the e2e job that cannot go on; ``str`` is one line naming the fix."""
 
 

@@ -37,6 +37,7 @@ from openai import (
     OpenAIError,
 )
 
+from harness.errors import TRANSIENT_STATUS, RequestFailed
 from harness.scenario.tools import render
 from harness.transcript import ResponseRecord, ToolCallRecord
 
@@ -50,8 +51,6 @@ __all__ = [
     "request_body",
 ]
 
-#: HTTP statuses worth retrying: request timeout, rate limit, server errors.
-TRANSIENT_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
 
 _TIMEOUTS: tuple[type[Exception], ...] = (
     APITimeoutError,
@@ -73,19 +72,6 @@ try:  # openai >= 3 talks through httpx2, whose exceptions are separate classes
     _RAW_RESPONSE = httpx2.Response
 except ImportError:  # pragma: no cover - depends on the installed openai
     pass
-
-
-class RequestFailed(Exception):
-    """One failed attempt: an :class:`InfraError` kind, HTTP status, and whether to retry."""
-
-    def __init__(self, kind: str, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message[:1000]
-        self.status = status
-        self.transient = kind in ("timeout", "connection") or (
-            kind == "http_status" and status in TRANSIENT_STATUS
-        )
 
 
 def _opt_str(v: Any) -> str | None:

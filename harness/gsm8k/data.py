@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from harness.errors import GSM8KDataError
 from harness.gsm8k.extract import extract_sglang
 
 __all__ = [
@@ -49,10 +50,6 @@ GSM8K_URL = (
 GSM8K_TEST_SHA256 = "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14"
 #: SGLang few_shot_gsm8k stop strings
 GSM8K_STOP = ["Question", "Assistant:", "<|separator|>"]
-
-
-class GSM8KDataError(Exception):
-    """The GSM8K data is missing or malformed (one-line message naming file and fix)."""
 
 
 @dataclass(frozen=True)

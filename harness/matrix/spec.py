@@ -41,7 +41,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness.scenario.model import ScenarioError
+from harness.errors import MatrixError
 
 __all__ = [
     "DEFAULT_MIN_PASS_RATE",
@@ -56,10 +56,6 @@ __all__ = [
 
 #: a deployment passes when at least this share of its scored runs pass (harness.scoring.score)
 DEFAULT_MIN_PASS_RATE = 0.8
-
-
-class MatrixError(ScenarioError):
-    """A matrix file that cannot be used; ``str(err)`` is the one-line message."""
 
 
 class _Strict(BaseModel):

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import pytest
 
+from harness.errors import HarnessError
 from harness.pytest_plugin.session import NO_TARGET, HarnessState, ItemResult, state_key
 
 __all__ = ["BootItem", "CheckFailure", "GSM8KItem", "make_check_items"]
@@ -39,7 +40,7 @@ __all__ = ["BootItem", "CheckFailure", "GSM8KItem", "make_check_items"]
 _MAX_ERRORS = 0.1
 
 
-class CheckFailure(AssertionError):
+class CheckFailure(HarnessError, AssertionError):
     """A GSM8K or boot check failed: ``str`` is the whole evidence text."""
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from harness.errors import HarnessError
 from harness.pytest_plugin.judge import Judgement, judge
 from harness.pytest_plugin.session import HarnessState, ItemResult, ScenarioRun, state_key
 from harness.scenario.model import SCENARIO_SUFFIXES, Scenario, ScenarioError, load_scenario
@@ -63,7 +64,7 @@ def is_scenario_file(file_path: Path, parent: pytest.Collector) -> bool:
     return "scenarios" in rel.parent.parts
 
 
-class ScenarioFailure(AssertionError):
+class ScenarioFailure(HarnessError, AssertionError):
     """A scenario test failed: ``str`` is the whole evidence text."""
 
 

@@ -46,6 +46,8 @@ import jsonschema
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from harness.errors import ScenarioError
+
 __all__ = [
     "ArgMatcher",
     "ExpectedCall",
@@ -68,23 +70,6 @@ __all__ = [
 SCENARIO_FORMAT_VERSION = 1
 
 _JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
-
-
-class ScenarioError(ValueError):
-    """A scenario file that cannot be used; ``str(err)`` is the one-line message.
-
-    Attributes:
-        path: the file (``None`` for an in-memory scenario).
-        field: dotted field path inside the file, e.g. ``tools[1].parameters.type``.
-        reason: what is wrong and, where possible, the fix.
-    """
-
-    def __init__(self, path: str | Path | None, field: str, reason: str) -> None:
-        self.path = str(path) if path is not None else "<scenario>"
-        self.field = field
-        self.reason = reason
-        where = f"{self.path}: {field}: " if field else f"{self.path}: "
-        super().__init__(where + reason)
 
 
 def _check_regex(pattern: str | None) -> None:

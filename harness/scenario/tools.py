@@ -26,6 +26,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import best_match
 
+from harness.errors import ToolInputError
 from harness.scenario.model import SimulatorSpec, Tool
 
 __all__ = ["BUILTINS", "ToolInputError", "ToolOutcome", "parse_arguments", "render", "simulate"]
@@ -37,10 +38,6 @@ class ToolOutcome:
 
     content: str
     error: bool = False
-
-
-class ToolInputError(ValueError):
-    """Raised by a built-in for arguments it cannot use; becomes ``Error: <message>``."""
 
 
 def render(value: Any) -> str:

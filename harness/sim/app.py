@@ -40,6 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from harness.errors import HarnessError
 from harness.sim import gsm8k_model, moe
 from harness.sim.faults import (
     active_fault,
@@ -73,7 +74,7 @@ RELOAD_CHECK_S = 1.0
 GARBAGE_BODY = '<html><body>502 Bad Gateway</body></html>\n{"choices": [{"mess'
 
 
-class BadRequest(Exception):
+class BadRequest(HarnessError):
     """A request the server rejects with HTTP 400."""
 
 

@@ -61,19 +61,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from harness.errors import UnknownProfileError
 from harness.sim.faults import Fault
 
 __all__ = ["INFRA_FAULTS", "PROFILES", "SimProfile", "UnknownProfileError", "get_profile"]
 
 InfraFault = Literal["http-500", "flaky-500", "slow", "invalid-json", "no-choices"]
 INFRA_FAULTS: tuple[str, ...] = InfraFault.__args__  # type: ignore[attr-defined]
-
-
-class UnknownProfileError(KeyError, ValueError):
-    """A profile name not in :data:`PROFILES`; ``str(err)`` lists the known names."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import uvicorn
 
+from harness.errors import SimBootCrash
 from harness.sim import moe
 from harness.sim.app import create_app
 from harness.sim.profiles import SimProfile, get_profile
@@ -25,10 +26,6 @@ from harness.sim.profiles import SimProfile, get_profile
 __all__ = ["SimBootCrash", "bound_port", "make_server", "serve_in_thread"]
 
 STARTUP_TIMEOUT_S = 20.0
-
-
-class SimBootCrash(RuntimeError):
-    """The profile crashes at boot (e.g. capture with fusion); ``str`` is the traceback."""
 
 
 class _Server(uvicorn.Server):

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from harness.errors import ReportInputError
 from harness.present.report.lean import RunHead, read_lean, read_whole
 from harness.present.report.select import MAX_RUNS, PER_SCENARIO, RunFacts, choose
 from harness.summary import Summary
@@ -39,10 +40,6 @@ _MODELS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 _M = TypeVar("_M", bound=BaseModel)
-
-
-class ReportInputError(ValueError):
-    """A run folder the report cannot read; ``str`` is one line naming file and fix."""
 
 
 @dataclass

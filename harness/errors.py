@@ -1,0 +1,126 @@
+"""Every exception the harness raises on purpose, under one root.
+
+::
+
+    HarnessError                    root: catch this to catch any of them
+    ├── ScenarioError (ValueError)  a scenario file that cannot be used (file, field, fix)
+    │   └── MatrixError             a matrix file that cannot be used
+    ├── RunFolderError (ValueError) a results folder that cannot be read, resumed or written
+    │   └── ReportInputError        ... for the report (a file in it is missing or unreadable)
+    ├── GSM8KDataError              GSM8K data missing, malformed or not downloadable
+    ├── UnknownProfileError         a reference-server profile name that does not exist
+    │   (KeyError, ValueError)
+    ├── SimBootCrash (RuntimeError) the reference server's profile crashes at boot
+    ├── ToolInputError (ValueError) arguments a simulated tool refuses (answered as a tool error)
+    ├── RequestFailed               one failed request to a server under test (an
+    │                               infrastructure error once retries are spent)
+    ├── sim.app.BadRequest          the reference server answers a request with HTTP 400
+    ├── pytest_plugin.items.ScenarioFailure (AssertionError)   a scenario test failed
+    └── pytest_plugin.checks.CheckFailure (AssertionError)     a GSM8K or boot test failed
+
+(The e2e driver outside the package, ``e2e/driver.py``, roots its ``E2EError`` here too.)
+The last three live beside the code that raises them: they are that code's protocol
+(an HTTP answer, pytest's failure report), not errors a caller handles.
+
+``str(err)`` of every one is a single line meant for the user: it names the file or
+server, the field and the fix. The command line prints it as ``error: <line>`` and exits
+2 (usage or configuration) or 3 (infrastructure); see :class:`harness.cli.ExitCode`.
+Failures of the model are never exceptions: they are data (``RunScore.failures``), and
+failures of a server become :class:`harness.transcript.InfraError` records.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "TRANSIENT_STATUS",
+    "GSM8KDataError",
+    "HarnessError",
+    "MatrixError",
+    "ReportInputError",
+    "RequestFailed",
+    "RunFolderError",
+    "ScenarioError",
+    "SimBootCrash",
+    "ToolInputError",
+    "UnknownProfileError",
+]
+
+#: HTTP statuses worth retrying: request timeout, rate limit, server errors.
+TRANSIENT_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
+
+
+class HarnessError(Exception):
+    """Root of every exception the harness raises on purpose."""
+
+
+class ScenarioError(HarnessError, ValueError):
+    """A scenario file that cannot be used; ``str(err)`` is the one-line message.
+
+    Attributes:
+        path: the file (``"<scenario>"`` for an in-memory scenario).
+        field: dotted field path inside the file, e.g. ``tools[1].parameters.type``.
+        reason: what is wrong and, where possible, the fix.
+    """
+
+    def __init__(self, path: str | Path | None, field: str, reason: str) -> None:
+        self.path = str(path) if path is not None else "<scenario>"
+        self.field = field
+        self.reason = reason
+        where = f"{self.path}: {field}: " if field else f"{self.path}: "
+        super().__init__(where + reason)
+
+
+class MatrixError(ScenarioError):
+    """A matrix file that cannot be used; ``str(err)`` is the one-line message."""
+
+
+class RunFolderError(HarnessError, ValueError):
+    """A results folder (``results/<run-id>/``) that cannot be read, resumed or written;
+    ``str`` is one line naming the folder or file and the fix."""
+
+
+class ReportInputError(RunFolderError):
+    """A run folder the report cannot read; ``str`` is one line naming file and fix."""
+
+
+class GSM8KDataError(HarnessError):
+    """The GSM8K data is missing or malformed (one-line message naming file and fix)."""
+
+
+class UnknownProfileError(HarnessError, KeyError, ValueError):
+    """A reference-server profile name that does not exist; ``str`` lists the known names."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class SimBootCrash(HarnessError, RuntimeError):
+    """The profile crashes at boot (e.g. capture with fusion); ``str`` is the traceback."""
+
+
+class ToolInputError(HarnessError, ValueError):
+    """Raised by a built-in tool simulator for arguments it cannot use; the run answers
+    the model with ``Error: <message>`` as a real tool would."""
+
+
+class RequestFailed(HarnessError):
+    """One failed request attempt to a server under test.
+
+    Attributes:
+        kind: the :class:`harness.transcript.InfraError` kind (``http_status``,
+            ``timeout``, ``connection``, ``invalid_body``, ``other``).
+        message: what happened, at most 1,000 characters.
+        status: the HTTP status for ``http_status``, else ``None``.
+        transient: whether a retry may help (HTTP 408/429/5xx, timeouts, connections).
+    """
+
+    def __init__(self, kind: str, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message[:1000]
+        self.status = status
+        self.transient = kind in ("timeout", "connection") or (
+            kind == "http_status" and status in TRANSIENT_STATUS
+        )

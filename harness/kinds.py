@@ -1,0 +1,299 @@
+"""The failure-kind vocabulary: every way a run can fail, its label and what it means.
+
+This module owns the names. Scoring (:mod:`harness.scoring`) reports them in
+``RunScore.failures``, the decision rule (:mod:`harness.stats`) tests their rates, the
+console and the report label them with :func:`label`, a scenario's ``targets:`` are
+checked against them at load time, and the reference server's fault profiles
+(:mod:`harness.sim.faults`) are named after them where one exists. A new failure kind
+is one member of :class:`FailureKind` (name, family, label, description) and the
+scoring code that finds it; nothing else has a list to update.
+
+Families (:class:`Family`): ``call`` (a call's arguments cannot be used as sent),
+``drift`` (usable but different from what the tool or the reference wants),
+``sequence`` (the calls made against the calls expected), ``answer`` (the final answer)
+and ``protocol`` (an invariant of the OpenAI chat-completions wire format).
+
+Besides the failure kinds, the tables show a few *metrics* (per-run counts and success
+rates) and *terminations* (how a run ended); their labels live here too
+(:data:`METRIC_LABELS`, :data:`TERMINATION_LABELS`), so every view names a row the
+same way.
+"""
+
+from __future__ import annotations
+
+import difflib
+from enum import Enum
+
+__all__ = [
+    "COUNT_METRICS",
+    "METRIC_LABELS",
+    "SUCCESS_METRICS",
+    "TERMINATION_LABELS",
+    "FailureKind",
+    "Family",
+    "did_you_mean",
+    "is_failure_kind",
+    "label",
+]
+
+
+class Family(str, Enum):
+    """What part of a run a failure kind is about."""
+
+    CALL = "call"
+    DRIFT = "drift"
+    SEQUENCE = "sequence"
+    ANSWER = "answer"
+    PROTOCOL = "protocol"
+
+
+class FailureKind(str, Enum):
+    """One way a run can fail. The value is the name used on disk and in scenario files.
+
+    Each member carries ``family`` (:class:`Family`), ``label`` (what a table row says)
+    and ``description`` (one sentence for ``harness list`` and the report).
+    """
+
+    family: Family
+    label: str
+    description: str
+
+    def __new__(cls, value: str, family: Family, label: str, description: str) -> FailureKind:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.family = family
+        member.label = label
+        member.description = description
+        return member
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    # ---- calls: arguments that cannot be used as sent
+    REPEAT_LOOP = (
+        "repeat_loop",
+        Family.CALL,
+        "repeat loop (identical calls)",
+        "more identical calls (same tool, same canonical arguments) than the scenario expects",
+    )
+    MALFORMED_JSON = (
+        "malformed_json",
+        Family.CALL,
+        "arguments are not valid JSON",
+        "a call's arguments string does not parse as JSON",
+    )
+    STREAM_TRUNCATED_ARGS = (
+        "stream_truncated_args",
+        Family.CALL,
+        "streamed arguments cut off",
+        "streamed arguments that end early (the last delta lost)",
+    )
+    REASONING_LEAK_ARGS = (
+        "reasoning_leak_args",
+        Family.CALL,
+        "reasoning leaked into arguments",
+        "<think> text before the JSON of a call's arguments",
+    )
+    OBJECT_NOT_STRING = (
+        "object_not_string",
+        Family.CALL,
+        "object sent where a JSON string is required",
+        "arguments sent as a JSON object, not as a string holding one",
+    )
+    NOT_AN_OBJECT = (
+        "not_an_object",
+        Family.CALL,
+        "arguments are not a JSON object",
+        "arguments that parse, but to an array, string or number",
+    )
+    EMPTY_ARGUMENTS = (
+        "empty_arguments",
+        Family.CALL,
+        'arguments "" instead of "{}"',
+        'an empty arguments string where "{}" is meant (a streamed call with no arguments delta)',
+    )
+    UNKNOWN_TOOL = (
+        "unknown_tool",
+        Family.CALL,
+        "unknown tool",
+        "a call to a tool the request did not offer",
+    )
+    SCHEMA_VIOLATION = (
+        "schema_violation",
+        Family.CALL,
+        "schema violation",
+        "arguments that break the tool's JSON Schema (parameters)",
+    )
+    # ---- drift: usable, but not what the tool or the reference wants
+    CONTAINER_AS_STRING = (
+        "container_as_string",
+        Family.DRIFT,
+        "array/object sent as a string",
+        'an array or object sent as JSON text: {"values": "[0.5, 0.25, 0.25]"}',
+    )
+    SCALAR_AS_STRING = (
+        "scalar_as_string",
+        Family.DRIFT,
+        "scalar sent as a string",
+        'a number, boolean or null sent as a string: "2", "true"',
+    )
+    STRING_AS_SCALAR = (
+        "string_as_scalar",
+        Family.DRIFT,
+        "string sent as a number/boolean",
+        'a string-typed argument decoded as a scalar: "007" arriving as 7',
+    )
+    INT_AS_FLOAT = (
+        "int_as_float",
+        Family.DRIFT,
+        "integer sent as a float",
+        "an integer argument sent as a float (4.0)",
+    )
+    COLLAPSE = (
+        "collapse",
+        Family.DRIFT,
+        "values collapsed",
+        'values collapsed to 0, "", null or [] where the reference is not: [0, 0, 0]',
+    )
+    DROPPED_KEYS = (
+        "dropped_keys",
+        Family.DRIFT,
+        "required key dropped",
+        "a key the schema requires, or the reference sends, is absent",
+    )
+    UNEXPECTED_KEYS = (
+        "unexpected_keys",
+        Family.DRIFT,
+        "unexpected key",
+        "a key the tool's schema does not declare",
+    )
+    ENUM_VIOLATION = (
+        "enum_violation",
+        Family.DRIFT,
+        "value outside the enum",
+        "a value outside the schema's enum",
+    )
+    VALUE_MISMATCH = (
+        "value_mismatch",
+        Family.DRIFT,
+        "wrong value",
+        "well-typed, but not what the scenario's matcher accepts",
+    )
+    # ---- sequence: the calls made against the calls expected
+    MISSING_CALLS = (
+        "missing_calls",
+        Family.SEQUENCE,
+        "expected calls missing",
+        "an expected (required) call was never made",
+    )
+    SPURIOUS_CALLS = (
+        "spurious_calls",
+        Family.SEQUENCE,
+        "calls not expected",
+        "calls that match no expected call, or more than the scenario's max_calls",
+    )
+    ORDER_VIOLATION = (
+        "order_violation",
+        Family.SEQUENCE,
+        "calls out of order",
+        "expected calls made out of the scenario's strict order",
+    )
+    # ---- answer
+    MISSING_FINAL_ANSWER = (
+        "missing_final_answer",
+        Family.ANSWER,
+        "no final answer",
+        "a segment ended without a written final answer (turn cap, empty stop, length)",
+    )
+    WRONG_FINAL_ANSWER = (
+        "wrong_final_answer",
+        Family.ANSWER,
+        "final answer misses the expected content",
+        "the final answer lacks what the scenario's final_answer expects",
+    )
+    # ---- protocol: invariants of the chat-completions wire format
+    FINISH_REASON_MISMATCH = (
+        "finish_reason_mismatch",
+        Family.PROTOCOL,
+        "finish_reason does not match tool_calls",
+        'finish_reason "tool_calls" without tool calls, or tool calls with another reason',
+    )
+    MARKUP_IN_CONTENT = (
+        "markup_in_content",
+        Family.PROTOCOL,
+        "tool-call markup in content",
+        "tool-call markup or chat-template tokens in content (<tool_call>, [TOOL_CALLS], ...)",
+    )
+    REPEATED_IDS = (
+        "repeated_ids",
+        Family.PROTOCOL,
+        "tool_call ids repeated",
+        "a tool_call id used again later in the run",
+    )
+    MISSING_CALL_ID = (
+        "missing_call_id",
+        Family.PROTOCOL,
+        "tool_call id missing",
+        "a tool call without an id",
+    )
+    REASONING_LEAK = (
+        "reasoning_leak",
+        Family.PROTOCOL,
+        "reasoning leaked into content",
+        "reasoning text (<think>...) in content instead of reasoning_content",
+    )
+    INDEX_OFFSET = (
+        "index_offset",
+        Family.PROTOCOL,
+        "tool_call indices not 0..n-1",
+        "streamed tool_call delta indices that start at 1 or skip a number",
+    )
+
+
+#: per-run counts shown in the tables (metric -> label); they are shown, not tested
+COUNT_METRICS: dict[str, str] = {
+    "tool_calls": "tool calls",
+    "repeated_calls": "repeated identical calls",
+    "malformed_args": "malformed arguments",
+    "drift": "drifted arguments",
+    "schema_violations": "schema violations",
+    "turns": "turns",
+}
+#: success rates (metric -> label); their failures are what the tests count
+SUCCESS_METRICS: dict[str, str] = {
+    "passed": "passed",
+    "final_answer": "reached a final answer",
+}
+#: every metric's label (counts and success rates)
+METRIC_LABELS: dict[str, str] = {**COUNT_METRICS, **SUCCESS_METRICS}
+#: how a run ended (``RunScore.termination``) -> label
+TERMINATION_LABELS: dict[str, str] = {
+    "final_answer": "final answer",
+    "turn_cap": "turn cap",
+    "length": "cut off by max_tokens",
+    "empty_stop": "empty response",
+    "malformed": "malformed calls",
+    "error": "infrastructure error",
+}
+
+_KINDS = {k.value: k for k in FailureKind}
+
+
+def is_failure_kind(name: str) -> bool:
+    """Whether ``name`` is the value of a :class:`FailureKind`."""
+    return name in _KINDS
+
+
+def label(name: str) -> str:
+    """What a table row, badge or legend calls ``name``: a failure kind, a metric or a
+    termination (in that order); any other name with its underscores as spaces."""
+    kind = _KINDS.get(name)
+    if kind is not None:
+        return kind.label
+    return METRIC_LABELS.get(name) or TERMINATION_LABELS.get(name) or name.replace("_", " ")
+
+
+def did_you_mean(name: str) -> str:
+    """`` (did you mean 'collapse'?)`` for the closest failure kind, or ``""``."""
+    close = difflib.get_close_matches(name, list(_KINDS), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
