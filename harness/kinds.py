@@ -16,25 +16,34 @@ and ``protocol`` (an invariant of the OpenAI chat-completions wire format).
 Besides the failure kinds, the tables show a few *metrics* (per-run counts and success
 rates) and *terminations* (how a run ended); their labels live here too
 (:data:`METRIC_LABELS`, :data:`TERMINATION_LABELS`), so every view names a row the
-same way.
+same way. :data:`VerdictName` is the one set of verdicts of every comparison (scenario
+A/B and GSM8K).
 """
 
 from __future__ import annotations
 
 import difflib
 from enum import Enum
+from typing import Literal
 
 __all__ = [
     "COUNT_METRICS",
     "METRIC_LABELS",
     "SUCCESS_METRICS",
     "TERMINATION_LABELS",
+    "VERDICTS",
+    "VerdictName",
     "FailureKind",
     "Family",
     "did_you_mean",
     "is_failure_kind",
     "label",
 ]
+
+
+#: the verdict of a comparison of two sides (scenario A/B, GSM8K paired)
+VerdictName = Literal["REGRESSION", "IMPROVEMENT", "NO CHANGE", "INCONCLUSIVE"]
+VERDICTS: tuple[VerdictName, ...] = ("REGRESSION", "IMPROVEMENT", "NO CHANGE", "INCONCLUSIVE")
 
 
 class Family(str, Enum):
