@@ -28,7 +28,8 @@ from bench.common import SCENARIO, Row, clocks, median, sim_process
 from harness.client.target import TargetConfig
 from harness.runner import run_many_sync
 from harness.scenario.model import Scenario, load_scenario
-from harness.transcript import RunRecord, read_records
+from harness.runfolder import RunFolder
+from harness.transcript import RunRecord
 
 TARGET_RATIO = 1.5
 
@@ -87,7 +88,7 @@ def run(runs: int = 30, rounds: int = 3) -> list[Row]:
     m: dict[str, list[float]] = {k: [] for k in ("h_cpu", "p_cpu", "h_tps", "p_tps", "h0", "p0")}
     with sim_process("repeat-loop") as url, tempfile.TemporaryDirectory() as tmp:
         harness_round(url, sc, 2, Path(tmp) / "warm")  # imports, first connection
-        recs = list(read_records(Path(tmp) / "warm" / "transcripts.jsonl"))
+        recs = list(RunFolder(Path(tmp) / "warm").records())
         inputs = [_plain_inputs(recs[i % len(recs)]) for i in range(runs)]
         plain_round(url, inputs[:2], sc.max_turns)
         for i in range(rounds):

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.client.target import TargetConfig
-from harness.pipeline import summarize
+from harness.pipeline import FolderContext, summarize
 from harness.runner import run_scenario
 from harness.scenario.model import Scenario, load_scenarios
 from harness.sim.app import SimState, chat_reply
@@ -172,9 +172,8 @@ def compare_in_process(
     recs += asyncio.run(
         _run_side(scenarios, c, _state(candidate, 2 * seed + 1, index), repeats, stream)
     )
-    return summarize(
-        recs, run_id=f"power-{seed}", settings=Settings(repeats=repeats, stream=stream)
-    )
+    context = FolderContext(settings=Settings(repeats=repeats, stream=stream))
+    return summarize(recs, run_id=f"power-{seed}", context=context)[0]
 
 
 def _noisy(scenarios: Sequence[Scenario]) -> list[Scenario]:

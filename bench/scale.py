@@ -30,7 +30,7 @@ from typing import Any
 
 from bench.common import ROOT, SCENARIOS, Row
 from harness.client.target import TargetConfig
-from harness.runfolder import prepare_run_dir
+from harness.runfolder import RunFolder
 from harness.runner import run_many_sync
 from harness.scenario.model import Scenario, load_scenarios
 
@@ -57,7 +57,7 @@ def make_templates(folder: Path) -> list[dict[str, Any]]:
 
 def write_folder(templates: list[dict[str, Any]], n: int, root: Path) -> Path:
     """A run folder ``root/n<N>`` with ``n`` transcripts copied from ``templates``."""
-    folder = prepare_run_dir("bench", results=root, run_id=f"n{n}")
+    folder = RunFolder.create("bench", results=root, run_id=f"n{n}").path
     hashes: dict[str, str] = {}  # scenario id -> content hash of the renamed scenario
     with open(folder / "transcripts.jsonl", "w", encoding="utf-8") as fh:
         for i in range(n):
@@ -92,14 +92,15 @@ def _rss_mb() -> float:
 
 
 def _child(step: str, folder: Path) -> None:
-    from harness.pipeline import score_dir
+    from harness.pipeline import score_folder
+    from harness.runfolder import RunFolder
     from harness.present.report import write_report
 
     base = _rss_mb()
     w0, c0 = time.perf_counter(), time.process_time()
     if step == "score":
-        score_dir(folder)
-        written = (folder / "summary.json").stat().st_size
+        score_folder(RunFolder(folder))
+        written = sum((folder / f).stat().st_size for f in ("summary.json", "scores.jsonl"))
     else:
         write_report(folder, markdown=True)
         written = sum((folder / f).stat().st_size for f in ("report.html", "report.md"))

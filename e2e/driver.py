@@ -48,7 +48,8 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.server.boot import find_failure, health_status, stop_group
-from harness.transcript import RunRecord, read_records
+from harness.runfolder import RunFolder
+from harness.transcript import RunRecord
 
 __all__ = [
     "AB_ARGS",
@@ -218,7 +219,7 @@ def record_figures(run_dir: str | Path) -> dict[str, Any]:
     Returns a JSON-ready dict; per-side figures under ``sides`` keyed by side or label.
     """
     sides: dict[str, dict[str, int]] = {}
-    for rec in read_records(Path(run_dir) / "transcripts.jsonl"):
+    for rec in RunFolder(run_dir).records():
         key = f"{rec.target.side or rec.target.label}{'/stream' if rec.stream else ''}"
         s = sides.setdefault(key, dict.fromkeys(
             ("runs", "tool_calls", "final_answers", "turn_cap", "empty_stop", "infra_errors",

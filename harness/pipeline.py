@@ -1,153 +1,80 @@
-"""Compare a candidate target against a baseline: run, score, decide, write ``summary.json``.
+"""The data flow: run -> record -> score -> summarize -> decide (see ARCHITECTURE.md).
 
-- :func:`compare`: run the scenarios against both targets into one run folder
-  (:func:`harness.runner.run_many_sync`), record the servers' fusion engagement when
-  :mod:`harness.server.fusion` is available, score, decide and write ``summary.json`` (and
-  ``report.html`` when :mod:`harness.present.report` is available).
-- :func:`score_dir`: re-score an existing run folder and rewrite its ``summary.json``,
-  streaming ``transcripts.jsonl`` through a :class:`Scorer` (one record in memory at a
-  time; per run only its score and its :class:`CallSequence` are kept).
-- :func:`summarize`: the pure function from records to :class:`~harness.summary.Summary`.
+- :func:`compare`: run the scenarios against a baseline and a candidate into one
+  :class:`~harness.runfolder.RunFolder`, record both servers' fusion engagement, then
+  :func:`score_folder`.
+- :func:`score_folder`: stream ``transcripts.jsonl`` through :func:`score_run` into
+  ``scores.jsonl`` (one record and one score in memory at a time), aggregate, decide
+  (:func:`harness.stats.verdict.decide`), find each scenario's first divergence and the
+  stream/non-stream parity, and write ``summary.json`` once.
+- :func:`summarize`: the same in memory for a handful of records (the pytest plugin judges
+  each scenario test this way; the power benchmark decides thousands of comparisons).
 
-The decision rule is documented in :mod:`harness.stats.verdict`.
+Memory is bounded by the number of scenarios, not of runs: per run only the byte offset
+of its record is kept, and the few records the divergence and parity need are read back.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from harness.client.target import TargetConfig
-from harness.runfolder import prepare_run_dir
+from harness.errors import RunFolderError
+from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario
-from harness.scoring.drift import canonical_json, excerpt
-from harness.scoring.parity import ParityDiff, parity_report
-from harness.scoring.score import run_side, score_run
-from harness.stats.verdict import aggregate, compare_sides
-from harness.summary import (
-    Aggregate,
-    Divergence,
-    RunScore,
-    Settings,
-    SideInfo,
-    Summary,
-    read_summary,
-    write_summary,
-)
-from harness.transcript import (
-    ResponseRecord,
-    RunManifest,
-    RunRecord,
-    TargetInfo,
-    TurnRecord,
-)
+from harness.scoring.divergence import first_divergence, pick_pair
+from harness.scoring.models import RunScore
+from harness.scoring.parity import ParityDiff, pair_diffs
+from harness.scoring.score import score_run
+from harness.server import fusion
+from harness.stats.aggregate import AggregateBuilder
+from harness.stats.verdict import decide, judge_run
+from harness.summary import Aggregate, Settings, SideInfo, Summary
+from harness.transcript import RunRecord, TargetInfo
 
-__all__ = [
-    "CallSequence",
-    "Scorer",
-    "compare",
-    "engagement",
-    "first_divergence",
-    "score_dir",
-    "summarize",
-    "write_report",
-]
-
-# ------------------------------------------------------------------ first divergence
-
-#: call identities longer than this are kept as a digest (they are only compared)
-_IDENT_LIMIT = 96
+__all__ = ["FolderContext", "compare", "engagement", "score_folder", "summarize"]
 
 
-def _ident(text: str) -> str:
-    if len(text) <= _IDENT_LIMIT:
-        return text
-    return "#" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+@dataclass
+class FolderContext:
+    """What a folder's transcripts do not say: how the runs were made and decided, and what
+    the servers said about themselves (fusion engagement, arguments that differ)."""
+
+    settings: Settings = field(default_factory=Settings)
+    sides: dict[str, SideInfo] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    server_args_diff: dict[str, list[Any]] | None = None
 
 
-def _turn_calls(turn: TurnRecord) -> list[tuple[str, str]]:
-    """``(identity, shown)`` per call of a turn; identity is tool + canonical arguments."""
-    r = turn.response
-    if r is None:
-        return [("(no response)", "(no response)")]
-    if not r.tool_calls:
-        text = (r.content or "").strip()
-        return [("(answer)", f"final answer: {excerpt(text, 80)}" if text else "(empty answer)")]
-    out = []
-    for c in r.tool_calls:
-        try:
-            args = json.loads(c.arguments) if isinstance(c.arguments, str) else c.arguments
-            ident, shown = canonical_json(args), json.dumps(args, ensure_ascii=False)
-        except (json.JSONDecodeError, RecursionError):
-            ident = shown = str(c.arguments)
-        out.append((_ident(f"{c.name} {ident}"), f"{c.name} {excerpt(shown, 160)}"))
-    return out
+class _Previous(BaseModel):
+    """The parts of an existing ``summary.json`` that :func:`score_folder` keeps."""
+
+    model_config = ConfigDict(extra="ignore")
+    settings: Settings = Settings()
+    sides: list[SideInfo] = []
+    warnings: list[str] = []
+    server_args_diff: dict[str, list[Any]] | None = None
 
 
-@dataclass(frozen=True)
-class CallSequence:
-    """The calls of one run, turn by turn: what :func:`first_divergence` compares.
-
-    ``turns``: per turn, ``(identity, shown)`` per call (identity: tool + canonical
-    arguments, long ones as a digest; shown: ``tool {args}`` cut to 160 characters, or
-    ``final answer: ...``). A few hundred bytes per run instead of the whole record.
-    """
-
-    run_key: str
-    repeat: int
-    stop_reason: str
-    is_infra_error: bool
-    turns: tuple[tuple[tuple[str, str], ...], ...]
-
-    @classmethod
-    def of(cls, r: RunRecord) -> CallSequence:
-        turns = tuple(tuple(_turn_calls(t)) for t in r.turns)
-        return cls(r.run_key, r.repeat, r.stop_reason, r.is_infra_error, turns)
+def _previous_context(folder: RunFolder) -> FolderContext:
+    """The context recorded in the folder's ``summary.json`` (of any schema version), or a
+    default one."""
+    if not folder.summary_path.exists():
+        return FolderContext()
+    try:
+        old = _Previous.model_validate_json(folder.summary_path.read_bytes())
+    except (OSError, ValueError):
+        return FolderContext()
+    sides = {s.side: s for s in old.sides}
+    return FolderContext(old.settings, sides, old.warnings, old.server_args_diff)
 
 
-def _ended(r: CallSequence) -> list[tuple[str, str]]:
-    return [(f"(ended: {r.stop_reason})", f"(ended: {r.stop_reason})")]
-
-
-def first_divergence(
-    base: Sequence[RunRecord | CallSequence], cand: Sequence[RunRecord | CallSequence]
-) -> Divergence | None:
-    """First turn where the call sequences of a baseline and a candidate run differ.
-
-    Uses the lowest repeat scored on both sides (else the first scored run of each). Calls
-    within a turn compare as a set of ``tool canonical-args``; two final answers compare
-    equal whatever their text. ``None`` when the sequences agree or a side has no run.
-    Takes records or their :class:`CallSequence`.
-    """
-    bs = [r if isinstance(r, CallSequence) else CallSequence.of(r) for r in base]
-    cs = [r if isinstance(r, CallSequence) else CallSequence.of(r) for r in cand]
-    b_ok = sorted((r for r in bs if not r.is_infra_error), key=lambda r: r.repeat)
-    c_ok = sorted((r for r in cs if not r.is_infra_error), key=lambda r: r.repeat)
-    if not b_ok or not c_ok:
-        return None
-    common = sorted({r.repeat for r in b_ok} & {r.repeat for r in c_ok})
-    b = next((r for r in b_ok if common and r.repeat == common[0]), b_ok[0])
-    c = next((r for r in c_ok if common and r.repeat == common[0]), c_ok[0])
-    for i in range(max(len(b.turns), len(c.turns))):
-        tb = list(b.turns[i]) if i < len(b.turns) else _ended(b)
-        tc = list(c.turns[i]) if i < len(c.turns) else _ended(c)
-        if sorted(x for x, _ in tb) != sorted(x for x, _ in tc):
-            return Divergence(
-                turn=i,
-                baseline_run=b.run_key,
-                candidate_run=c.run_key,
-                baseline=[y for _, y in tb],
-                candidate=[y for _, y in tc],
-            )
-    return None
-
-
-# ------------------------------------------------------------------ summary of a folder
+# ------------------------------------------------------------------ summarizing
 
 
 def _side_order(sides: Iterable[str]) -> list[str]:
@@ -155,305 +82,184 @@ def _side_order(sides: Iterable[str]) -> list[str]:
     return sorted(set(sides), key=lambda s: (rank.get(s, 2), s))
 
 
-def _parity_skeleton(r: RunRecord, target: TargetInfo) -> RunRecord:
-    """The fields :func:`harness.scoring.parity.parity_report` compares, nothing else."""
-    turns = [
-        TurnRecord(
-            index=t.index,
-            response=None
-            if t.response is None
-            else ResponseRecord(
-                finish_reason=t.response.finish_reason, tool_calls=t.response.tool_calls
-            ),
-        )
-        for t in r.turns
-    ]
-    return r.model_copy(
-        update={"scenario": {}, "tools": [], "sampling": {}, "turns": turns, "target": target}
-    )
-
-
 @dataclass
-class _Run:
-    """What the summary keeps of one run once its record is scored.
+class _Side:
+    """What the summary keeps of one side besides its aggregates."""
 
-    ``parity``: the fields stream/non-stream parity compares, kept only when the record
-    cannot be read again (else ``offset``: its line's byte offset in ``Scorer.path``).
-    """
-
-    score: RunScore
-    calls: CallSequence
-    side: str
+    label: str
     target: TargetInfo
-    infra: bool
-    parity: RunRecord | None = None
-    offset: int | None = None
+    runs: int = 0
+    infra: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
-class Scorer:
-    """Scores records one at a time and builds the :class:`~harness.summary.Summary`.
+class _Summarizer:
+    """Takes each run's score and the key of its record; builds the :class:`Summary`.
 
-    Keeps per run only its :class:`~harness.summary.RunScore`, its
-    :class:`CallSequence` and the few fields stream/non-stream parity compares, never
-    the records: ``score_dir`` streams ``transcripts.jsonl`` through it. A later record
-    with the same ``run_key`` replaces an earlier one (keeping the first one's place).
+    Keeps counters per (side, scenario) and, per run, only the key (a byte offset, an
+    index) of its record: the divergence and parity read the few records they need back
+    through ``fetch``.
     """
 
-    path: Path | None = None  # transcripts.jsonl, when records are added with offsets
-    runs: dict[str, _Run] = field(default_factory=dict)
-    _targets: dict[str, TargetInfo] = field(default_factory=dict)  # interned by JSON
+    builders: dict[tuple[str, str], AggregateBuilder] = field(default_factory=dict)
+    sides: dict[str, _Side] = field(default_factory=dict)
+    #: (side, scenario) -> repeat -> record key, scored runs of the first stream mode seen
+    repeats: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)
+    #: (side, scenario, repeat) -> stream -> record key, scored runs
+    modes: dict[tuple[str, str, int], dict[bool, int]] = field(default_factory=dict)
 
-    def __bool__(self) -> bool:
-        return bool(self.runs)
-
-    def add(self, record: RunRecord, offset: int | None = None) -> None:
-        """Score ``record`` (:func:`harness.scoring.score.score_run`) and keep what is needed.
-
-        ``offset``: byte offset of the record's line in ``path``; stream/non-stream
-        parity then reads the record again if it has a partner, instead of keeping it.
-        """
-        key = record.target.model_dump_json()
-        target = self._targets.setdefault(key, record.target)
-        run = _Run(
-            score_run(record),
-            CallSequence.of(record),
-            run_side(record),
-            target,
-            record.is_infra_error,
-            offset=offset,
-        )
-        if offset is None or self.path is None:
-            run.parity = _parity_skeleton(record, target)
-        self.runs[record.run_key] = run
-
-    def parity(self) -> list[ParityDiff]:
-        """:func:`harness.scoring.parity.parity_report` of the runs, one pair in memory at a time."""
-        by: dict[tuple[str, str, int], dict[bool, _Run]] = {}
-        for r in self.runs.values():
-            if not r.infra:
-                by.setdefault((r.side, r.score.scenario_id, r.score.repeat), {})[r.score.stream] = r
-        out: list[ParityDiff] = []
-        for _, pair in sorted(by.items()):
-            if len(pair) == 2:
-                out += parity_report([self._record(pair[True]), self._record(pair[False])])
-        return out
-
-    def _record(self, run: _Run) -> RunRecord:
-        if run.parity is not None:
-            return run.parity
-        assert self.path is not None and run.offset is not None
-        with open(self.path, "rb") as fh:
-            fh.seek(run.offset)
-            return RunRecord.model_validate_json(fh.readline())
+    def add(self, score: RunScore, target: TargetInfo, key: int) -> None:
+        side = self.sides.setdefault(score.side, _Side(score.label, target))
+        side.runs += 1
+        for sid in (score.scenario_id, "*"):
+            b = self.builders.get((score.side, sid))
+            if b is None:
+                b = self.builders[(score.side, sid)] = AggregateBuilder(
+                    score.side, score.label, sid
+                )
+            b.add(score)
+        if score.infra_error is not None:
+            side.infra[score.infra_error.kind] += 1
+            side.examples.setdefault(score.infra_error.kind, score.infra_error.message)
+            return
+        self.repeats.setdefault((score.side, score.scenario_id), {}).setdefault(score.repeat, key)
+        self.modes.setdefault((score.side, score.scenario_id, score.repeat), {})[score.stream] = key
 
     def summary(
-        self,
-        *,
-        run_id: str,
-        settings: Settings | None = None,
-        sides: dict[str, SideInfo] | None = None,
-        warnings: Sequence[str] = (),
-        server_args_diff: dict[str, list[Any]] | None = None,
+        self, run_id: str, context: FolderContext, fetch: Callable[[int], RunRecord]
     ) -> Summary:
-        """The summary of every run added so far (see :func:`summarize`)."""
-        runs = list(self.runs.values())
-        scores = [r.score for r in runs]
-        settings = settings or Settings()
-        kinds = sorted({k for s in scores for k in s.failures})
-        order = _side_order(s.side for s in scores)
-        infos = [_side_info(side, runs, (sides or {}).get(side)) for side in order]
+        order = _side_order(self.sides)
+        aggregates = self._aggregates(order)
+        infos = [self._side_info(side, context.sides.get(side)) for side in order]
         summary = Summary(
-            kind="compare" if order == ["baseline", "candidate"] else "score",
+            kind="compare" if order == ["baseline", "candidate"] else "run",
             run_id=run_id,
-            settings=settings,
+            settings=context.settings,
             sides=infos,
-            runs=scores,
-            aggregates=_aggregates(scores, order, kinds),
-            infra_errors={i.side: i.infra_errors for i in infos},
-            warnings=list(warnings),
-            server_args_diff=server_args_diff,
-            parity=self.parity(),
+            server_args_diff=context.server_args_diff,
+            warnings=list(context.warnings),
+            aggregates=aggregates,
         )
+        summary.parity, summary.parity_pairs = self._parity(fetch)
         if summary.kind == "compare":
-            _add_comparison(summary, runs, kinds)
+            self._decide(summary, fetch)
+        else:
+            summary.outcome = judge_run(
+                aggregates, infos,
+                min_pass_rate=context.settings.min_pass_rate,
+                infra_error_limit=context.settings.infra_error_limit,
+            )  # fmt: skip
         return summary
 
+    def _aggregates(self, order: list[str]) -> list[Aggregate]:
+        ids = sorted({sid for _, sid in self.builders if sid != "*"})
+        out = []
+        for sid in [*ids, "*"]:
+            kinds = {
+                k for side in order if (b := self.builders.get((side, sid))) for k in b.kinds()
+            }
+            out += [
+                (side, self.builders[(side, sid)].build(kinds))
+                for side in order
+                if (side, sid) in self.builders
+            ]
+        rank = {side: i for i, side in enumerate(order)}
+        return [a for _, a in sorted(out, key=lambda x: rank[x[0]])]
 
-def summarize(
-    records: Iterable[RunRecord],
-    *,
-    run_id: str,
-    settings: Settings | None = None,
-    sides: dict[str, SideInfo] | None = None,
-    warnings: Sequence[str] = (),
-    server_args_diff: dict[str, list[Any]] | None = None,
-) -> Summary:
-    """Score ``records`` and build the :class:`~harness.summary.Summary` (pure).
+    def _side_info(self, side: str, given: SideInfo | None) -> SideInfo:
+        s = self.sides[side]
+        info = given.model_copy() if given else SideInfo(side=side, label=s.label)
+        info.target = info.target or s.target
+        info.runs, info.infra_errors = s.runs, sum(s.infra.values())
+        info.infra_error_kinds, info.infra_error_examples = dict(s.infra), dict(s.examples)
+        return info
 
-    Two sides named ``baseline`` and ``candidate`` give comparisons and a verdict; any
-    other set of sides gives aggregates only (``kind="score"``). A later record with the
-    same ``run_key`` replaces an earlier one. ``records`` may be any iterable (it is
-    consumed once, record by record: see :class:`Scorer`).
-    """
-    acc = Scorer()
-    for r in records:
-        acc.add(r)
-    return acc.summary(
-        run_id=run_id,
-        settings=settings,
-        sides=sides,
-        warnings=warnings,
-        server_args_diff=server_args_diff,
-    )
+    def _decide(self, summary: Summary, fetch: Callable[[int], RunRecord]) -> None:
+        base = {a.scenario_id: a for a in summary.aggregates if a.side == "baseline"}
+        cand = {a.scenario_id: a for a in summary.aggregates if a.side == "candidate"}
+        settings = summary.settings
+        decision = decide(
+            base, cand, summary.sides,
+            alpha=settings.alpha, infra_error_limit=settings.infra_error_limit,
+        )  # fmt: skip
+        for comp in decision.comparisons:
+            pair = pick_pair(
+                self.repeats.get(("baseline", comp.scenario_id), {}),
+                self.repeats.get(("candidate", comp.scenario_id), {}),
+            )
+            if comp.scenario_id != "*" and pair is not None:
+                comp.first_divergence = first_divergence(fetch(pair[0]), fetch(pair[1]))
+        summary.comparisons, summary.verdict = decision.comparisons, decision.verdict
 
-
-def _aggregates(scores: list[RunScore], order: list[str], kinds: list[str]) -> list[Aggregate]:
-    by: dict[tuple[str, str], list[RunScore]] = {}
-    labels: dict[str, str] = {}
-    for s in scores:
-        by.setdefault((s.side, s.scenario_id), []).append(s)
-        by.setdefault((s.side, "*"), []).append(s)
-        labels.setdefault(s.side, s.label)
-    scenario_ids = sorted({s.scenario_id for s in scores})
-    return [
-        aggregate(side, labels[side], sid, by[(side, sid)], kinds)
-        for side in order
-        for sid in [*scenario_ids, "*"]
-        if (side, sid) in by
-    ]
-
-
-def _side_info(side: str, runs: list[_Run], given: SideInfo | None) -> SideInfo:
-    mine = [r.score for r in runs if r.score.side == side]
-    errs = [s.infra_error.kind for s in mine if s.infra_error is not None]
-    target = next((r.target for r in runs if r.side == side), None)
-    info = given.model_copy() if given else SideInfo(side=side, label=mine[0].label)
-    info.target = info.target or target
-    info.runs, info.infra_errors, info.infra_error_kinds = len(mine), len(errs), dict(Counter(errs))
-    return info
+    def _parity(self, fetch: Callable[[int], RunRecord]) -> tuple[list[ParityDiff], int]:
+        diffs: list[ParityDiff] = []
+        pairs = 0
+        for _, modes in sorted(self.modes.items()):
+            if len(modes) == 2:
+                pairs += 1
+                diffs += pair_diffs(fetch(modes[True]), fetch(modes[False]))
+        return diffs, pairs
 
 
-def _add_comparison(summary: Summary, runs: list[_Run], kinds: list[str]) -> None:
-    base = {a.scenario_id: a for a in summary.aggregates if a.side == "baseline"}
-    cand = {a.scenario_id: a for a in summary.aggregates if a.side == "candidate"}
-    result = compare_sides(base, cand, kinds, alpha=summary.settings.alpha)
-    by: dict[tuple[str, str], list[CallSequence]] = {}  # one pass: scenarios x runs was O(n^2)
-    for r in runs:
-        by.setdefault((r.score.scenario_id, r.side), []).append(r.calls)
-    for comp in result.scenarios:
-        if comp.scenario_id != "*":
-            b = by.get((comp.scenario_id, "baseline"), [])
-            c = by.get((comp.scenario_id, "candidate"), [])
-            comp.first_divergence = first_divergence(b, c)
-    summary.comparisons = result.scenarios
-    verdict = result.verdict
-    limit = summary.settings.infra_error_limit
-    over = [i for i in summary.sides if i.runs and i.infra_errors / i.runs > limit]
-    if over:
-        names = ", ".join(f"{i.label} {i.infra_errors}/{i.runs}" for i in over)
-        verdict.exit_code = 3
-        verdict.reasons.insert(
-            0, f"too many infrastructure errors to judge ({names} runs; limit {limit:.0%})"
-        )
-        if verdict.verdict != "REGRESSION":
-            verdict.verdict = "INCONCLUSIVE"
-            verdict.message = f"INCONCLUSIVE: too many infrastructure errors ({names} runs)"
-    summary.verdict = verdict
+def score_folder(folder: RunFolder, context: FolderContext | None = None) -> Summary:
+    """Score ``folder``'s transcripts into ``scores.jsonl`` and (re)write ``summary.json``.
 
-
-# ------------------------------------------------------------------ folders and runs
-
-
-def _previous(run_dir: Path) -> Summary | None:
-    try:
-        return read_summary(run_dir)
-    except (OSError, ValueError):
-        return None
-
-
-def score_dir(
-    run_dir: str | Path,
-    *,
-    settings: Settings | None = None,
-    sides: dict[str, SideInfo] | None = None,
-    warnings: Sequence[str] | None = None,
-    server_args_diff: dict[str, list[Any]] | None = None,
-) -> Summary:
-    """Re-score ``run_dir/transcripts.jsonl`` and (re)write ``run_dir/summary.json``.
-
-    What is not in the transcripts (settings, fusion engagement, warnings) is taken from
-    the arguments, else kept from an existing ``summary.json``.
+    A later record with the same ``run_key`` replaces an earlier one. What is not in the
+    transcripts (``context``: settings, fusion engagement, warnings) defaults to what the
+    folder's existing ``summary.json`` recorded.
 
     Raises:
-        FileNotFoundError: the folder has no ``transcripts.jsonl`` or it holds no run.
+        RunFolderError: the folder has no recorded run.
     """
-    folder = Path(run_dir)
-    path = folder / "transcripts.jsonl"
-    acc = Scorer(path)
-    for offset, record in _read_with_offsets(path):  # streaming: one record at a time
-        acc.add(record, offset)
-    if not acc:
-        raise FileNotFoundError(f"{path}: no recorded runs (is this a run folder?)")
-    old = _previous(folder)
-    if old is not None:
-        settings = settings or old.settings
-        sides = sides if sides is not None else {s.side: s for s in old.sides}
-        warnings = warnings if warnings is not None else old.warnings
-        server_args_diff = (
-            server_args_diff if server_args_diff is not None else old.server_args_diff
-        )
-    summary = acc.summary(
-        run_id=_run_id(folder),
-        settings=settings,
-        sides=sides,
-        warnings=warnings or (),
-        server_args_diff=server_args_diff,
-    )
-    write_summary(folder, summary)
+    last = {key: offset for offset, key in folder.run_keys_with_offsets()}
+    keep = set(last.values())
+    acc = _Summarizer()
+    with folder.score_writer() as write:
+        for offset, record in folder.records_with_offsets():
+            if offset in keep:
+                score = score_run(record)
+                write(score)
+                acc.add(score, record.target, offset)
+    if not acc.sides:
+        raise RunFolderError(f"{folder.transcripts}: no recorded runs (is this a run folder?)")
+    summary = acc.summary(folder.run_id, context or _previous_context(folder), folder.record_at)
+    folder.write_summary(summary)
     return summary
 
 
-def _read_with_offsets(path: Path) -> Iterator[tuple[int, RunRecord]]:
-    """``(byte offset of the line, record)``, as :func:`harness.transcript.read_records`
-    reads them (blank lines and a truncated last line skipped)."""
-    if not path.exists():
-        return
-    offset = 0
-    with open(path, "rb") as fh:
-        for line in fh:
-            start, offset = offset, offset + len(line)
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            yield start, RunRecord.model_validate(data)
+def summarize(
+    records: Sequence[RunRecord], *, run_id: str, context: FolderContext | None = None
+) -> tuple[Summary, list[RunScore]]:
+    """Score ``records`` and summarize them in memory (pure): the summary, and the scores
+    in record order (a later record with the same ``run_key`` replaces an earlier one)."""
+    latest = {r.run_key: i for i, r in enumerate(records)}
+    acc = _Summarizer()
+    scores = []
+    for i in sorted(latest.values()):
+        score = score_run(records[i])
+        scores.append(score)
+        acc.add(score, records[i].target, i)
+    return acc.summary(run_id, context or FolderContext(), records.__getitem__), scores
 
 
-def _run_id(folder: Path) -> str:
-    try:
-        return RunManifest.model_validate_json((folder / "manifest.json").read_text("utf-8")).run_id
-    except (OSError, ValueError):
-        return folder.name
+# ------------------------------------------------------------------ comparing two servers
 
 
 def engagement(
     baseline: TargetConfig,
     candidate: TargetConfig,
     logs: tuple[str | None, str | None] = (None, None),
+    *,
+    aa: bool = False,
 ) -> tuple[dict[str, SideInfo], list[str], dict[str, list[Any]] | None]:
-    """Both sides' fusion engagement (:mod:`harness.server.fusion`, if present), the fusion
-    warning, and the server arguments that differ (``{arg: [baseline, candidate]}``)."""
+    """Both sides' fusion engagement (:mod:`harness.server.fusion`), the warning when the
+    feature under test does not differ (none under ``aa``: one server against itself), and
+    the server arguments that differ (``{arg: [baseline, candidate]}``)."""
     sides = {
         "baseline": SideInfo(side="baseline", label=baseline.label),
         "candidate": SideInfo(side="candidate", label=candidate.label),
     }
-    try:
-        from harness.server import fusion
-    except ImportError:
-        return sides, [], None
     try:
         eb = fusion.collect_engagement(baseline.base_url, log_path=logs[0])
         ec = fusion.collect_engagement(candidate.base_url, log_path=logs[1])
@@ -461,7 +267,7 @@ def engagement(
         return sides, [f"fusion engagement not collected: {type(exc).__name__}: {exc}"], None
     sides["baseline"].fusion = eb.model_dump(mode="json")
     sides["candidate"].fusion = ec.model_dump(mode="json")
-    warning = fusion.fusion_warning(eb, ec)
+    warning = None if aa else fusion.fusion_warning(eb, ec)
     diff = fusion.server_args_diff(eb.server_args, ec.server_args)
     return (
         sides,
@@ -470,56 +276,33 @@ def engagement(
     )
 
 
-def write_report(run_dir: Path) -> Path | None:
-    """``report.html`` via :func:`harness.present.report.write_report` if that exists (else None).
-
-    A failing report never fails the comparison: the error is returned as a warning by
-    the caller's console output instead.
-    """
-    try:
-        from harness.present import report
-    except ImportError:
-        return None
-    writer = getattr(report, "write_report", None)
-    if writer is None:
-        return None
-    out = writer(run_dir)
-    return Path(out) if out is not None else None
-
-
 def compare(
     scenarios: Sequence[Scenario],
     baseline: TargetConfig,
     candidate: TargetConfig,
     *,
     settings: Settings,
-    results: str | Path | None = None,
-    run_id: str | None = None,
+    folder: RunFolder,
     logs: tuple[str | None, str | None] = (None, None),
     progress: bool = True,
-    args: dict[str, Any] | None = None,
-) -> tuple[Path, Summary]:
-    """Run ``scenarios`` against both targets, score, decide; returns (run folder, summary).
+) -> Summary:
+    """Run ``scenarios`` against both targets into ``folder``, score and decide.
 
     ``baseline.side``/``candidate.side`` are set to ``"baseline"``/``"candidate"``.
-    Repeats, stream mode and concurrency come from ``settings``. Writes ``manifest.json``,
-    ``transcripts.jsonl`` and ``summary.json`` in ``results/<run-id>/``.
+    Repeats, stream mode, concurrency and A/A come from ``settings``. Runs already in
+    the folder are not made again (resume).
     """
-    baseline.side, candidate.side = "baseline", "candidate"
-    folder = prepare_run_dir("compare", results=results, run_id=run_id, args=args)
     from harness.runner import run_many_sync
 
+    baseline.side, candidate.side = "baseline", "candidate"
     run_many_sync(
         scenarios,
         [baseline, candidate],
         repeats=settings.repeats,
-        stream=settings.stream,
+        stream=settings.stream if settings.stream == "both" else bool(settings.stream),
         concurrency=settings.concurrency or 8,
         out_dir=folder,
         progress=progress,
     )
-    sides, warnings, diff = engagement(baseline, candidate, logs)
-    summary = score_dir(
-        folder, settings=settings, sides=sides, warnings=warnings, server_args_diff=diff
-    )
-    return folder, summary
+    sides, warnings, diff = engagement(baseline, candidate, logs, aa=settings.aa)
+    return score_folder(folder, FolderContext(settings, sides, warnings, diff))

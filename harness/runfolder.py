@@ -1,4 +1,23 @@
-"""Run folders under ``results/``: ids, creation and the manifest."""
+"""Run folders: ``results/<run-id>/``, the only code that knows their files.
+
+Every command writes one folder; every later step (scoring, reports, resume) reads it
+back through :class:`RunFolder`. Layout::
+
+    manifest.json      RunManifest: harness version, git revision, command, targets, args
+    transcripts.jsonl  one RunRecord per finished run, appended and fsynced as it ends
+    scores.jsonl       one RunScore per run, in transcript order (rewritten by scoring)
+    summary.json       Summary: aggregates, tests, verdict (small; see harness.summary)
+    report.html        the self-contained report; report.md the pull-request comment
+    gsm8k.jsonl        harness gsm8k: one GSM8KRecord per question and side
+    gsm8k.json         harness gsm8k: GSM8KSummary
+    boot.json          harness boot: BootReport; server.log the server's output
+    matrix.json        harness matrix: MatrixResult
+
+Records and scores are read streaming (one line in memory at a time); a truncated last
+line (a run killed while writing) is skipped, and cut off before anything is appended
+(:meth:`RunFolder.finished_keys`). The results root is ``results/`` or
+``$HARNESS_RESULTS``; run ids are ``<command>-YYYYmmdd-HHMMSS-<pid>``.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +27,26 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Protocol
+
+from pydantic import BaseModel, ValidationError
 
 from harness._version import __version__
-from harness.transcript import RunManifest, TargetInfo
+from harness.errors import RunFolderError
+from harness.scoring.models import RunScore
+from harness.summary import Summary
+from harness.transcript import RunManifest, RunRecord, TargetInfo
 
 __all__ = [
     "DEFAULT_RESULTS",
+    "RunFolder",
     "git_revision",
     "new_run_id",
-    "prepare_run_dir",
     "redact",
-    "resume_mismatch",
 ]
 
 #: results root; override with $HARNESS_RESULTS
@@ -56,8 +80,8 @@ def git_revision() -> str | None:
         return None
 
 
-def redact(args: dict[str, Any]) -> dict[str, Any]:
-    """Copy of ``args`` with values of secret-looking keys replaced by ``"***"``."""
+def redact(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Copy of ``args`` as JSON values, with values of secret-looking keys as ``"***"``."""
     out: dict[str, Any] = {}
     for k, v in args.items():
         if _SECRET.search(k) and not k.endswith("_env"):
@@ -71,36 +95,374 @@ def redact(args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def prepare_run_dir(
-    command: str,
-    *,
-    results: str | Path | None = None,
-    run_id: str | None = None,
-    targets: list[TargetInfo] | None = None,
-    args: dict[str, Any] | None = None,
-    extra: dict[str, Any] | None = None,
-) -> Path:
-    """Create ``results/<run-id>/`` and write ``manifest.json`` (kept if it exists: resume).
+class _Line(Protocol):
+    def model_dump_json(self) -> str: ...
 
-    Returns the folder's path.
+
+def _append_line(path: Path, item: _Line) -> None:
+    line = item.model_dump_json() + "\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _lines(fh: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """``(byte offset, line)`` of every non-blank line of ``fh``."""
+    offset = 0
+    for line in fh:
+        if line.strip():
+            yield offset, line
+        offset += len(line)
+
+
+class RunFolder:
+    """One ``results/<run-id>/`` folder (see the module docstring for its files).
+
+    Create one with :meth:`create` (new or resumed: the manifest is kept if it exists),
+    or point at an existing one with :meth:`open`. Paths of the files are attributes
+    (``folder.transcripts``, ``folder.summary_path``, ...); reading and writing the
+    records, scores and summary goes through the methods, so no other module knows
+    their names or formats.
     """
-    root = Path(results) if results is not None else DEFAULT_RESULTS
-    rid = run_id or new_run_id(command)
-    folder = root / rid
-    folder.mkdir(parents=True, exist_ok=True)
-    manifest_path = folder / "manifest.json"
-    if not manifest_path.exists():
-        manifest = RunManifest(
-            run_id=rid,
-            command=shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if command else command,
-            harness_version=__version__,
-            git_revision=git_revision(),
-            targets=targets or [],
-            args=redact(args or {}),
-            extra=extra or {},
+
+    MANIFEST = "manifest.json"
+    TRANSCRIPTS = "transcripts.jsonl"
+    SCORES = "scores.jsonl"
+    SUMMARY = "summary.json"
+    REPORT_HTML = "report.html"
+    REPORT_MD = "report.md"
+    GSM8K_RECORDS = "gsm8k.jsonl"
+    GSM8K_SUMMARY = "gsm8k.json"
+    BOOT = "boot.json"
+    SERVER_LOG = "server.log"
+    MATRIX = "matrix.json"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunFolder({str(self.path)!r})"
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    # ------------------------------------------------------------------ creation
+
+    @classmethod
+    def create(
+        cls,
+        command: str,
+        *,
+        results: str | Path | None = None,
+        run_id: str | None = None,
+        args: Mapping[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
+        targets: list[TargetInfo] | None = None,
+    ) -> RunFolder:
+        """Create ``<results>/<run-id>/`` with its ``manifest.json`` (kept if it exists:
+        resuming). ``args`` are recorded with secrets redacted.
+
+        Raises:
+            RunFolderError: the folder cannot be created (the results root is a file, or
+                not writable).
+        """
+        root = Path(results) if results is not None else DEFAULT_RESULTS
+        folder = cls(root / (run_id or new_run_id(command)))
+        try:
+            folder.path.mkdir(parents=True, exist_ok=True)
+            if not folder.manifest_path.exists():
+                folder._write_manifest(
+                    RunManifest(
+                        run_id=folder.path.name,
+                        command=shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+                        harness_version=__version__,
+                        git_revision=git_revision(),
+                        targets=targets or [],
+                        args=redact(args or {}),
+                        extra=extra or {},
+                    )
+                )
+        except OSError as exc:
+            raise RunFolderError(
+                f"{folder.path}: cannot create the run folder ({exc.strerror or exc}); "
+                "give a writable directory with --results"
+            ) from None
+        return folder
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunFolder:
+        """An existing run folder.
+
+        Raises:
+            RunFolderError: ``path`` is not a directory.
+        """
+        folder = cls(path)
+        if not folder.path.is_dir():
+            raise RunFolderError(f"{folder.path}: no such run folder; pass results/<run-id>")
+        return folder
+
+    # ------------------------------------------------------------------ paths
+
+    def file(self, name: str) -> Path:
+        """The path of ``name`` in this folder (one of the class's file names)."""
+        return self.path / name
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / self.MANIFEST
+
+    @property
+    def transcripts(self) -> Path:
+        return self.path / self.TRANSCRIPTS
+
+    @property
+    def scores_path(self) -> Path:
+        return self.path / self.SCORES
+
+    @property
+    def summary_path(self) -> Path:
+        return self.path / self.SUMMARY
+
+    @property
+    def run_id(self) -> str:
+        """The manifest's run id, else the folder's name."""
+        try:
+            manifest = self.manifest()
+        except RunFolderError:
+            manifest = None
+        return manifest.run_id if manifest is not None else self.path.name
+
+    def has(self, name: str) -> bool:
+        """Whether the folder holds file ``name``."""
+        return (self.path / name).is_file()
+
+    # ------------------------------------------------------------------ manifest
+
+    def manifest(self) -> RunManifest | None:
+        """``manifest.json``, or None if there is none.
+
+        Raises:
+            RunFolderError: the file is there but unreadable.
+        """
+        if not self.manifest_path.exists():
+            return None
+        manifest: RunManifest = self._read_model(
+            self.manifest_path, RunManifest, "start a new run instead"
         )
-        manifest_path.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
-    return folder
+        return manifest
+
+    def _write_manifest(self, manifest: RunManifest) -> None:
+        self.manifest_path.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+
+    def add_targets(self, infos: Sequence[TargetInfo]) -> None:
+        """Add the targets' self-description to the manifest (once per side and label)."""
+        manifest = self.manifest()
+        if manifest is None:
+            return
+        known = {(t.side, t.label) for t in manifest.targets}
+        new = [i for i in infos if (i.side, i.label) not in known]
+        if new:
+            manifest.targets.extend(new)
+            self._write_manifest(manifest)
+
+    # ------------------------------------------------------------------ transcripts
+
+    def append_record(self, record: RunRecord) -> None:
+        """Append one record to ``transcripts.jsonl``, flushed and fsynced (a kill after
+        this returns loses nothing)."""
+        _append_line(self.transcripts, record)
+
+    def finished_keys(self) -> set[str]:
+        """``run_key`` of every recorded run; a truncated last line is cut off first so
+        that new records start on a line of their own."""
+        if not self.transcripts.exists():
+            return set()
+        with open(self.transcripts, "rb+") as fh:
+            data = fh.read()
+            if data and not data.endswith(b"\n"):
+                fh.truncate(data.rfind(b"\n") + 1)
+        return {r.run_key for r in self.records()}
+
+    def records(self) -> Iterator[RunRecord]:
+        """Every record in file order, streaming (a truncated last line skipped)."""
+        for _, record in self.records_with_offsets():
+            yield record
+
+    def records_with_offsets(self) -> Iterator[tuple[int, RunRecord]]:
+        """``(byte offset of its line, record)`` of every record, streaming."""
+        yield from self._jsonl(self.transcripts, RunRecord, None)
+
+    def records_at(self, offsets: Iterable[int]) -> Iterator[tuple[int, RunRecord]]:
+        """The records whose lines start at ``offsets`` (from :meth:`records_with_offsets`),
+        in file order."""
+        yield from self._jsonl(self.transcripts, RunRecord, sorted(offsets))
+
+    def record_at(self, offset: int) -> RunRecord:
+        """The record whose line starts at ``offset``."""
+        for _, record in self.records_at([offset]):
+            return record
+        raise RunFolderError(f"{self.transcripts}: no record at byte {offset}")
+
+    def run_keys_with_offsets(self) -> Iterator[tuple[int, str]]:
+        """``(offset, run_key)`` of every line, without validating whole records."""
+        if not self.transcripts.exists():
+            return
+        with open(self.transcripts, "rb") as fh:
+            for offset, line in _lines(fh):
+                key = _run_key(line)
+                if key is not None:
+                    yield offset, key
+
+    # ------------------------------------------------------------------ scores
+
+    @contextmanager
+    def score_writer(self) -> Iterator[Any]:
+        """A function ``write(score)`` appending to a new ``scores.jsonl``; the file
+        replaces the old one only when the block ends without an exception."""
+        tmp = self.scores_path.with_name(self.SCORES + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+
+            def write(score: RunScore) -> None:
+                fh.write(score.model_dump_json() + "\n")
+
+            yield write
+        tmp.replace(self.scores_path)
+
+    def scores_with_offsets(self) -> Iterator[tuple[int, RunScore]]:
+        """``(byte offset, score)`` of every line of ``scores.jsonl``, streaming (none
+        when the folder was never scored)."""
+        yield from self._jsonl(self.scores_path, RunScore, None)
+
+    def scores_at(self, offsets: Iterable[int]) -> Iterator[tuple[int, RunScore]]:
+        """The scores whose lines start at ``offsets``, in file order."""
+        yield from self._jsonl(self.scores_path, RunScore, sorted(offsets))
+
+    # ------------------------------------------------------------------ summary
+
+    def read_summary(self) -> Summary | None:
+        """``summary.json``, or None if there is none.
+
+        Raises:
+            RunFolderError: the file is there but unreadable or from another version.
+        """
+        if not self.summary_path.exists():
+            return None
+        summary: Summary = self._read_model(
+            self.summary_path, Summary, "re-create it with `harness score`"
+        )
+        return summary
+
+    def write_summary(self, summary: Summary) -> Path:
+        """Write ``summary.json`` (indented, atomically); returns its path."""
+        tmp = self.summary_path.with_name(self.SUMMARY + ".tmp")
+        tmp.write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+        tmp.replace(self.summary_path)
+        return self.summary_path
+
+    # ------------------------------------------------------------------ resume
+
+    def resume_mismatch(
+        self, args: Mapping[str, Any], keys: Sequence[str], scenario_hashes: Mapping[str, str]
+    ) -> str | None:
+        """Why resuming this folder with ``args`` would mix two different runs, or None.
+
+        Compares ``args[key]`` for each of ``keys`` (target URLs, model, repeats,
+        stream...) with the ``args`` recorded in the manifest (keys it lacks are skipped;
+        a manifest without ``keys[0]``, e.g. ``target``, was written by another command),
+        and ``scenario_hashes`` (scenario id -> :meth:`Scenario.content_hash`) with the
+        ``scenario_hash`` of the recorded runs. Returns one line listing what differs;
+        None for a folder without a manifest (new).
+        """
+        try:
+            manifest = self.manifest()
+        except RunFolderError as exc:
+            return str(exc)
+        if manifest is None:
+            return None
+        old = manifest.args
+        if old and keys and keys[0] not in old:  # keys[0] names the command's target(s)
+            return f"{self.path} was recorded by another command ({manifest.command!r})"
+        diffs = [
+            f"--{k.replace('_', '-')} {old[k]!r} (now {args.get(k)!r})"
+            for k in keys
+            if k in old and _norm(k, old[k]) != _norm(k, args.get(k))
+        ]
+        changed = self._changed_scenarios(scenario_hashes)
+        if changed:
+            diffs.append("scenario file(s) changed since: " + ", ".join(changed))
+        return f"{self.path} was recorded with " + "; ".join(diffs) if diffs else None
+
+    def _changed_scenarios(self, hashes: Mapping[str, str]) -> list[str]:
+        changed: dict[str, None] = {}
+        if not self.transcripts.exists():
+            return []
+        with open(self.transcripts, "rb") as fh:
+            for _, line in _lines(fh):
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                sid = rec.get("scenario_id") if isinstance(rec, dict) else None
+                now = hashes.get(sid) if isinstance(sid, str) else None
+                if now is not None and now != rec.get("scenario_hash"):
+                    changed[str(sid)] = None
+        return list(changed)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _read_model(self, path: Path, cls: type[Any], fix: str) -> Any:
+        try:
+            return cls.model_validate_json(path.read_bytes())
+        except OSError as exc:
+            raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            if err["type"] == "json_invalid":
+                raise RunFolderError(f"{path}: not valid JSON ({err['msg']}); {fix}") from None
+            loc = ".".join(str(p) for p in err["loc"])
+            raise RunFolderError(
+                f"{path}: {loc}: {err['msg']} (written by another harness version?); {fix}"
+            ) from None
+
+    def _jsonl(
+        self, path: Path, cls: type[BaseModel], offsets: list[int] | None
+    ) -> Iterator[tuple[int, Any]]:
+        if not path.exists():
+            return
+        with open(path, "rb") as fh:
+            for offset, line in _lines(fh) if offsets is None else _seek(fh, offsets):
+                try:
+                    yield offset, cls.model_validate_json(line)
+                except ValidationError as exc:
+                    if exc.errors()[0]["type"] == "json_invalid":
+                        continue  # a truncated last line: a run killed while writing
+                    raise RunFolderError(
+                        f"{path}: the line at byte {offset} is not a {cls.__name__} "
+                        f"({exc.errors()[0]['msg']}); re-create the folder's files"
+                    ) from None
+
+
+def _seek(fh: BinaryIO, offsets: list[int]) -> Iterator[tuple[int, bytes]]:
+    for offset in offsets:
+        fh.seek(offset)
+        yield offset, fh.readline()
+
+
+_KEY = re.compile(rb'"run_key"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _run_key(line: bytes) -> str | None:
+    """The ``run_key`` of a transcript line (found by pattern near the start, else parsed)."""
+    m = _KEY.search(line, 0, 2000)
+    if m is not None:
+        return str(json.loads(b'"' + m.group(1) + b'"'))
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    key = data.get("run_key") if isinstance(data, dict) else None
+    return key if isinstance(key, str) else None
 
 
 def _norm(key: str, value: Any) -> Any:
@@ -111,60 +473,3 @@ def _norm(key: str, value: Any) -> Any:
         text = str(value).lower()
         return {"on": "true", "false": "off", "none": "off"}.get(text, text)
     return value
-
-
-def _changed_scenarios(path: Path, hashes: Mapping[str, str]) -> list[str]:
-    """Scenario ids whose recorded ``scenario_hash`` differs from ``hashes`` (JSON lines,
-    read without validating whole records; unreadable lines skipped)."""
-    changed: dict[str, None] = {}
-    if not path.exists():
-        return []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            sid = rec.get("scenario_id") if isinstance(rec, dict) else None
-            now = hashes.get(sid) if isinstance(sid, str) else None
-            if now is not None and now != rec.get("scenario_hash"):
-                changed[str(sid)] = None
-    return list(changed)
-
-
-def resume_mismatch(
-    folder: str | Path,
-    args: Mapping[str, Any],
-    keys: Sequence[str],
-    scenario_hashes: Mapping[str, str],
-) -> str | None:
-    """Why resuming ``folder`` with ``args`` would mix two different runs, or None.
-
-    Compares ``args[key]`` for each of ``keys`` (target URLs, model, repeats, stream...)
-    with the ``args`` recorded in ``folder/manifest.json`` (keys it lacks are skipped; a
-    manifest without ``keys[0]``, e.g. ``target``, was written by another command),
-    and ``scenario_hashes`` (scenario id -> :meth:`Scenario.content_hash`) with the
-    ``scenario_hash`` of the records in ``transcripts.jsonl`` (ids on both sides only).
-    Returns one line listing what differs; None for a folder without a manifest (new).
-    """
-    path = Path(folder) / "manifest.json"
-    if not path.exists():
-        return None
-    try:
-        manifest = RunManifest.model_validate_json(path.read_text("utf-8"))
-    except (OSError, ValueError) as exc:
-        return f"{path}: unreadable manifest ({exc}); start a new run instead"
-    old = manifest.args
-    if old and keys and keys[0] not in old:  # keys[0] names the command's target(s)
-        return f"{Path(folder)} was recorded by another command ({manifest.command!r})"
-    diffs = [
-        f"--{k.replace('_', '-')} {old[k]!r} (now {args.get(k)!r})"
-        for k in keys
-        if k in old and _norm(k, old[k]) != _norm(k, args.get(k))
-    ]
-    changed = _changed_scenarios(Path(folder) / "transcripts.jsonl", scenario_hashes)
-    if changed:
-        diffs.append("scenario file(s) changed since: " + ", ".join(changed))
-    if not diffs:
-        return None
-    return f"{Path(folder)} was recorded with " + "; ".join(diffs)

@@ -21,7 +21,7 @@ exponential backoff; what still fails becomes :class:`harness.transcript.InfraEr
 
 :func:`run_many` runs scenarios x repeats x targets (x stream modes) concurrently and
 appends each finished :class:`~harness.transcript.RunRecord` to
-``out_dir/transcripts.jsonl`` as it ends; with ``resume`` it skips ``run_key``\\ s
+the run folder's transcripts as it ends; with ``resume`` it skips ``run_key``\\ s
 already there, so a killed run can be finished later without losing or repeating work.
 """
 
@@ -41,25 +41,22 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.client.completions import RequestFailed, post_completion
 from harness.client.target import TargetConfig, fetch_target_info, make_client
+from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario
 from harness.scenario.tools import ToolOutcome, render, simulate
 from harness.transcript import (
     InfraError,
     ResponseRecord,
-    RunManifest,
     RunRecord,
     StopReason,
     TargetInfo,
     ToolCallRecord,
     ToolResultRecord,
     TurnRecord,
-    append_record,
-    read_records,
 )
 
 __all__ = [
     "StreamMode",
-    "finished_keys",
     "run_key",
     "run_many",
     "run_many_sync",
@@ -275,31 +272,6 @@ async def run_scenario(
 # ---------------------------------------------------------------- many runs
 
 
-def finished_keys(path: Path) -> set[str]:
-    """``run_key``\\ s already in ``transcripts.jsonl``; a truncated last line is cut off
-    first so that new records start on a line of their own."""
-    if not path.exists():
-        return set()
-    with open(path, "rb+") as fh:
-        data = fh.read()
-        if data and not data.endswith(b"\n"):
-            fh.truncate(data.rfind(b"\n") + 1)
-    return {r.run_key for r in read_records(path)}
-
-
-def _record_targets(out_dir: Path, infos: Sequence[TargetInfo]) -> None:
-    """Add the targets' :class:`TargetInfo` to ``out_dir/manifest.json`` if it exists."""
-    path = out_dir / "manifest.json"
-    if not path.exists():
-        return
-    manifest = RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
-    known = {(t.side, t.label) for t in manifest.targets}
-    new = [i for i in infos if (i.side, i.label) not in known]
-    if new:
-        manifest.targets.extend(new)
-        path.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
-
-
 def _progress(enabled: bool) -> Progress:
     console = Console(stderr=True)
     return Progress(
@@ -320,7 +292,7 @@ async def run_many(
     repeats: int | None = None,
     stream: StreamMode = False,
     concurrency: int = 8,
-    out_dir: str | Path,
+    out_dir: RunFolder | str | Path,
     resume: bool = True,
     progress: bool = True,
 ) -> list[RunRecord]:
@@ -330,20 +302,20 @@ async def run_many(
         repeats: runs per scenario (default: each scenario's ``repeats``).
         stream: ``False``, ``True`` or ``"both"`` (each run in both modes).
         concurrency: runs in flight at once (one request each).
-        out_dir: the run folder; records go to ``out_dir/transcripts.jsonl``, appended
-            and flushed as each run ends. Target facts are added to ``manifest.json``.
+        out_dir: the run folder (a :class:`~harness.runfolder.RunFolder` or its path);
+            each record is appended to its transcripts as the run ends, and the targets'
+            self-description is added to its manifest.
         resume: skip ``run_key``\\ s already recorded there.
         progress: show a rich progress bar on a terminal (stderr).
 
     Returns:
         The records of the runs made now (not those skipped on resume).
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "transcripts.jsonl"
-    done = finished_keys(path) if resume else set()
+    folder = out_dir if isinstance(out_dir, RunFolder) else RunFolder(out_dir)
+    folder.path.mkdir(parents=True, exist_ok=True)
+    done = folder.finished_keys() if resume else set()
     infos = list(await asyncio.gather(*(fetch_target_info(t) for t in targets)))
-    _record_targets(out, infos)
+    folder.add_targets(infos)
     modes = [False, True] if stream == "both" else [bool(stream)]
     jobs = [
         (ti, sc, r, m)
@@ -364,7 +336,7 @@ async def run_many(
                     rec = await run_scenario(
                         sc, targets[ti], repeat=r, stream=m, client=clients[ti], info=infos[ti]
                     )
-                append_record(path, rec)
+                folder.append_record(rec)
                 bar.update(task, advance=1, description=f"{rec.run_key} {rec.stop_reason}")
                 return rec
 

@@ -1,10 +1,8 @@
 """Transcripts on disk: one :class:`RunRecord` per run of a scenario.
 
-Layout of a run folder ``results/<run-id>/``::
-
-    manifest.json        RunManifest (harness version, git revision, targets, args)
-    transcripts.jsonl    one RunRecord per line, appended and flushed as each run ends
-    summary.json         written by scoring/compare (see harness.pipeline)
+A run folder (:class:`harness.runfolder.RunFolder`, which alone reads and writes the
+files) holds ``manifest.json`` (:class:`RunManifest`) and ``transcripts.jsonl`` (one
+:class:`RunRecord` per line, appended and fsynced as each run ends).
 
 Records are the one source of truth: scores, verdicts and reports are computed
 from them, so any result can be re-scored and re-rendered later.
@@ -17,11 +15,8 @@ opening), so a transcript grows linearly with the conversation.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,8 +31,6 @@ __all__ = [
     "ToolResultRecord",
     "TurnRecord",
     "ResponseRecord",
-    "append_record",
-    "read_records",
     "TRANSCRIPT_SCHEMA_VERSION",
 ]
 
@@ -152,6 +145,12 @@ class RunRecord(_Model):
     def is_infra_error(self) -> bool:
         return self.stop_reason == "error"
 
+    @property
+    def side(self) -> str:
+        """The column this run belongs to: ``baseline``/``candidate`` in a comparison, else
+        the target's label (the first part of ``run_key``)."""
+        return self.target.side or self.target.label
+
     def request_messages(self, turn: int) -> list[dict[str, Any]]:
         """The full ``messages`` list sent at ``turn`` (rebuilt from ``new_messages``)."""
         out: list[dict[str, Any]] = []
@@ -179,31 +178,3 @@ class RunManifest(_Model):
     targets: list[TargetInfo] = Field(default_factory=list)
     args: dict[str, Any] = Field(default_factory=dict)  # secrets removed
     extra: dict[str, Any] = Field(default_factory=dict)
-
-
-def append_record(path: str | Path, record: BaseModel) -> None:
-    """Append one record as a JSON line, flushed and fsynced, so a kill loses nothing finished."""
-    line = record.model_dump_json() + "\n"
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(line)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def read_records(path: str | Path) -> Iterator[RunRecord]:
-    """Yield the records of a transcripts.jsonl file, streaming (constant memory).
-
-    A truncated last line (a run killed while writing) is skipped.
-    """
-    p = Path(path)
-    if not p.exists():
-        return
-    with open(p, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            yield RunRecord.model_validate(data)

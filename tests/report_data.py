@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.runfolder import RunFolder
 from harness.transcript import (
     ResponseRecord,
     RunManifest,
@@ -21,7 +22,6 @@ from harness.transcript import (
     ToolCallRecord,
     ToolResultRecord,
     TurnRecord,
-    append_record,
 )
 from tests.sim_driver import ENTROPY_TOOL
 
@@ -167,11 +167,10 @@ def candidate_record(repeat: int) -> RunRecord:
 def write_summary_for(folder: Path) -> Path:
     """Score the folder's transcripts with helper C's pure ``summarize`` and write summary.json."""
     from harness.pipeline import summarize
-    from harness.summary import write_summary
-    from harness.transcript import read_records
+    from harness.runfolder import RunFolder
 
-    recs = list(read_records(folder / "transcripts.jsonl"))
-    return write_summary(folder, summarize(recs, run_id=folder.name))
+    recs = list(RunFolder(folder).records())
+    return RunFolder(folder).write_summary(summarize(recs, run_id=folder.name))
 
 
 def write_case(
@@ -201,7 +200,7 @@ def write_case(
     )
     (folder / "manifest.json").write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
     for r in recs:
-        append_record(folder / "transcripts.jsonl", r)
+        RunFolder(folder).append_record(r)
     if summary:
         write_summary_for(folder)
     return folder

@@ -13,10 +13,10 @@ import pytest
 from bench import client_overhead, run, scale
 from bench.common import SCENARIO, SCENARIOS, Row
 from harness.client.target import TargetConfig
-from harness.pipeline import score_dir
+from harness.pipeline import score_folder
+from harness.runfolder import RunFolder
 from harness.runner import run_many_sync
 from harness.scenario.model import load_scenario
-from harness.transcript import read_records
 
 
 def test_plain_loop_makes_the_same_turns_as_the_runner(sim_url: Any, tmp_path: Path) -> None:
@@ -43,10 +43,10 @@ def test_scale_folder_copies_records_with_unique_ids(sim_url: Any, tmp_path: Pat
     )
     templates = [json.loads(r.model_dump_json()) for r in recs]
     folder = scale.write_folder(templates, 7, tmp_path)
-    copies = list(read_records(folder / "transcripts.jsonl"))
+    copies = list(RunFolder(folder).records())
     assert len({r.run_key for r in copies}) == 7
     assert {r.scenario_id for r in copies} == {f"{SCENARIO.stem}-c{k}" for k in range(4)}
-    summary = score_dir(folder)
+    summary = score_folder(RunFolder(folder))
     assert len(summary.runs) == 7 and all(r.passed for r in summary.runs)
 
 

@@ -12,10 +12,13 @@ import pytest
 from rich.console import Console
 
 from harness.cli import main
-from harness.cli.compare import drift_trace, render_summary
+from harness.present.console import render_compare
+from harness.present.views import drift_trace
+from harness.runfolder import RunFolder
+from harness.scoring.models import CallScore, RunScore
 from harness.server.boot import resolve_command
 from harness.server.fusion import server_args_diff
-from harness.summary import CallScore, RunScore, SideInfo, Summary, read_summary
+from harness.summary import SideInfo, Summary
 from tests.test_compare import CLOCK
 
 
@@ -103,7 +106,7 @@ def test_server_arguments_missing_on_one_side_are_not_a_diff() -> None:
         server_args_diff={"tp_size": [1, None]},  # as older summaries recorded it
     )
     console = Console(record=True, width=200)
-    render_summary(summary, console)
+    render_compare(summary, console)
     out = console.export_text()
     assert "llama does not report server arguments" in out
     assert "server arguments that differ" not in out and "None" not in out
@@ -145,14 +148,17 @@ def test_aa_labels_the_sides_apart_without_the_fusion_warning(
     results = tmp_path / "results"
     assert main([*argv, "--results", str(results), "--run-id", "aa", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    s = read_summary(results / "aa")
+    s = RunFolder.open(results / "aa").read_summary()
     assert [x.label for x in s.sides] == ["A", "A'"]
     assert not any("fusion is OFF on both sides" in w for w in s.warnings)
     assert "fusion is OFF on both sides" not in out
     code = main([*argv, "--baseline-label", "unfused", "--results", str(results), "--no-progress"])
     assert code == 0
     folder = next(p for p in results.iterdir() if p.name != "aa")
-    assert [x.label for x in read_summary(folder).sides] == ["unfused", "unfused (again)"]
+    assert [x.label for x in RunFolder.open(folder).read_summary().sides] == [
+        "unfused",
+        "unfused (again)",
+    ]
 
 
 def _call(turn: int, args: str, repeat_of: int | None, index: int) -> CallScore:
@@ -172,7 +178,7 @@ def test_drift_trace_folds_repeated_turns_and_caps_lines() -> None:
         termination="turn_cap",
         calls=calls,
     )
-    lines = drift_trace(run)
+    lines = [t.text() for t in drift_trace(run)]
     assert len(lines) == 3
     assert len(lines[0]) == 160 and lines[0].endswith("…")
     assert (

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.summary import read_summary
+from harness.runfolder import RunFolder
 from tests.sim_driver import ENTROPY_TOOL
 
 ENTROPY: dict[str, Any] = {
@@ -85,7 +85,7 @@ def test_default_compare_is_a_regression(
     assert "array sent as a string" in out and "values collapsed to zeros" in out
     assert "reached a final answer" in out and "repeated identical calls" in out
     assert "first divergence at turn 0" in out
-    s = read_summary(_only_run(results))
+    s = RunFolder.open(_only_run(results)).read_summary()
     assert s.verdict is not None and s.verdict.verdict == "REGRESSION"
     assert {"repeat_loop", "missing_final_answer"} <= set(s.verdict.regressed_kinds)
     cand, base = s.aggregate("candidate", "*"), s.aggregate("baseline", "*")
@@ -113,7 +113,7 @@ def test_aa_on_healthy_is_no_change(scenarios: Path, tmp_path: Path) -> None:
         ]
     )
     assert code == 0
-    s = read_summary(_only_run(results))
+    s = RunFolder.open(_only_run(results)).read_summary()
     assert s.verdict is not None and s.verdict.verdict == "NO CHANGE"
     assert all(r.passed for r in s.runs) and len(s.runs) == 12
 
@@ -176,7 +176,7 @@ def test_infrastructure_errors_exit_3(
     out = capsys.readouterr().out
     assert "\n TOO MANY INFRASTRUCTURE ERRORS " in out and "\n INCONCLUSIVE " not in out
     assert "  e.g. " in out  # one example message per kind of infrastructure error
-    s = read_summary(_only_run(results))
+    s = RunFolder.open(_only_run(results)).read_summary()
     assert s.infra_errors == {"baseline": 0, "candidate": 2}
     cand_agg = s.aggregate("candidate", "clock")
     assert cand_agg is not None and cand_agg.scored == 0 and cand_agg.infra_errors == 2

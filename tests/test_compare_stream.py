@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.pipeline import score_dir, summarize
-from harness.transcript import append_record, read_records
+from harness.pipeline import score_folder, summarize
+from harness.runfolder import RunFolder
 from tests.report_data import baseline_record, candidate_record
 
 
@@ -20,9 +20,9 @@ def test_streamed_scoring_matches_the_list_with_parity_and_replaced_runs(tmp_pat
     call.arguments = str(call.arguments)[:-1]
     replaced = baseline_record(1, final="A later answer replaces the earlier record.")
     for r in [*recs, *streamed, replaced]:
-        append_record(tmp_path / "transcripts.jsonl", r)
-    listed = summarize(list(read_records(tmp_path / "transcripts.jsonl")), run_id=tmp_path.name)
-    summary = score_dir(tmp_path)
+        RunFolder(tmp_path).append_record(r)
+    listed = summarize(list(RunFolder(tmp_path).records()), run_id=tmp_path.name)
+    summary = score_folder(RunFolder(tmp_path))
     assert summary.parity and any(d.field == "arguments" for d in summary.parity)
     assert len(summary.runs) == len(recs) + len(streamed)  # the replaced run counted once
     assert summary.comparisons[0].first_divergence is not None

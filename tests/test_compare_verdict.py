@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from harness.pipeline import first_divergence, summarize
-from harness.stats.verdict import aggregate, compare_sides
-from harness.summary import RunScore
+from harness.scoring.models import RunScore
+from harness.stats.aggregate import aggregate
+from harness.stats.verdict import decide
 from tests.test_scoring import GOOD, make_record
 
 
@@ -33,7 +34,7 @@ def _decide(base: dict[str, list[list[str]]], cand: dict[str, list[list[str]]]):
     c_aggs = {s: aggregate("candidate", "c", s, v, kinds) for s, v in c.items()}
     b_aggs["*"] = aggregate("baseline", "b", "*", [x for v in b.values() for x in v], kinds)
     c_aggs["*"] = aggregate("candidate", "c", "*", [x for v in c.values() for x in v], kinds)
-    return compare_sides(b_aggs, c_aggs, kinds)
+    return decide(b_aggs, c_aggs)
 
 
 CLEAN = [[] for _ in range(5)]
@@ -49,7 +50,7 @@ def test_consistent_failure_is_a_regression_named_by_kind() -> None:
     r = _decide({"a": CLEAN, "b": CLEAN}, {"a": loop, "b": loop})
     assert r.verdict.verdict == "REGRESSION" and r.verdict.exit_code == 1
     assert r.verdict.regressed_kinds == ["repeat_loop"]
-    row = next(x for x in r.scenarios[-1].rows if x.metric == "repeat_loop")
+    row = next(x for x in r.comparisons[-1].rows if x.metric == "repeat_loop")
     assert row.significant and row.worse and row.p_adjusted is not None
     assert row.candidate_text == "10/10 runs" and row.baseline_text == "0/10 runs"
 
@@ -73,7 +74,7 @@ def test_rare_noise_is_not_flagged() -> None:
     one = [["missing_final_answer"], [], [], [], []]
     r = _decide({"a": CLEAN, "b": CLEAN}, {"a": one, "b": CLEAN})
     assert r.verdict.verdict == "NO CHANGE"
-    assert r.scenarios[0].new_failure_kinds == ["missing_final_answer"]
+    assert r.comparisons[0].new_failure_kinds == ["missing_final_answer"]
     assert r.verdict.candidate_only_kinds == ["missing_final_answer"]
     assert "only in the candidate" in r.verdict.message
 

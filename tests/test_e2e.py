@@ -17,9 +17,9 @@ import pytest
 
 from e2e import driver as e2e
 from harness.client.target import TargetConfig
+from harness.runfolder import RunFolder
 from harness.runner import run_many_sync
 from harness.scenario.model import load_scenarios
-from harness.transcript import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 E2E_SCENARIOS = ROOT / "e2e" / "scenarios"
@@ -152,7 +152,7 @@ def test_real_server_runs_are_recorded_and_scored(llama_server: str, tmp_path: P
     target = TargetConfig(llama_server, label="llama.cpp")
     run_many_sync(scenarios, [target], repeats=1, stream="both", concurrency=2,
                   out_dir=tmp_path, progress=False)  # fmt: skip
-    records = list(read_records(tmp_path / "transcripts.jsonl"))
+    records = list(RunFolder(tmp_path).records())
     assert len(records) == 2 * len(scenarios)
     assert records[0].target.models  # what GET /v1/models answered was recorded
     nonstream = [r for r in records if not r.stream]

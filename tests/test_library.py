@@ -26,10 +26,10 @@ from harness.cli import main
 from harness.client.target import TargetConfig
 from harness.runner import StreamMode, run_many_sync
 from harness.scenario.model import ExpectedCall, Scenario, load_scenario, load_scenarios
+from harness.scoring.models import RunScore
 from harness.scoring.score import score_run
 from harness.sim.profiles import PROFILES
 from harness.sim.server import serve_in_thread
-from harness.summary import RunScore
 from harness.transcript import RunRecord
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[1] / "scenarios"

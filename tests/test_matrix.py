@@ -13,7 +13,7 @@ import yaml
 from harness.cli import main
 from harness.matrix.run import read_matrix, rescore_matrix
 from harness.matrix.spec import MatrixError, load_matrix
-from harness.transcript import read_records
+from harness.runfolder import RunFolder
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = str(ROOT / "scenarios" / "sensor_entropy_pipeline.yaml")
@@ -71,7 +71,7 @@ def test_seed_case_names_fusion_as_carrier_and_rules_out_the_kernel_config(
     assert "on: 0 pass / 2 fail" in out
     # the repeat-loop sim reports fusion OFF although the attribute says on: the seed case's lesson
     assert any(w.startswith("fused-none: attribute fusion=on") for w in result.warnings)
-    labels = {r.target.label for r in read_records(folder / "transcripts.jsonl")}
+    labels = {r.target.label for r in RunFolder(folder).records()}
     assert labels == set(status)
     summary = json.loads((folder / "summary.json").read_text())
     assert {s["side"] for s in summary["sides"]} == set(status)

@@ -8,7 +8,7 @@ from harness.present.evidence import drift_trace, format_run, run_line
 from harness.pytest_plugin.judge import judge
 from harness.pytest_plugin.options import HarnessSettings
 from harness.scenario.model import scenario_from_data
-from harness.summary import CallScore, DriftFinding, RunScore
+from harness.scoring.models import CallScore, DriftFinding, RunScore
 from harness.transcript import InfraError
 
 SCENARIO = scenario_from_data(

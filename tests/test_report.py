@@ -313,7 +313,8 @@ def test_one_side_scored_shows_aggregates_without_tests(tmp_path: Path) -> None:
 
 
 def test_infrastructure_errors_are_shown_as_such(tmp_path: Path) -> None:
-    from harness.transcript import InfraError, append_record
+    from harness.runfolder import RunFolder
+    from harness.transcript import InfraError
     from tests.report_data import candidate_record, write_summary_for
 
     folder = write_case(tmp_path / "infra", repeats=2)
@@ -325,7 +326,7 @@ def test_infrastructure_errors_are_shown_as_such(tmp_path: Path) -> None:
             "error": InfraError(kind="timeout", message="read timed out after 120 s", attempts=3),
         }
     )
-    append_record(folder / "transcripts.jsonl", bad)
+    RunFolder(folder).append_record(bad)
     write_summary_for(folder)
     text = _text(render_html(folder))
     assert "read timed out after 120 s" in text

@@ -9,6 +9,7 @@ import pytest
 
 from harness.present.report import load_run_folder, render_html, write_report
 from harness.present.report.select import LIST_LIMIT, PER_SCENARIO, RunFacts, choose
+from harness.runfolder import RunFolder
 from harness.transcript import TargetInfo
 from tests.report_data import write_case
 
@@ -97,11 +98,10 @@ def test_small_folders_render_every_run(tmp_path: Path) -> None:
 
 def test_summary_is_read_run_by_run_with_non_ascii_text(many: Path, tmp_path: Path) -> None:
     from harness.present.report.lean import read_lean, read_whole
-    from harness.summary import read_summary, write_summary
 
-    full = read_summary(many)
+    full = RunFolder.open(many).read_summary()
     full.runs[4].final_excerpt = 'entropé … 😀 "quoted" \\ end'
-    write_summary(tmp_path, full)
+    RunFolder(tmp_path).write_summary(full)
     lean = read_lean(tmp_path / "summary.json")
     assert len(lean.heads) == len(full.runs) == 2 * REPEATS
     assert {k: (h.passed, h.side) for k, h in lean.heads.items()} == {

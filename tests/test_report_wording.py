@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from harness.cli.compare import render_summary
+from harness.present.console import render_compare
 from harness.matrix.run import DeploymentFacts, DeploymentResult, _warnings
 from harness.present.report import render_html, render_markdown
 from harness.present.report.charts import outcome_bars
@@ -17,8 +17,10 @@ from harness.present.report.context import _headline, kind_title
 from harness.present.report.load import RunFolder
 from harness.present.report.render import environment
 from harness.server.boot import Check, _quote_once
-from harness.stats.verdict import aggregate, compare_sides
-from harness.summary import RunScore, SideInfo, Summary
+from harness.stats.aggregate import aggregate
+from harness.stats.verdict import decide
+from harness.scoring.models import RunScore
+from harness.summary import SideInfo, Summary
 from tests.report_data import write_case
 
 
@@ -50,12 +52,12 @@ def _summary(scenarios: int = 3) -> Summary:
         | {"*": aggregate(side, side, "*", [x for v in runs.values() for x in v], ["repeat_loop"])}
         for side, runs in by.items()
     }
-    result = compare_sides(aggs["baseline"], aggs["candidate"], ["repeat_loop"])
+    result = decide(aggs["baseline"], aggs["candidate"])
     return Summary(
         run_id="t",
         sides=[SideInfo(side=s, label="unfused" if s == "baseline" else "fused") for s in by],
         aggregates=[a for side in aggs.values() for a in side.values()],
-        comparisons=result.scenarios,
+        comparisons=result.comparisons,
         verdict=result.verdict,
     )
 
@@ -75,7 +77,7 @@ def test_per_scenario_reasons_count_passes_under_passed_and_say_not_significant_
 
 def test_console_table_has_both_p_columns_a_legend_and_how_runs_ended() -> None:
     console = Console(record=True, width=220, color_system=None)
-    render_summary(_summary(), console)
+    render_compare(_summary(), console)
     out = console.export_text()
     assert "p (one-sided)" in out and "p adj. (Holm)" in out
     assert "* significant after Holm at alpha 0.01" in out
@@ -156,12 +158,12 @@ def test_boot_traceback_is_quoted_once() -> None:
 
 def test_gsm8k_records_the_model_id_it_found(tmp_path: Path) -> None:
     from harness.gsm8k.run import GSM8KTarget, _record_models
-    from harness.runfolder import prepare_run_dir
+    from harness.runfolder import RunFolder
     from harness.transcript import RunManifest, TargetInfo
 
     target = GSM8KTarget("http://127.0.0.1:9", "target", None, None)
     info = TargetInfo(label="target", base_url=target.base_url)
-    folder = prepare_run_dir("gsm8k", results=tmp_path, run_id="g", targets=[info])
+    folder = RunFolder.create("gsm8k", results=tmp_path, run_id="g", targets=[info])
     target.model = "harness-sim"  # what GET /v1/models answered during the run
     _record_models(folder, [target])
     manifest = RunManifest.model_validate_json((folder / "manifest.json").read_text())
@@ -173,6 +175,6 @@ def test_one_repeat_per_side_says_too_few_runs_and_counts_passes() -> None:
     c = {"s": _scores("candidate", "s", 1, True)}
     b_aggs = {k: aggregate("baseline", "b", k, v, ["repeat_loop"]) for k, v in b.items()}
     c_aggs = {k: aggregate("candidate", "c", k, v, ["repeat_loop"]) for k, v in c.items()}
-    comp = compare_sides(b_aggs, c_aggs, ["repeat_loop"]).scenarios[0]
+    comp = decide(b_aggs, c_aggs).comparisons[0]
     assert comp.reasons[0].startswith("passed: candidate 0/1, baseline 1/1 (p one-sided 0.5;")
     assert "too few runs for any test to reach alpha 0.01" in (comp.note or "")

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from harness.client.target import TargetConfig, make_client, openai_base_url, server_root
-from harness.runfolder import prepare_run_dir
+from harness.runfolder import RunFolder
 from harness.runner import run_many, run_many_sync, run_scenario
 from harness.scenario.model import Scenario, load_scenarios
-from harness.transcript import RunManifest, RunRecord, read_records
+from harness.transcript import RunManifest, RunRecord
 from tests.runner_fault_server import FaultServer, serve
 
 REPO = Path(__file__).resolve().parents[1]
@@ -197,7 +197,7 @@ def test_infra_errors_are_recorded_and_other_runs_complete(
         [PIPELINE], targets, repeats=2, stream=stream, out_dir=tmp_path, progress=False
     )
     assert len(recs) == 2 * len(modes)
-    on_disk = {r.run_key: r for r in read_records(tmp_path / "transcripts.jsonl")}
+    on_disk = {r.run_key: r for r in RunFolder(tmp_path).records()}
     assert set(on_disk) == {r.run_key for r in recs}
     for rec in on_disk.values():
         mode = rec.target.label
@@ -212,7 +212,7 @@ def test_infra_errors_are_recorded_and_other_runs_complete(
 
 
 def test_run_many_resumes_and_records_target_info(server: FaultServer, tmp_path: Path) -> None:
-    folder = prepare_run_dir("run", results=tmp_path, run_id="r1")
+    folder = RunFolder.create("run", results=tmp_path, run_id="r1")
     scs = [SCENARIOS["no_params_tool"], SCENARIOS["numeric_string_ids"]]
     tgt = target(server, "ok")
     first = run_many_sync(scs[:1], [tgt], repeats=2, stream="both", out_dir=folder, progress=False)
@@ -224,7 +224,7 @@ def test_run_many_resumes_and_records_target_info(server: FaultServer, tmp_path:
     ]
     again = run_many_sync(scs, [tgt], repeats=2, stream="both", out_dir=folder, progress=False)
     assert {r.scenario_id for r in again} == {"numeric_string_ids"}
-    keys = [r.run_key for r in read_records(folder / "transcripts.jsonl")]
+    keys = [r.run_key for r in RunFolder(folder).records()]
     assert len(keys) == len(set(keys)) == 8
     manifest = RunManifest.model_validate_json((folder / "manifest.json").read_text())
     assert [(t.label, t.model) for t in manifest.targets] == [("ok", "scripted")]

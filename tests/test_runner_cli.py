@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.summary import read_summary
+from harness.runfolder import RunFolder
 from tests.test_compare import CLOCK, ENTROPY
 
 
@@ -33,13 +33,13 @@ def test_run_scores_reports_and_exits_on_pass_rate(
     out = capsys.readouterr().out
     folder = results / "ok"
     assert f"report: {folder / 'report.html'}" in out and (folder / "report.html").is_file()
-    s = read_summary(folder)
+    s = RunFolder.open(folder).read_summary()
     assert s.aggregate("target", "*").rates["passed"].k == 4  # type: ignore[union-attr]
 
     assert _run(scenarios, fused, results, "--run-id", "bad", "--label", "fused") == 1
     out = capsys.readouterr().out
     assert "passed" in out and "failure kinds" in out and "repeat_loop" in out
-    bad = read_summary(results / "bad")
+    bad = RunFolder.open(results / "bad").read_summary()
     assert bad.aggregate("fused", "entropy").rates["passed"].k == 0  # type: ignore[union-attr]
     # the same folder, rescored with a lenient threshold: the model failures do not fail it
     assert _run(scenarios, fused, results, "--resume", "bad", "--label", "fused",
@@ -151,7 +151,7 @@ def test_run_records_its_settings_in_the_summary(
     scenarios = write_scenarios(CLOCK)
     url = sim_url("healthy", scenarios_dir=scenarios)
     assert _run(scenarios, url, tmp_path, "--run-id", "st", "--stream", "both") == 0
-    settings = read_summary(tmp_path / "st").settings
+    settings = RunFolder.open(tmp_path / "st").read_summary().settings
     assert (settings.stream, settings.repeats, settings.scenarios) == ("both", 2, ["clock"])
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from harness.client.completions import RequestFailed, StreamAssembler, parse_completion, read_sse
-from harness.runner import finished_keys
+from harness.runfolder import RunFolder
 
 
 def body(message: dict[str, Any], **extra: Any) -> bytes:
@@ -147,12 +147,12 @@ def test_broken_streams_are_infra_errors(text: str, kind: str) -> None:
 
 def test_finished_keys_cuts_a_truncated_last_line(tmp_path: Path) -> None:
     path = tmp_path / "transcripts.jsonl"
-    assert finished_keys(path) == set()
+    assert RunFolder(tmp_path).finished_keys() == set()
     good = {
         "run_key": "a/s/0/nostream", "scenario_id": "s", "scenario_hash": "h", "scenario": {},
         "repeat": 0, "stream": False, "stop_reason": "final_answer",
         "target": {"label": "a", "base_url": "http://x"},
     }  # fmt: skip
     path.write_text(json.dumps(good) + "\n" + '{"run_key": "a/s/1/nos')
-    assert finished_keys(path) == {"a/s/0/nostream"}
+    assert RunFolder(tmp_path).finished_keys() == {"a/s/0/nostream"}
     assert path.read_text() == json.dumps(good) + "\n"

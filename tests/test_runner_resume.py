@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from harness.scenario.model import load_scenarios
-from harness.transcript import read_records
 from tests.runner_fault_server import serve
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,7 +66,7 @@ def test_killed_run_resumes_without_losing_or_repeating_runs(tmp_path: Path) -> 
         wait_for_lines(path, 3, first, timeout=60)
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
-        before = {r.run_key: r.started_at for r in read_records(path)}
+        before = {r.run_key: r.started_at for r in RunFolder(path.parent).records()}
         assert 3 <= len(before) < len(expected)
         with open(path, "a") as fh:  # as if killed while writing the next record
             fh.write('{"schema_version": 1, "run_key": "slow/trunc')
@@ -75,7 +74,7 @@ def test_killed_run_resumes_without_losing_or_repeating_runs(tmp_path: Path) -> 
         second = harness_run(srv.url("slowok"), tmp_path, "--resume", "killed")
         out, err = second.communicate(timeout=90)
     assert second.returncode == 0, err
-    records = list(read_records(path))
+    records = list(RunFolder(path.parent).records())
     keys = [r.run_key for r in records]
     assert sorted(keys) == sorted(expected)  # every run exactly once
     assert all(r.stop_reason == "final_answer" for r in records)

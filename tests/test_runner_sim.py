@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from harness.client.target import TargetConfig
+from harness.runfolder import RunFolder
 from harness.runner import run_many_sync
 from harness.scenario.model import load_scenarios
-from harness.transcript import read_records
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = load_scenarios([REPO / "scenarios"])
@@ -33,7 +33,7 @@ def test_starter_scenarios_reach_final_answer_on_healthy_sim(
         scs, [tgt], repeats=1, stream="both", concurrency=4, out_dir=tmp_path, progress=False
     )
     assert len(recs) == 2 * len(STARTERS)
-    for rec in read_records(tmp_path / "transcripts.jsonl"):
+    for rec in RunFolder(tmp_path).records():
         sc = next(s for s in scs if s.id == rec.scenario_id)
         assert rec.stop_reason == "final_answer", (rec.run_key, rec.error)
         sent = [c.arguments for _, c in rec.all_tool_calls()]

@@ -55,12 +55,7 @@ def _parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str,
     for name, modname in COMMANDS.items():
         if only is not None and name != only:
             continue
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as exc:
-            if exc.name == modname:
-                continue  # command not built yet
-            raise
+        mod = importlib.import_module(modname)
         p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         modules[name] = mod
@@ -68,8 +63,12 @@ def _parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (see :class:`ExitCode`)."""
-    from harness.scenario.model import ScenarioError
+    """Run the command line; returns the exit code (see :class:`ExitCode`).
+
+    A :class:`harness.errors.HarnessError` that reaches here is printed as one line
+    (``error: ...``): exit 3 for a server that failed (``RequestFailed``), else 2.
+    """
+    from harness.errors import HarnessError, RequestFailed
 
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
@@ -81,11 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return ExitCode.USAGE_ERROR
+    args.argv = argv  # the command line as given (resume hints repeat it)
     try:
         return int(modules[args.command].run(args))  # type: ignore[attr-defined]
-    except ScenarioError as exc:
+    except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE_ERROR
+        return ExitCode.INFRA_ERROR if isinstance(exc, RequestFailed) else ExitCode.USAGE_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

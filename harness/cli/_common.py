@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import httpx
+from rich.console import Console
+from rich.markup import escape
 
+from harness.cli import ExitCode
+from harness.runfolder import RunFolder
 from harness.runner import StreamMode
+from harness.summary import Summary
 
 _MODES: dict[str, StreamMode] = {
     "both": "both",
@@ -90,6 +99,75 @@ def preflight(label: str, url: str, api_key_env: str = "OPENAI_API_KEY") -> str 
     return None
 
 
-def resume_hint(command: str, run_id: str, flag: str) -> str:
-    """The line printed on Ctrl-C: how to finish the interrupted run."""
-    return f"interrupted; resume with: harness {command} ... {flag} {run_id} (the same arguments)"
+def resume_command(args: argparse.Namespace, run_id: str) -> str:
+    """The command that finishes an interrupted run: the same arguments, with
+    ``--resume RUN_ID`` in place of any ``--run-id``/``--resume``."""
+    argv = list(getattr(args, "argv", None) or sys.argv[1:])
+    kept: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--run-id", "--resume"):
+            skip = True
+        elif not a.startswith(("--run-id=", "--resume=")):
+            kept.append(a)
+    return shlex.join(["harness", *kept, "--resume", run_id])
+
+
+def recorded_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The arguments a manifest records (not the raw command line, which it has apart)."""
+    return {k: v for k, v in vars(args).items() if k not in ("argv", "func")}
+
+
+def open_run_folder(
+    command: str, args: argparse.Namespace, console: Console, **kw: Any
+) -> RunFolder:
+    """Create (or reopen, resuming) the run folder and say at once where it is and how to
+    resume it, so a killed run can be found and finished.
+
+    Raises:
+        RunFolderError: the folder cannot be created (``--results`` is a file, read-only).
+    """
+    run_id = getattr(args, "resume", None) or args.run_id
+    folder = RunFolder.create(
+        command, results=args.results, run_id=run_id, args=recorded_args(args), **kw
+    )
+    console.print(f"run folder: {folder.path}", markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"  if interrupted, resume with: {resume_command(args, folder.path.name)}",
+        markup=False, highlight=False, soft_wrap=True, style="dim",
+    )  # fmt: skip
+    return folder
+
+
+def exit_code(summary: Summary, *, strict: bool = False) -> ExitCode:
+    """The exit code of a scored folder: 3 a side over the infrastructure-error limit;
+    1 a REGRESSION (also INCONCLUSIVE under ``strict``) or a failed one-sided run; else 0."""
+    v, o = summary.verdict, summary.outcome
+    if v is not None:
+        if v.infra_limited:
+            return ExitCode.INFRA_ERROR
+        regressed = v.verdict == "REGRESSION" or (strict and v.verdict == "INCONCLUSIVE")
+        return ExitCode.REGRESSION if regressed else ExitCode.OK
+    if o is not None:
+        if o.infra_limited:
+            return ExitCode.INFRA_ERROR
+        return ExitCode.OK if o.passed else ExitCode.REGRESSION
+    return ExitCode.OK
+
+
+def write_report_or_warn(folder: RunFolder, console: Console) -> Path | None:
+    """Write the folder's ``report.html`` and ``report.md``; print where, or one warning
+    line naming the exception (the results stand even if the report cannot be drawn)."""
+    from harness.present.report import write_report
+
+    try:
+        path = write_report(folder.path)
+    except Exception as exc:
+        console.print(
+            f"[yellow]report not written: {escape(type(exc).__name__)}: {escape(str(exc))}[/]"
+        )
+        return None
+    console.print(f"report: {path}", soft_wrap=True, markup=False, highlight=False)
+    return path

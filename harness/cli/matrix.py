@@ -29,6 +29,7 @@ from harness.cli import ExitCode
 from harness.cli._common import positive_int
 from harness.matrix.run import DeploymentResult, MatrixResult, run_matrix, two_way_summary
 from harness.matrix.spec import load_matrix
+from harness.runfolder import RunFolder
 
 HELP = "Run several deployments and name the configuration attribute that carries a failure."
 
@@ -85,14 +86,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _render_compare(folder: Path, result: MatrixResult, console: Console) -> None:
-    from harness.cli.compare import render_summary
-    from harness.transcript import read_records
+    from harness.present.console import render_compare
 
-    records = list(read_records(folder / "transcripts.jsonl"))
+    records = list(RunFolder(folder).records())
     two = two_way_summary(records, result.deployments, run_id=result.run_id)
     if two is not None:
         console.rule("compare: the two deployments")
-        render_summary(two, console)
+        render_compare(two, console)
 
 
 def _report(folder: Path, console: Console) -> None:

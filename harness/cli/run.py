@@ -20,26 +20,27 @@ import argparse
 import sys
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
 from harness.cli import ExitCode
 from harness.cli._common import (
     add_stream_argument,
+    exit_code,
     http_url,
+    open_run_folder,
     positive_int,
     preflight,
-    resume_hint,
+    resume_command,
     stream_mode,
+    write_report_or_warn,
 )
 from harness.client.target import TargetConfig
-from harness.pipeline import score_dir, write_report
-from harness.runfolder import DEFAULT_RESULTS, prepare_run_dir, resume_mismatch
+from harness.pipeline import FolderContext, score_folder
+from harness.present.console import make_console, render_run
+from harness.present.views import first_drift
+from harness.runfolder import DEFAULT_RESULTS, RunFolder
 from harness.runner import run_many_sync
 from harness.scenario.model import Scenario, load_scenarios
-from harness.scoring.parity import render_parity
 from harness.stats.verdict import INFRA_ERROR_LIMIT
-from harness.summary import Aggregate, Settings, Summary
+from harness.summary import Settings
 
 HELP = "Run scenarios against one OpenAI-compatible server; record, score and report."
 
@@ -100,9 +101,8 @@ def _check_resume(args: argparse.Namespace, scenarios: list[Scenario]) -> str | 
     run_id = args.resume or args.run_id
     if not run_id:
         return None
-    folder = Path(args.results) / run_id
     hashes = {s.id: s.content_hash() for s in scenarios}
-    why = resume_mismatch(folder, vars(args), RESUME_KEYS, hashes)
+    why = RunFolder(Path(args.results) / run_id).resume_mismatch(vars(args), RESUME_KEYS, hashes)
     if why:
         return f"cannot resume: {why}; use a new --run-id or the same arguments"
     return None
@@ -120,11 +120,8 @@ def run(args: argparse.Namespace) -> int:
     down = preflight("target", args.target, args.api_key_env)
     if down:
         return _error(down, ExitCode.INFRA_ERROR)
-    folder = prepare_run_dir(
-        "run", results=args.results, run_id=args.resume or args.run_id, args=vars(args)
-    )
-    console = Console()
-    console.print(f"run folder: [bold]{folder}[/bold]")
+    console = make_console()
+    folder = open_run_folder("run", args, console)
     target = TargetConfig(
         base_url=args.target,
         model=args.model,
@@ -145,7 +142,9 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
         )
     except KeyboardInterrupt:
-        print(resume_hint("run", folder.name, "--resume"), file=sys.stderr)
+        print(
+            f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
+        )
         return 130
     settings = Settings(
         repeats=args.repeats,
@@ -153,109 +152,11 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
         concurrency=args.concurrency,
         scenarios=[s.id for s in scenarios],
+        infra_error_limit=INFRA_ERROR_LIMIT,
+        min_pass_rate=args.min_pass_rate,
     )
-    return _finish(folder, args, console, settings)
-
-
-def _finish(folder: Path, args: argparse.Namespace, console: Console, settings: Settings) -> int:
-    """Score, report, print; the exit code (see the module docstring)."""
-    try:
-        summary = score_dir(folder, settings=settings)
-    except FileNotFoundError as exc:
-        return _error(str(exc), ExitCode.INFRA_ERROR)
-    console.print(summary_table(summary))
-    for line in failure_lines(summary):
-        console.print(line, markup=False, highlight=False)
-    if summary.settings.stream == "both" or args.stream == "both":
-        pairs = {(r.side, r.scenario_id, r.repeat) for r in summary.runs if r.stream}
-        render_parity(summary.parity, len(pairs), console)
-    _report(folder, console)
-    console.print(f"transcripts: {folder / 'transcripts.jsonl'}", markup=False)
-    _infra_examples(summary, console)
-    return exit_code(summary, args.min_pass_rate)
-
-
-def _report(folder: Path, console: Console) -> None:
-    try:
-        path = write_report(folder)
-    except Exception as exc:  # the results stand even if the report cannot be drawn
-        console.print(f"report not written: {type(exc).__name__}: {exc}", markup=False)
-        return
-    if path is not None:
-        console.print(f"report: {path}", soft_wrap=True, markup=False)
-
-
-def exit_code(summary: Summary, min_pass_rate: float) -> int:
-    """3 if more than 20% of the runs are infrastructure errors, 1 if a scenario's pass
-    rate (over its scored runs) is below ``min_pass_rate``, else 0."""
-    runs = len(summary.runs)
-    errors = sum(r.infra_error is not None for r in summary.runs)
-    if runs and errors / runs > INFRA_ERROR_LIMIT:
-        return ExitCode.INFRA_ERROR
-    for a in summary.aggregates:
-        passed = a.rates.get("passed")
-        if a.scenario_id != "*" and passed and passed.n and passed.k / passed.n < min_pass_rate:
-            return ExitCode.REGRESSION
-    return ExitCode.OK
-
-
-def _kinds(a: Aggregate) -> str:
-    kinds = [
-        f"{k} {r.k}"
-        for k, r in sorted(a.rates.items(), key=lambda kv: (-kv[1].k, kv[0]))
-        if r.k and k not in ("passed", "final_answer")
-    ]
-    return ", ".join(kinds)
-
-
-def summary_table(summary: Summary) -> Table:
-    """Per scenario (and all pooled): runs, passed, tool calls, final answers, turn caps
-    and infrastructure errors (the failure kinds follow: :func:`failure_lines`)."""
-    several = len({a.side for a in summary.aggregates}) > 1
-    table = Table(
-        title="runs per scenario (passed; final: final answers reached; of scored runs; "
-        "errors: infrastructure)"
-    )
-    table.add_column("scenario", overflow="fold", min_width=12)
-    for col in ("runs", "passed", "tool calls", "final", "turn cap", "errors"):
-        table.add_column(col, justify="right")
-    for a in summary.aggregates:
-        name = "all scenarios" if a.scenario_id == "*" else a.scenario_id
-        passed, final = a.rates.get("passed"), a.rates.get("final_answer")
-        calls = a.counts.get("tool_calls")
-        table.add_row(
-            f"{a.label}: {name}" if several else name,
-            str(a.runs),
-            f"{passed.k}/{passed.n}" if passed else "-",
-            str(calls.total) if calls else "-",
-            f"{final.k}/{final.n}" if final else "-",
-            str(a.termination.get("turn_cap", 0)),
-            f"[red]{a.infra_errors}[/red]" if a.infra_errors else "0",
-            style="bold" if a.scenario_id == "*" else None,
-        )
-    return table
-
-
-def failure_lines(summary: Summary) -> list[str]:
-    """``<scenario>: <kind> <runs>, ...`` per scenario with failures (most frequent first)."""
-    several = len({a.side for a in summary.aggregates}) > 1
-    out = []
-    for a in summary.aggregates:
-        kinds = _kinds(a)
-        if kinds and a.scenario_id != "*":
-            out.append(f"  {a.label + ': ' if several else ''}{a.scenario_id}: {kinds}")
-    return ["failure kinds (runs showing each):", *out] if out else []
-
-
-def _infra_examples(summary: Summary, console: Console) -> None:
-    """How many runs ended with an infrastructure error, and one message per kind."""
-    errors = [r.infra_error for r in summary.runs if r.infra_error is not None]
-    if not errors:
-        return
-    console.print(
-        f"[red]{len(errors)} run(s) ended with an infrastructure error[/red]"
-        " (the server failed, not the model), e.g.:",
-        highlight=False,
-    )
-    for kind, msg in {e.kind: e.message for e in reversed(errors)}.items():
-        console.print(f"  {kind}: {msg}", markup=False, highlight=False)
+    summary = score_folder(folder, FolderContext(settings=settings))
+    render_run(summary, console, first_drift(s for _, s in folder.scores_with_offsets()))
+    write_report_or_warn(folder, console)
+    console.print(f"transcripts: {folder.transcripts}", markup=False, highlight=False)
+    return exit_code(summary)

@@ -17,8 +17,11 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.cli import ExitCode
-from harness.cli.compare import exit_code, render_summary
-from harness.pipeline import score_dir
+from harness.cli._common import exit_code
+from harness.pipeline import score_folder
+from harness.present.console import make_console, render_compare, render_run
+from harness.present.views import first_drift
+from harness.runfolder import RunFolder
 
 HELP = (
     "Re-score a run folder (results/<run-id>: run, compare, matrix or gsm8k) and rewrite "
@@ -37,22 +40,22 @@ def run(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         print(f"error: {folder}: no such run folder (give results/<run-id>)", file=sys.stderr)
         return ExitCode.USAGE_ERROR
-    if not (folder / "transcripts.jsonl").exists():
-        if (folder / "gsm8k.jsonl").exists():
+    rf = RunFolder(folder)
+    if not rf.transcripts.exists():
+        if rf.has(RunFolder.GSM8K_RECORDS):
             return _gsm8k(folder)
         return _not_a_run_folder(folder)
-    try:
-        summary = score_dir(folder)
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE_ERROR
-    console = Console()
+    summary = score_folder(rf)
+    console = make_console()
     if args.quiet:
         if summary.verdict is not None:
             console.print(summary.verdict.message, markup=False)
+        elif summary.outcome is not None:
+            console.print(summary.outcome.message, markup=False)
     else:
-        render_summary(summary, console)
-    console.print(f"summary: {folder / 'summary.json'}", markup=False)
+        render = render_compare if summary.kind == "compare" else render_run
+        render(summary, console, first_drift(s for _, s in rf.scores_with_offsets()))
+    console.print(f"summary: {rf.summary_path}", markup=False)
     return exit_code(summary, strict=args.strict)
 
 

@@ -57,7 +57,7 @@ from harness.gsm8k.models import (
     GSM8KSummary,
 )
 from harness.gsm8k.stats import paired_comparison, side_summary
-from harness.runfolder import prepare_run_dir
+from harness.runfolder import RunFolder
 from harness.transcript import RunManifest, TargetInfo
 
 __all__ = [
@@ -411,11 +411,11 @@ def _execute(targets: list[GSM8KTarget], opts: GSM8KOptions) -> GSM8KSummary:
     infos = [
         TargetInfo(label=t.label, side=t.side, base_url=t.base_url, model=t.model) for t in targets
     ]
-    out = prepare_run_dir(
+    out = RunFolder.create(
         "gsm8k", results=opts.results, run_id=opts.run_id, targets=infos,
         args={"targets": [t.base_url for t in targets], **plan.config.model_dump()},
         extra={"gsm8k_config": plan.config.model_dump(mode="json")},
-    )  # fmt: skip
+    ).path  # fmt: skip
     records = _run_all(targets, plan, out, opts.progress)
     _record_models(out, targets)
     summary = summarize(records, run_id=out.name, config=plan.config, targets=targets)

@@ -56,14 +56,15 @@ from pydantic import BaseModel, Field
 
 from harness._version import __version__
 from harness.client.target import TargetConfig
+from harness.errors import RunFolderError
 from harness.gsm8k.models import GSM8KPaired, GSM8KRecord
 from harness.matrix.analysis import AttributeFinding, DeploymentOutcome, analyse_attributes
 from harness.matrix.spec import DeploymentSpec, MatrixError, MatrixSpec, PassCriterion
-from harness.pipeline import score_dir, summarize
-from harness.runfolder import prepare_run_dir
+from harness.pipeline import FolderContext, score_folder, summarize
+from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario, load_scenarios
 from harness.summary import Aggregate, Settings, SideInfo, Summary, Verdict
-from harness.transcript import RunRecord, read_records
+from harness.transcript import RunRecord
 
 __all__ = [
     "MATRIX_SCHEMA_VERSION",
@@ -363,7 +364,7 @@ def two_way_summary(
     ]
     if not resided:
         return None
-    return summarize(resided, run_id=run_id, settings=settings)
+    return summarize(resided, run_id=run_id, context=FolderContext(settings or Settings()))[0]
 
 
 # ------------------------------------------------------------------ running
@@ -529,10 +530,10 @@ def run_matrix(
     """
     scenarios = load_scenarios(spec.scenarios)
     _check_gsm8k_data(spec)
-    folder = prepare_run_dir(
+    folder = RunFolder.create(
         "matrix", results=results, run_id=run_id, args=args,
         extra={"matrix": spec.model_dump(mode="json")},
-    )  # fmt: skip
+    ).path  # fmt: skip
     facts: dict[str, DeploymentFacts] = {}
     gsm8k: dict[str, tuple[float, int]] = {}
     by = {d.label: d for d in spec.deployments}
@@ -594,19 +595,17 @@ def rescore_matrix(
     What is not given is read from the folder: the spec from ``manifest.json``, the
     deployments' facts from an existing ``matrix.json``, GSM8K from ``gsm8k/*/gsm8k.json``.
     """
-    from harness.transcript import RunManifest
 
-    folder = Path(run_dir)
-    manifest = RunManifest.model_validate_json((folder / "manifest.json").read_text("utf-8"))
+    rf = RunFolder.open(run_dir)
+    folder = rf.path
+    manifest = rf.manifest()
+    if manifest is None:
+        raise RunFolderError(f"{folder}: no manifest.json (not a harness matrix folder)")
     spec = spec or MatrixSpec.model_validate(manifest.extra["matrix"])
     if facts is None:
         with contextlib.suppress(OSError, ValueError):
             facts = {d.label: d.facts for d in read_matrix(folder).deployments}
-    records = (
-        list(read_records(folder / "transcripts.jsonl"))
-        if (folder / "transcripts.jsonl").exists()
-        else []
-    )
+    records = list(rf.records())
     settings = Settings(repeats=spec.repeats, stream=spec.stream, concurrency=spec.concurrency,
                         scenarios=sorted({r.scenario_id for r in records}))  # fmt: skip
     sides = {d.label: SideInfo(side=d.label, label=d.label) for d in spec.deployments}
@@ -614,7 +613,7 @@ def rescore_matrix(
         if f.fusion and label in sides:
             sides[label].fusion = {"state": f.fusion, "reason": f.fusion_reason}
     summary = (
-        score_dir(folder, settings=settings, sides=sides)
+        score_folder(rf, FolderContext(settings=settings, sides=sides))
         if records
         else Summary(run_id=manifest.run_id)
     )

@@ -119,9 +119,7 @@ class ScenarioItem(pytest.Item):
         state.run_planned()
         run = self.scenario_run = state.run_scenario(self.scenario, self.stream)
         state.scenario_ids.add(self.scenario.id)
-        j = self.judgement = judge(
-            self.scenario, run.scores, run.records, state.settings, comparison=run.comparison
-        )
+        j = self.judgement = judge(self.scenario, run.scores, state.settings, summary=run.summary)
         self.user_properties.extend(j.properties)
         self.user_properties.append(("run_dir", str(state.run_dir())))
         if j.outcome == "infra":

@@ -30,8 +30,9 @@ from harness.present.evidence import (
 )
 from harness.pytest_plugin.options import HarnessSettings
 from harness.scenario.model import Scenario
-from harness.summary import RunScore, ScenarioComparison
-from harness.transcript import RunRecord
+from harness.scoring.models import RunScore
+from harness.stats.verdict import over_infra_limit
+from harness.summary import Summary
 
 __all__ = ["Judgement", "judge"]
 
@@ -65,7 +66,7 @@ def _infra_reason(side: str, scores: Sequence[RunScore], limit: float) -> str | 
     errors = [s for s in scores if s.infra_error is not None]
     if not scores:
         return f"{side}: no runs were made"
-    if len(errors) == len(scores) or len(errors) / len(scores) > limit:
+    if over_infra_limit(len(scores), len(errors), limit):
         first = errors[0].infra_error
         assert first is not None
         return (
@@ -101,12 +102,7 @@ def _threshold_reasons(scores: Sequence[RunScore], s: HarnessSettings) -> list[s
     return reasons
 
 
-def _evidence(
-    scenario: Scenario,
-    scores: Sequence[RunScore],
-    records: dict[str, RunRecord],
-    comparison: ScenarioComparison | None,
-) -> str:
+def _evidence(scenario: Scenario, scores: Sequence[RunScore], summary: Summary | None) -> str:
     lines = ["expected calls:"]
     lines += ["  " + x for x in expected_sequence(scenario)] or ["  (none)"]
     lines.append(f"runs ({len(scores)}):")
@@ -114,9 +110,9 @@ def _evidence(
     worst = _worst_run(scores)
     if worst is not None:
         lines.append(f"first failed run ({worst.side} run {worst.repeat}):")
-        lines += format_run(worst, records.get(worst.run_key))
-    if comparison is not None:
-        lines += format_comparison(comparison)
+        lines += format_run(worst)
+    if summary is not None:
+        lines += format_comparison(summary, scenario.id)
     return "\n".join(lines)
 
 
@@ -130,17 +126,17 @@ def _worst_run(scores: Sequence[RunScore]) -> RunScore | None:
 def judge(
     scenario: Scenario,
     scores: Sequence[RunScore],
-    records: Sequence[RunRecord],
     settings: HarnessSettings,
     *,
-    comparison: ScenarioComparison | None = None,
+    summary: Summary | None = None,
 ) -> Judgement:
-    """Apply the rule of the module docstring; see :class:`Judgement`."""
+    """Apply the rule of the module docstring; see :class:`Judgement`. ``summary``: the
+    comparison of this scenario's runs with a baseline (``summarize`` of both sides)."""
     scores = sorted(scores, key=lambda s: (s.side == "baseline", s.repeat, s.stream))
     tested = [s for s in scores if s.side != "baseline"]
     base = [s for s in scores if s.side == "baseline"]
-    by_key = {r.run_key: r for r in records}
-    props = _properties(tested, comparison)
+    comparison = summary.comparison(scenario.id) if summary is not None else None
+    props = _properties(tested, comparison.verdict if comparison else None)
     infra = [
         _infra_reason("target" if not base else "candidate", tested, settings.max_infra_error_rate)
     ]
@@ -153,13 +149,11 @@ def judge(
     verdict = comparison.verdict if comparison is not None else None
     if verdict == "REGRESSION":
         reasons.append("compare verdict REGRESSION against the baseline")
-    evidence = _evidence(scenario, scores, by_key, comparison) if reasons else ""
+    evidence = _evidence(scenario, scores, summary if comparison else None) if reasons else ""
     return Judgement("failed" if reasons else "passed", reasons, evidence, props, verdict)
 
 
-def _properties(
-    tested: Sequence[RunScore], comparison: ScenarioComparison | None
-) -> list[tuple[str, object]]:
+def _properties(tested: Sequence[RunScore], verdict: str | None) -> list[tuple[str, object]]:
     judged = [s for s in tested if s.infra_error is None]
     props: list[tuple[str, object]] = [
         ("runs", len(tested)),
@@ -170,6 +164,6 @@ def _properties(
         ("passed_runs", sum(s.passed for s in judged)),
         ("failure_kinds", failure_counts(judged)),
     ]
-    if comparison is not None:
-        props.append(("verdict", comparison.verdict))
+    if verdict is not None:
+        props.append(("verdict", verdict))
     return props

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
     from harness.client.target import TargetConfig
     from harness.scenario.model import Scenario
-    from harness.summary import RunScore
+    from harness.scoring.models import RunScore
     from harness.transcript import RunRecord
 
 __all__ = ["ScoredRun"]

@@ -24,8 +24,9 @@ from harness.pytest_plugin.options import HarnessSettings
 if TYPE_CHECKING:  # imported lazily: `pytest` starts fast when no harness test runs
     from harness.client.target import TargetConfig
     from harness.scenario.model import Scenario
-    from harness.summary import RunScore, ScenarioComparison, Summary
+    from harness.scoring.models import RunScore
     from harness.summary import Settings as SummarySettings
+    from harness.summary import Summary
     from harness.transcript import RunRecord
 
 __all__ = ["HarnessState", "ItemResult", "NO_TARGET", "ScenarioRun", "state_key"]
@@ -36,11 +37,12 @@ NO_TARGET = "no --target given (or HARNESS_TARGET, ini harness_target): harness 
 
 @dataclass
 class ScenarioRun:
-    """The runs of one scenario test: records, their scores, the comparison (with a baseline)."""
+    """The runs of one scenario test: records, their scores, and with a baseline the
+    summary comparing the two sides on them."""
 
     records: list[RunRecord]
     scores: list[RunScore]
-    comparison: ScenarioComparison | None = None
+    summary: Summary | None = None
 
 
 @dataclass
@@ -111,7 +113,7 @@ class HarnessState:
     def run_dir(self) -> Path:
         """The session's run folder, created (with ``manifest.json``) on first use."""
         if self._run_dir is None:
-            from harness.runfolder import DEFAULT_RESULTS, new_run_id, prepare_run_dir
+            from harness.runfolder import DEFAULT_RESULTS, RunFolder, new_run_id
 
             root = Path(self.settings.results) if self.settings.results else DEFAULT_RESULTS
             run_id = base = new_run_id("pytest")
@@ -119,10 +121,10 @@ class HarnessState:
                 if not (root / run_id).exists():
                     break
                 run_id = f"{base}-{n}"
-            self._run_dir = prepare_run_dir(
+            self._run_dir = RunFolder.create(
                 "pytest", results=root, run_id=run_id, args=self.settings.public(),
                 extra={"runner": "pytest plugin"},
-            )  # fmt: skip
+            ).path  # fmt: skip
         return self._run_dir
 
     # ------------------------------------------------------------ running
@@ -160,26 +162,25 @@ class HarnessState:
         Records go to ``out_dir`` (default: the session's run folder). Runs already
         recorded there under the same ``run_key`` are read back instead of re-run.
         """
-        from harness.pipeline import summarize
+        from harness.pipeline import FolderContext, summarize
+        from harness.runfolder import RunFolder
         from harness.runner import run_many_sync
-        from harness.transcript import read_records
 
         targets = targets if targets is not None else self.targets()
-        folder = out_dir if out_dir is not None else self.run_dir()
+        folder = RunFolder(out_dir if out_dir is not None else self.run_dir())
         run_many_sync(
             [scenario], targets, repeats=repeats or self.settings.repeats, stream=stream,
             concurrency=self.settings.concurrency, out_dir=folder, resume=True, progress=False,
         )  # fmt: skip
         wanted = {t.name for t in targets}
-        records = [
-            r for r in read_records(folder / "transcripts.jsonl")
-            if r.scenario_id == scenario.id and r.stream == stream
-            and r.run_key.split("/", 1)[0] in wanted
-        ]  # fmt: skip
-        summary = summarize(records, run_id=folder.name, settings=self.summary_settings())
-        by_key = {s.run_key: s for s in summary.runs}
-        scores = [by_key[r.run_key] for r in records if r.run_key in by_key]
-        return ScenarioRun(records, scores, summary.comparison(scenario.id))
+        latest = {
+            r.run_key: r for r in folder.records()
+            if r.scenario_id == scenario.id and r.stream == stream and r.side in wanted
+        }  # fmt: skip
+        records = list(latest.values())
+        context = FolderContext(settings=self.summary_settings())
+        summary, scores = summarize(records, run_id=folder.path.name, context=context)
+        return ScenarioRun(records, scores, summary if summary.kind == "compare" else None)
 
     def summary_settings(self) -> SummarySettings:
         """The ``settings`` block of ``summary.json`` for this session."""
@@ -189,6 +190,7 @@ class HarnessState:
         return Settings(
             repeats=s.repeats, stream="both" if len(s.stream_modes) > 1 else s.stream_modes[0],
             model=s.model, concurrency=s.concurrency, scenarios=sorted(self.scenario_ids),
+            infra_error_limit=s.max_infra_error_rate, min_pass_rate=s.min_pass_rate,
         )  # fmt: skip
 
     # ------------------------------------------------------------ end of session
@@ -210,18 +212,17 @@ class HarnessState:
     def _write_summary(self, run_dir: Path) -> Summary | None:
         """Score the folder's transcripts into ``summary.json`` as ``harness compare`` does,
         with both sides' fusion engagement when there is a baseline."""
-        from harness.pipeline import engagement, score_dir
+        from harness.pipeline import FolderContext, engagement, score_folder
+        from harness.runfolder import RunFolder
 
-        if not (run_dir / "transcripts.jsonl").exists():
+        folder = RunFolder(run_dir)
+        if not folder.transcripts.exists():
             return None  # only GSM8K / boot checks ran
         base, cand = self.baseline(), self.target()
         if base is None or cand is None:
-            return score_dir(run_dir, settings=self.summary_settings())
+            return score_folder(folder, FolderContext(settings=self.summary_settings()))
         sides, warnings, diff = engagement(base, cand)
-        return score_dir(
-            run_dir, settings=self.summary_settings(), sides=sides, warnings=warnings,
-            server_args_diff=diff,
-        )  # fmt: skip
+        return score_folder(folder, FolderContext(self.summary_settings(), sides, warnings, diff))
 
 
 # ---------------------------------------------------------------- seams to other modules

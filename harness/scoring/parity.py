@@ -27,18 +27,15 @@ partner in the other mode, are skipped.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from harness.scoring.drift import canonical_json
 from harness.transcript import ResponseRecord, RunRecord, ToolCallRecord
 
-__all__ = ["ParityDiff", "ParityField", "pair_runs", "parity_report", "render_parity"]
+__all__ = ["ParityDiff", "ParityField", "pair_diffs", "pair_runs", "parity_report"]
 
 #: What differs between the stream and the nostream run.
 ParityField = Literal["finish_reason", "calls", "name", "arguments", "index", "id", "stop_reason"]
@@ -160,7 +157,8 @@ def _diff(
     )
 
 
-def _pair_diffs(s: RunRecord, n: RunRecord) -> list[ParityDiff]:
+def pair_diffs(s: RunRecord, n: RunRecord) -> list[ParityDiff]:
+    """The differences of one pair: the streamed run ``s`` and the non-streamed run ``n``."""
     out: list[ParityDiff] = []
     for ts, tn in zip(s.turns, n.turns, strict=False):
         if ts.response is None or tn.response is None:
@@ -180,25 +178,4 @@ def parity_report(records: Iterable[RunRecord]) -> list[ParityDiff]:
     Returns an empty list when every pair agrees, or when no run has a partner in the
     other stream mode (e.g. a run made with only one mode).
     """
-    return [d for s, n in pair_runs(records) for d in _pair_diffs(s, n)]
-
-
-def render_parity(diffs: Sequence[ParityDiff], pairs: int, console: Console) -> None:
-    """Print the parity result: one line when all ``pairs`` agree, else a table of diffs."""
-    if not pairs:
-        return
-    if not diffs:
-        console.print(f"stream/non-stream parity: {pairs} pairs of runs, no differences")
-        return
-    runs = len({(d.target, d.scenario_id, d.repeat) for d in diffs})
-    table = Table(
-        title=f"stream/non-stream parity: {runs} of {pairs} pairs differ", title_justify="left"
-    )
-    for col in ("target", "scenario", "rep", "where", "field", "stream", "nostream"):
-        table.add_column(col, overflow="fold")
-    for d in diffs:
-        where = "end" if d.turn is None else f"turn {d.turn}"
-        where += f" call {d.call_index}" if d.call_index is not None else ""
-        cells = [d.target, d.scenario_id, str(d.repeat), where, d.field, d.stream, d.nostream]
-        table.add_row(*(escape(c) for c in cells))
-    console.print(table)
+    return [d for s, n in pair_runs(records) for d in pair_diffs(s, n)]

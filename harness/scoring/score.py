@@ -2,7 +2,7 @@
 
 :func:`score_run` reads only the record (its embedded scenario included), never the
 network or the scenario files, so any old run can be re-scored. The result is a
-:class:`harness.summary.RunScore`.
+:class:`harness.scoring.models.RunScore`.
 
 Failure kinds (``RunScore.failures``; named like the reference server's fault profiles,
 :mod:`harness.sim.faults`, where one exists):
@@ -35,7 +35,7 @@ import jsonschema
 
 from harness.scenario.model import ArgMatcher, Expectation, ExpectedCall, Scenario
 from harness.scoring.drift import canonical_json, excerpt, find_drift, matcher_accepts
-from harness.summary import (
+from harness.scoring.models import (
     CallScore,
     DriftFinding,
     MalformedCall,
@@ -47,7 +47,7 @@ from harness.summary import (
 )
 from harness.transcript import ResponseRecord, RunRecord, ToolCallRecord, TurnRecord
 
-__all__ = ["MARKUP_PATTERNS", "ParsedCall", "parse_call", "run_side", "score_run"]
+__all__ = ["MARKUP_PATTERNS", "ParsedCall", "parse_call", "score_run"]
 
 #: Tool-call markup and chat-template special tokens that must never reach ``content``
 #: (Hermes/Qwen, ChatML, Mistral, Llama 3.x, DeepSeek, Kimi, gpt-oss harmony, generic).
@@ -72,11 +72,6 @@ class ParsedCall:
     malformed: MalformedCall | None = None
     reference: ExpectedCall | None = None
     kinds: list[str] = field(default_factory=list)
-
-
-def run_side(record: RunRecord) -> str:
-    """The side a run belongs to: ``target.side`` or, for one-sided runs, its label."""
-    return record.target.side or record.target.label
 
 
 def _malformed(kind: str, call: ToolCallRecord, turn: int, idx: int, reason: str) -> MalformedCall:
@@ -453,7 +448,7 @@ def _infra_score(record: RunRecord) -> RunScore:
     return RunScore(
         run_key=record.run_key,
         scenario_id=record.scenario_id,
-        side=run_side(record),
+        side=record.side,
         label=record.target.label,
         repeat=record.repeat,
         stream=record.stream,
@@ -512,7 +507,7 @@ def score_run(record: RunRecord) -> RunScore:
     kinds |= {"repeat_loop"} if looping else set()
     malformed = [c.malformed for c in calls if c.malformed]
     return RunScore(
-        run_key=record.run_key, scenario_id=record.scenario_id, side=run_side(record),
+        run_key=record.run_key, scenario_id=record.scenario_id, side=record.side,
         label=record.target.label, repeat=record.repeat, stream=record.stream,
         termination=_termination(record, calls), turns=len(record.turns), tool_calls=len(calls),
         repeated_calls=len(reps), longest_repeat_streak=streak, allowed_repeats=allowed,

@@ -430,9 +430,9 @@ def _run_dir(run_dir: str | Path | None, results: str | Path | None, args: dict[
     if run_dir is not None:
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         return Path(run_dir)
-    from harness.runfolder import prepare_run_dir
+    from harness.runfolder import RunFolder
 
-    return prepare_run_dir("boot", results=results, args=args)
+    return RunFolder.create("boot", results=results, args=args).path
 
 
 def resolve_command(argv: list[str]) -> list[str]:

@@ -28,6 +28,7 @@ from scipy import stats as sps
 
 __all__ = [
     "fisher_one_sided",
+    "format_p",
     "holm",
     "mannwhitney_one_sided",
     "pass_hat_k",
@@ -128,3 +129,9 @@ def repeats_needed(p_base: float, p_cand: float, alpha: float, power: float = 0.
         p_base * (1 - p_base) + p_cand * (1 - p_cand)
     )
     return max(2, math.ceil(num * num / (p_base - p_cand) ** 2))
+
+
+def format_p(p: float | None) -> str:
+    """A p-value as every view and reason prints it: two significant digits (``0.004``,
+    ``2.7e-31``); ``""`` for None."""
+    return "" if p is None else f"{p:.2g}"

@@ -1,6 +1,10 @@
-"""Aggregates over repeats, baseline-against-candidate tests, and the verdict (pure).
+"""Baseline-against-candidate tests and the verdict: one pure function, :func:`decide`.
 
-Used by :mod:`harness.pipeline`. Decision rule (documented in ``Settings.decision_rule`` of every summary):
+Input: the :class:`~harness.summary.Aggregate` of each side per scenario (and pooled,
+``"*"``) and of each side (:class:`~harness.summary.SideInfo`, for the infrastructure-error
+limit). Output: one :class:`~harness.summary.ScenarioComparison` per scenario and the
+overall :class:`~harness.summary.Verdict`, decided once; nothing changes them afterwards.
+Decision rule (documented in ``Settings.decision_rule`` of every summary):
 
 1. Each scored run gives binary outcomes: ``failed`` (not passed) and one per failure kind.
    Infrastructure errors are excluded.
@@ -20,6 +24,10 @@ Used by :mod:`harness.pipeline`. Decision rule (documented in ``Settings.decisio
    for the observed rates (:func:`harness.stats.tests.repeats_needed`). ``NO CHANGE`` otherwise
    (failure kinds seen only in the candidate are still listed in ``new_failure_kinds``).
 
+6. A side with more infrastructure errors than ``infra_error_limit`` of its runs (20% by
+   default) cannot be judged: the verdict names it in ``infra_limited`` (a REGRESSION
+   stays one; anything else becomes INCONCLUSIVE) and the command line exits 3.
+
 Counts (tool calls, repeated calls, ...) are shown with a one-sided Mann-Whitney U test;
 they do not decide the verdict (their failure kinds do).
 """
@@ -27,50 +35,42 @@ they do not decide the verdict (their failure kinds do).
 from __future__ import annotations
 
 import math
-import statistics
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.kinds import COUNT_METRICS, SUCCESS_METRICS, VerdictName, label
 from harness.stats.tests import (
+    Alternative,
     fisher_one_sided,
+    format_p,
     holm,
     mannwhitney_one_sided,
-    pass_hat_k,
     repeats_needed,
-    wilson_interval,
 )
 from harness.summary import (
     Aggregate,
-    CountStat,
     MetricRow,
-    Rate,
-    RunScore,
+    RunOutcome,
     ScenarioComparison,
-    Summary,
+    SideInfo,
     Verdict,
-    VerdictName,
+    scenario_name,
 )
 
 __all__ = [
     "ALPHA",
-    "COUNT_METRICS",
     "DECISION_RULE",
     "INFRA_ERROR_LIMIT",
-    "aggregate",
-    "compare_sides",
-    "count_of",
-    "format_p",
-    "outcomes",
-    "p_legend",
-    "scenario_name",
-    "verdict_label",
+    "Decision",
+    "decide",
+    "judge_run",
+    "over_infra_limit",
 ]
 
 #: family-wise level for REGRESSION / IMPROVEMENT
 ALPHA = 0.01
-#: share of a side's runs that may be infrastructure errors before the exit code is 3
+#: share of a side's runs that may be infrastructure errors before it cannot be judged
 INFRA_ERROR_LIMIT = 0.2
 #: unadjusted one-sided p below which an unproven difference makes INCONCLUSIVE
 SUGGESTIVE_P = 0.1
@@ -81,101 +81,48 @@ DECISION_RULE = (
     f"across the rest; REGRESSION at adjusted p <= alpha (alpha={ALPHA})"
 )
 
-#: per-run counts shown in the tables: metric -> (label, getter)
-COUNT_METRICS: dict[str, str] = {
-    "tool_calls": "tool calls",
-    "repeated_calls": "repeated identical calls",
-    "malformed_args": "malformed arguments",
-    "drift": "drifted arguments",
-    "schema_violations": "schema violations",
-    "turns": "turns",
-}
+
+def over_infra_limit(runs: int, infra_errors: int, limit: float = INFRA_ERROR_LIMIT) -> bool:
+    """Whether ``infra_errors`` of ``runs`` is too many to judge: more than ``limit`` of
+    them, or every run. The one rule of ``harness compare``, ``harness run`` and the
+    pytest plugin."""
+    return runs > 0 and (infra_errors == runs or infra_errors / runs > limit)
 
 
-def format_p(p: float | None) -> str:
-    """A p-value as every view prints it: two significant digits (``0.004``, ``2.7e-31``);
-    ``""`` for None."""
-    return "" if p is None else f"{p:.2g}"
-
-
-def scenario_name(scenario_id: str) -> str:
-    """How a comparison is named in reasons: the scenario id, or ``all scenarios`` for ``*``."""
-    return "all scenarios" if scenario_id == "*" else scenario_id
-
-
-def p_legend(summary: Summary) -> str:
-    """The one-line legend of the p columns and of ``*`` (console, HTML and Markdown).
-
-    ``N``, the Holm family's size, is read from the comparisons (``holm_tests``)."""
-    family = max((c.holm_tests or 0 for c in summary.comparisons), default=0)
-    over = f" over the {family} tests that decide the verdict" if family else ""
-    return (
-        "p (one-sided): Fisher's exact test for rates, Mann-Whitney U for counts; "
-        f"p adj. (Holm): Holm-adjusted{over} (blank: not among them); "
-        f"* significant after Holm at alpha {summary.settings.alpha:g}"
-    )
-
-
-def verdict_label(comp: ScenarioComparison) -> str:
-    """What a comparison is labelled: ``comp.display`` (``WORSE (not significant alone)``)
-    or its verdict."""
-    return comp.display or comp.verdict
-
-
-def count_of(score: RunScore, metric: str) -> int:
-    """The value of a count metric (see :data:`COUNT_METRICS`) for one run."""
-    value = getattr(score, metric)
-    return len(value) if isinstance(value, list) else int(value)
-
-
-def _rate(k: int, n: int) -> Rate:
-    lo, hi = wilson_interval(k, n)
-    return Rate(k=k, n=n, rate=k / n if n else None, low=lo, high=hi)
-
-
-def _count(values: list[int]) -> CountStat:
-    return CountStat(
-        n=len(values),
-        mean=statistics.fmean(values) if values else None,
-        median=float(statistics.median(values)) if values else None,
-        total=sum(values),
-        values=values,
-    )
-
-
-def outcomes(score: RunScore, kinds: Iterable[str]) -> dict[str, bool]:
-    """Binary outcomes of one scored run: ``passed``, ``final_answer`` and each kind."""
-    out = {"passed": score.passed, "final_answer": score.final_answer}
-    out.update({k: k in score.failures for k in kinds})
-    return out
-
-
-def aggregate(
-    side: str, label: str, scenario_id: str, scores: Sequence[RunScore], kinds: Sequence[str]
-) -> Aggregate:
-    """One side x one scenario (or ``"*"``) over its runs; infra errors counted, not scored."""
-    scored = [s for s in scores if s.infra_error is None]
-    rates = {
-        m: _rate(sum(outcomes(s, kinds)[m] for s in scored), len(scored))
-        for m in ["passed", "final_answer", *kinds]
-    }
-    counts = {m: _count([count_of(s, m) for s in scored]) for m in COUNT_METRICS}
-    n, c = len(scored), sum(s.passed for s in scored)
-    pass_k: dict[str, float] = {}
-    if scenario_id != "*":
-        pass_k = {str(k): pass_hat_k(c, n, k) for k in range(1, n + 1)}
-    return Aggregate(
-        side=side,
-        label=label,
-        scenario_id=scenario_id,
-        runs=len(scores),
-        infra_errors=len(scores) - n,
-        scored=n,
-        rates=rates,
-        counts=counts,
-        pass_hat_k=pass_k,
-        termination=dict(Counter(s.termination for s in scores)),
-        termination_failed=dict(Counter(s.termination for s in scores if not s.passed)),
+def judge_run(
+    aggregates: Iterable[Aggregate],
+    sides: Sequence[SideInfo],
+    *,
+    min_pass_rate: float = 1.0,
+    infra_error_limit: float = INFRA_ERROR_LIMIT,
+) -> RunOutcome:
+    """The outcome of a one-sided run: every scenario's pass rate (passed / scored runs)
+    at least ``min_pass_rate`` (scenarios with no scored run are not judged), and no side
+    over the infrastructure-error limit (:func:`over_infra_limit`)."""
+    failing = [
+        a
+        for a in aggregates
+        if a.scenario_id != "*" and a.scored and a.rate("passed").k / a.scored < min_pass_rate
+    ]
+    over = [s for s in sides if over_infra_limit(s.runs, s.infra_errors, infra_error_limit)]
+    parts = []
+    if over:
+        names = ", ".join(f"{s.label} {s.infra_errors}/{s.runs}" for s in over)
+        parts.append(
+            f"too many infrastructure errors ({names} runs; limit {infra_error_limit:.0%})"
+        )
+    if failing:
+        n = len(failing)
+        parts.append(
+            f"{n} scenario{'s' if n != 1 else ''} below pass rate {min_pass_rate:g}: "
+            + ", ".join(f"{a.scenario_id} ({a.rate('passed').text()} passed)" for a in failing)
+        )
+    return RunOutcome(
+        passed=not parts,
+        message="; ".join(parts) or f"every scenario reached pass rate {min_pass_rate:g}",
+        min_pass_rate=min_pass_rate,
+        failing=[a.scenario_id for a in failing],
+        infra_limited=[s.label for s in over],
     )
 
 
@@ -206,9 +153,9 @@ def _min_p(k_b: int, n_b: int, k_c: int, n_c: int, alternative: str) -> float:
 
 
 def _test(scenario: str, metric: str, base: Aggregate, cand: Aggregate) -> _Test:
-    rb, rc = base.rates[metric], cand.rates[metric]
+    rb, rc = base.rate(metric), cand.rate(metric)
     bad_b, bad_c = rb.k, rc.k
-    if metric in ("passed", "final_answer"):  # success rates: the event tested is failure
+    if metric in SUCCESS_METRICS:  # success rates: the event tested is failure
         bad_b, bad_c = rb.n - rb.k, rc.n - rc.k
     return _Test(
         scenario,
@@ -233,20 +180,6 @@ def _holm_family(tests: list[_Test], attr: str, alpha: float) -> dict[tuple[str,
     return {(t.scenario, t.metric): p for t, p in zip(family, adjusted, strict=True)}
 
 
-def _fmt_rate(r: Rate, success: bool) -> str:
-    return f"{r.k}/{r.n}" if success else f"{r.k}/{r.n} runs"
-
-
-def _fmt_count(c: CountStat) -> str:
-    if not c.values:
-        return "-"
-    vals = ", ".join(map(str, c.values)) if len(c.values) <= 5 else f"median {c.median:g}"
-    return f"{c.total} ({vals})"
-
-
-_LABELS = {"passed": "passed", "final_answer": "reached a final answer", "failed": "failed"}
-
-
 def _rate_row(
     t: _Test,
     base: Aggregate,
@@ -255,7 +188,7 @@ def _rate_row(
     better_adj: dict[Any, float],
     alpha: float,
 ) -> MetricRow:
-    rb, rc = base.rates[t.metric], cand.rates[t.metric]
+    rb, rc = base.rate(t.metric), cand.rate(t.metric)
     effect = (rc.rate - rb.rate) if rc.rate is not None and rb.rate is not None else None
     worse = (
         None
@@ -264,15 +197,11 @@ def _rate_row(
     )
     key = (t.scenario, t.metric)
     adj = worse_adj.get(key) if worse else better_adj.get(key) if worse is False else None
-    success = t.metric in ("passed", "final_answer")
     return MetricRow(
         metric=t.metric,
-        label=_LABELS.get(t.metric, t.metric),
         kind="rate",
         baseline=rb.rate,
         candidate=rc.rate,
-        baseline_text=_fmt_rate(rb, success),
-        candidate_text=_fmt_rate(rc, success),
         effect=effect,
         worse=worse,
         p_value=t.p_worse if worse else t.p_better if worse is False else 1.0,
@@ -287,16 +216,13 @@ def _count_row(metric: str, base: Aggregate, cand: Aggregate) -> MetricRow:
     cb, cc = base.counts[metric], cand.counts[metric]
     effect = cc.mean - cb.mean if cc.mean is not None and cb.mean is not None else None
     worse = None if not effect else effect > 0
-    alt = "greater" if worse is not False else "less"
-    p = mannwhitney_one_sided(cc.values, cb.values, alt)  # type: ignore[arg-type]
+    alt: Alternative = "greater" if worse is not False else "less"
+    p = mannwhitney_one_sided(cc.values(), cb.values(), alt)
     return MetricRow(
         metric=metric,
-        label=COUNT_METRICS[metric],
         kind="count",
         baseline=cb.mean,
         candidate=cc.mean,
-        baseline_text=_fmt_count(cb),
-        candidate_text=_fmt_count(cc),
         effect=effect,
         worse=worse,
         p_value=p,
@@ -316,61 +242,90 @@ def _needed(t: _Test, alpha_share: float, pooled_over: int) -> int | None:
     return None if n is None else math.ceil(n / max(pooled_over, 1))
 
 
-@dataclass
-class Comparison:
-    """The comparisons of every scenario (plus ``"*"``) and the overall verdict."""
+@dataclass(frozen=True)
+class Decision:
+    """What :func:`decide` returns: every scenario's comparison (in the aggregates'
+    order, ``"*"`` pooled last) and the overall verdict."""
 
-    scenarios: list[ScenarioComparison]
+    comparisons: list[ScenarioComparison]
     verdict: Verdict
 
 
-def compare_sides(
-    base_aggs: dict[str, Aggregate],
-    cand_aggs: dict[str, Aggregate],
-    kinds: Sequence[str],
+def _kinds(base: Aggregate, cand: Aggregate) -> list[str]:
+    """The failure kinds either side showed in this scenario (the rows that can differ)."""
+    seen = {k for a in (base, cand) for k, r in a.rates.items() if r.k}
+    return sorted(seen - set(SUCCESS_METRICS))
+
+
+def decide(
+    baseline: Mapping[str, Aggregate],
+    candidate: Mapping[str, Aggregate],
+    sides: Sequence[SideInfo] = (),
     *,
     alpha: float = ALPHA,
-) -> Comparison:
-    """Test every scenario's outcomes (keys of the dicts, ``"*"`` pooled) and decide.
+    infra_error_limit: float = INFRA_ERROR_LIMIT,
+) -> Decision:
+    """Test every scenario's outcomes and decide (pure; see the module docstring).
 
-    See the module docstring for the rule. The returned verdict's ``exit_code`` is 1 for
-    REGRESSION and 0 otherwise (the caller applies the infrastructure-error limit).
+    ``baseline``/``candidate``: scenario id (``"*"``: pooled) -> that side's aggregate;
+    scenarios on one side only are left out. ``sides``: both sides' run and
+    infrastructure-error counts, for the infrastructure-error limit (rule 6).
     """
-    ids = [s for s in base_aggs if s in cand_aggs]
+    ids = [s for s in baseline if s in candidate]
     if len(ids) == 2 and "*" in ids:  # one scenario: the pool would only repeat its tests
         ids.remove("*")
-    metrics = ["passed", "final_answer", *kinds]
-    tests = [_test(s, m, base_aggs[s], cand_aggs[s]) for s in ids for m in metrics]
+    tests = [
+        _test(s, m, baseline[s], candidate[s])
+        for s in ids
+        for m in [*SUCCESS_METRICS, *_kinds(baseline[s], candidate[s])]
+    ]
     worse_adj = _holm_family(tests, "p_worse", alpha)
     better_adj = _holm_family(tests, "p_better", alpha)
     by_id: dict[str, list[_Test]] = {}
     for t in tests:
         by_id.setdefault(t.scenario, []).append(t)
-    n_scen = max(1, len([s for s in ids if s != "*"]))
-    out = [
-        _scenario_comparison(
-            s, by_id[s], base_aggs[s], cand_aggs[s], worse_adj, better_adj, alpha, n_scen
-        )
-        for s in ids
-    ]
-    return Comparison(out, _overall(out, tests, worse_adj, better_adj, alpha, n_scen))
+    ctx = _Context(worse_adj, better_adj, alpha, max(1, len([s for s in ids if s != "*"])))
+    comps = [_scenario_comparison(s, by_id[s], baseline[s], candidate[s], ctx) for s in ids]
+    verdict = _overall(comps, ctx)
+    return Decision(comps, _with_infra_limit(verdict, sides, infra_error_limit))
+
+
+@dataclass(frozen=True)
+class _Context:
+    """The families and settings every scenario's comparison is judged in."""
+
+    worse_adj: dict[tuple[str, str], float]
+    better_adj: dict[tuple[str, str], float]
+    alpha: float
+    n_scenarios: int
+
+
+def _with_infra_limit(verdict: Verdict, sides: Sequence[SideInfo], limit: float) -> Verdict:
+    """Rule 6: name the sides over the infrastructure-error limit."""
+    over = [s for s in sides if over_infra_limit(s.runs, s.infra_errors, limit)]
+    if not over:
+        return verdict
+    names = ", ".join(f"{s.label} {s.infra_errors}/{s.runs}" for s in over)
+    reason = f"too many infrastructure errors to judge ({names} runs; limit {limit:.0%})"
+    update: dict[str, Any] = {
+        "infra_limited": [s.label for s in over],
+        "reasons": [reason, *verdict.reasons],
+    }
+    if verdict.verdict != "REGRESSION":
+        update["verdict"] = "INCONCLUSIVE"
+        update["message"] = f"INCONCLUSIVE: too many infrastructure errors ({names} runs)"
+    return verdict.model_copy(update=update)
 
 
 def _scenario_comparison(
-    sid: str,
-    tests: list[_Test],
-    base: Aggregate,
-    cand: Aggregate,
-    worse_adj: dict[Any, float],
-    better_adj: dict[Any, float],
-    alpha: float,
-    n_scen: int,
+    sid: str, tests: list[_Test], base: Aggregate, cand: Aggregate, ctx: _Context
 ) -> ScenarioComparison:
-    rows = [_rate_row(t, base, cand, worse_adj, better_adj, alpha) for t in tests]
+    rows = [_rate_row(t, base, cand, ctx.worse_adj, ctx.better_adj, ctx.alpha) for t in tests]
     rows += [_count_row(m, base, cand) for m in COUNT_METRICS]
+    by_metric = {r.metric: r for r in rows}
     worse = [r for r in rows if r.significant and r.worse]
     better = [r for r in rows if r.significant and r.worse is False]
-    new = [t.metric for t in tests if t.metric not in _LABELS and t.k_c > 0 and t.k_b == 0]
+    new = [t.metric for t in tests if t.metric not in SUCCESS_METRICS and t.k_c and not t.k_b]
     suggest = [
         t
         for t in tests
@@ -382,24 +337,19 @@ def _scenario_comparison(
     reasons: list[str] = []
     needed: int | None = None
     display = note = None
-    family = len(worse_adj)
+    family = len(ctx.worse_adj)
     if base.scored == 0 or cand.scored == 0:
         verdict, reasons = "INCONCLUSIVE", ["no scored runs on one side (infrastructure errors)"]
     elif worse:
-        verdict, reasons = "REGRESSION", [_reason(r) for r in worse]
+        verdict, reasons = "REGRESSION", [_reason(r, base, cand) for r in worse]
     elif better:
-        verdict, reasons = "IMPROVEMENT", [_reason(r) for r in better]
+        verdict, reasons = "IMPROVEMENT", [_reason(r, base, cand) for r in better]
     elif suggest:
-        share = alpha / max(1, family)
-        pooled = n_scen if sid == "*" else 1
-        have = min(base.scored, cand.scored) // pooled
-        needs = [n for n in (_needed(t, share, pooled) for t in suggest) if n]
-        needed = max(1, min(needs) - have) if needs else None
+        needed = _more_repeats(sid, suggest, base, cand, ctx)
         verdict = "INCONCLUSIVE"
-        by_metric = {r.metric: r for r in rows}
-        reasons = [_reason(by_metric[t.metric]) for t in suggest]
-        tested = any((t.scenario, t.metric) in worse_adj for t in suggest)
-        display, note = _worse_note(sid, family if tested else 0, alpha, needed)
+        reasons = [_reason(by_metric[t.metric], base, cand) for t in suggest]
+        tested = any((t.scenario, t.metric) in ctx.worse_adj for t in suggest)
+        display, note = _worse_note(sid, family if tested else 0, ctx.alpha, needed)
     return ScenarioComparison(
         scenario_id=sid,
         rows=rows,
@@ -411,6 +361,17 @@ def _scenario_comparison(
         note=note,
         holm_tests=family,
     )
+
+
+def _more_repeats(
+    sid: str, suggest: list[_Test], base: Aggregate, cand: Aggregate, ctx: _Context
+) -> int | None:
+    """About how many more repeats per side would settle the suggestive tests."""
+    share = ctx.alpha / max(1, len(ctx.worse_adj))
+    pooled = ctx.n_scenarios if sid == "*" else 1
+    have = min(base.scored, cand.scored) // pooled
+    needs = [n for n in (_needed(t, share, pooled) for t in suggest) if n]
+    return max(1, min(needs) - have) if needs else None
 
 
 def _worse_note(sid: str, family: int, alpha: float, needed: int | None) -> tuple[str, str]:
@@ -427,37 +388,31 @@ def _worse_note(sid: str, family: int, alpha: float, needed: int | None) -> tupl
     return f"WORSE (not significant{alone})", note
 
 
-def _reason(r: MetricRow) -> str:
+def _reason(r: MetricRow, base: Aggregate, cand: Aggregate) -> str:
     """``passed: candidate 0/5, baseline 5/5 (p one-sided 0.004; p adj. Holm 0.35)``.
 
-    Rates are shown as the row shows them: successes for ``passed``/``final_answer``,
+    Rates are shown as the tables show them: successes for ``passed``/``final_answer``,
     failing runs for a failure kind.
     """
+    unit = "" if r.metric in SUCCESS_METRICS else " runs"
     adj = "not in the family" if r.p_adjusted is None else format_p(r.p_adjusted)
     return (
-        f"{r.label}: candidate {r.candidate_text}, baseline {r.baseline_text} "
+        f"{label(r.metric)}: candidate {cand.rate(r.metric).text()}{unit}, "
+        f"baseline {base.rate(r.metric).text()}{unit} "
         f"(p one-sided {format_p(r.p_value)}; p adj. Holm {adj})"
     )
 
 
-def _overall(
-    comps: list[ScenarioComparison],
-    tests: list[_Test],
-    worse_adj: dict[Any, float],
-    better_adj: dict[Any, float],
-    alpha: float,
-    n_scen: int,
-) -> Verdict:
-    sig_w = sorted({m for (s, m), p in worse_adj.items() if p <= alpha} - set(_LABELS))
-    sig_b = sorted({m for (s, m), p in better_adj.items() if p <= alpha} - set(_LABELS))
-    any_w = any(p <= alpha for p in worse_adj.values())
-    any_b = any(p <= alpha for p in better_adj.values())
+def _overall(comps: list[ScenarioComparison], ctx: _Context) -> Verdict:
+    alpha = ctx.alpha
+    sig_w = sorted({m for (_, m), p in ctx.worse_adj.items() if p <= alpha} - set(SUCCESS_METRICS))
+    sig_b = sorted({m for (_, m), p in ctx.better_adj.items() if p <= alpha} - set(SUCCESS_METRICS))
     bad = [c.scenario_id for c in comps if c.verdict == "REGRESSION" and c.scenario_id != "*"]
     only = sorted({k for c in comps for k in c.new_failure_kinds} - set(sig_w))
     also = (
         f"; also only in the candidate (not significant alone): {', '.join(only)}" if only else ""
     )
-    if any_w:
+    if any(p <= alpha for p in ctx.worse_adj.values()):
         where = f"in {', '.join(bad)}" if bad else "pooled over scenarios"
         msg = f"REGRESSION: {', '.join(sig_w) if sig_w else 'more runs fail'} ({where}){also}"
         return Verdict(
@@ -465,10 +420,9 @@ def _overall(
             message=msg,
             regressed_kinds=sig_w,
             candidate_only_kinds=only,
-            exit_code=1,
             reasons=_where(c for c in comps if c.verdict == "REGRESSION"),
         )
-    if any_b:
+    if any(p <= alpha for p in ctx.better_adj.values()):
         return Verdict(
             verdict="IMPROVEMENT",
             message="IMPROVEMENT: " + (", ".join(sig_b) or "fewer runs fail"),

@@ -3,8 +3,10 @@
 ``write_report(run_dir)`` writes ``report.html`` (one file: inline CSS and SVG charts,
 no scripts, opens offline) and ``report.md`` (a compact pull-request comment) from
 the files in ``results/<run-id>/``: ``manifest.json``, ``transcripts.jsonl`` and,
-when present, ``summary.json``, ``gsm8k.json`` and ``boot.json``. The report is a pure
-function of those files; it never recomputes a score.
+when present, ``scores.jsonl``, ``summary.json``, ``gsm8k.json``, ``boot.json`` and
+``matrix.json``. The report is a pure function of those files; it never recomputes a
+score, and shows the same table rows and traces as the console
+(:mod:`harness.present.views`).
 
 Large folders: ``transcripts.jsonl`` is read streaming and only a bounded number of
 runs is rendered turn by turn (per scenario at most ``select.PER_SCENARIO`` repeats,
@@ -16,7 +18,15 @@ Model output is untrusted: templates are autoescaped and nothing from a model is
 marked safe; the page also carries a Content-Security-Policy that forbids scripts.
 """
 
-from harness.present.report.load import ReportInputError, load_run_folder
+from harness.errors import ReportInputError
+from harness.present.report.load import ReportInput, load_run_folder
 from harness.present.report.render import render_html, render_markdown, write_report
 
-__all__ = ["ReportInputError", "load_run_folder", "render_html", "render_markdown", "write_report"]
+__all__ = [
+    "ReportInput",
+    "ReportInputError",
+    "load_run_folder",
+    "render_html",
+    "render_markdown",
+    "write_report",
+]

@@ -1,9 +1,9 @@
-"""Per-call labels for the transcript views: from ``summary.json``, or raw facts only.
+"""Per-call labels for the transcript views: from the runs' scores, or raw facts only.
 
-:class:`SummaryAnnotator` reads :class:`harness.summary.RunScore` (``calls``, ``drift``,
-``schema_violations``, ``malformed``) and ``ScenarioComparison.first_divergence``;
-nothing is re-scored. :class:`FactsAnnotator` is used when a run folder has no
-summary: it labels only what is literally on disk (arguments that are not JSON, an
+:class:`SummaryAnnotator` reads :class:`harness.scoring.models.RunScore` (``calls``,
+``drift``, ``schema_violations``, ``malformed``) from ``scores.jsonl`` and
+``ScenarioComparison.first_divergence``; nothing is re-scored. :class:`FactsAnnotator` is
+used when a run folder was never scored: it labels only what is literally on disk (arguments that are not JSON, an
 argument string identical to an earlier call's), never a score.
 """
 
@@ -13,7 +13,8 @@ import json
 from typing import Any
 
 from harness.present.report.view import Badge
-from harness.summary import RunScore, Summary
+from harness.scoring.models import RunScore
+from harness.summary import Summary
 from harness.transcript import RunRecord
 
 __all__ = ["FactsAnnotator", "SummaryAnnotator", "kind_label", "KIND_LABELS"]
@@ -82,11 +83,12 @@ def _top_key(path: str) -> str:
 
 
 class SummaryAnnotator:
-    """Labels from a :class:`harness.summary.Summary` (drift, repeats, schema errors)."""
+    """Labels from the rendered runs' scores (drift, repeats, schema errors) and the
+    summary's first divergences."""
 
-    def __init__(self, summary: Summary) -> None:
+    def __init__(self, summary: Summary | None, scores: dict[str, RunScore]) -> None:
         self.summary = summary
-        self.scores: dict[str, RunScore] = {r.run_key: r for r in summary.runs}
+        self.scores = scores
 
     def _turn_of(self, score: RunScore, call_index: int) -> int | None:
         return next((c.turn for c in score.calls if c.call_index == call_index), None)
@@ -147,7 +149,7 @@ class SummaryAnnotator:
         return out
 
     def first_divergence(self, scenario_id: str, repeat: int) -> int | None:
-        comp = self.summary.comparison(scenario_id)
+        comp = self.summary.comparison(scenario_id) if self.summary else None
         if comp is None or comp.first_divergence is None:
             return None
         d = comp.first_divergence

@@ -1,20 +1,20 @@
-"""The template context of a report: one :class:`Report` built from a :class:`RunFolder`.
+"""The template context of a report: one :class:`Report` built from a :class:`ReportInput`.
 
-Scores, verdicts and significance come from ``summary.json`` (:mod:`harness.summary`),
-``gsm8k.json`` and ``boot.json`` as written; without a summary, the report shows only
-raw facts of the transcripts (runs, calls made, how each run stopped).
+Scores, verdicts and significance come from ``summary.json`` and ``scores.jsonl``
+(through :mod:`harness.present.views`, the same rows and traces the console prints),
+``gsm8k.json`` and ``boot.json`` as written; in a folder never scored, the report shows
+only raw facts of the transcripts (runs, calls made, how each run stopped).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.kinds import label
 from harness.present.report import charts
-from harness.present.report.annotate import FactsAnnotator, SummaryAnnotator, kind_label
-from harness.present.report.lean import RunHead
-from harness.present.report.load import RunFolder
+from harness.present.report.annotate import FactsAnnotator, SummaryAnnotator
+from harness.present.report.load import ReportInput
 from harness.present.report.select import RunFacts
 from harness.present.report.view import (
     Annotator,
@@ -23,33 +23,11 @@ from harness.present.report.view import (
     build_scenarios,
     build_sides,
 )
+from harness.present.views import TableRow, TraceLine, drift_trace, metric_rows, p_legend
 from harness.server.fusion import server_args_diff
-from harness.stats.verdict import format_p, p_legend, scenario_name, verdict_label
-from harness.summary import Aggregate, RunScore, Summary
+from harness.summary import Summary
 
-__all__ = ["OverviewRow", "Report", "ScenarioBlock", "TraceLine", "build_report"]
-
-#: summary metrics shown in the overview when there is no comparison (one side)
-_COUNT_METRICS = ["tool_calls", "malformed_args", "repeated_calls", "drift"]
-_RATE_METRICS = ["final_answer", "passed"]
-
-
-@dataclass
-class OverviewRow:
-    """One metric of one scenario: a cell per side, and the test when two sides ran."""
-
-    label: str
-    cells: list[str]
-    p_value: str = ""
-    significant: bool = False
-    worse: bool | None = None
-    decisive: bool = False
-    key: bool = True  # shown in the compact table (else under "all metrics")
-    p_adjusted: str = ""  # Holm-adjusted p, with " *" when significant ("" if not tested)
-
-
-#: metrics of the compact overview table, in this order
-KEY_METRICS = ["tool_calls", "malformed_args", "repeated_calls", "final_answer", "drift", "passed"]
+__all__ = ["OverviewBlock", "Report", "ScenarioBlock", "build_report"]
 
 
 @dataclass
@@ -60,22 +38,11 @@ class OverviewBlock:
     title: str
     description: str
     verdict: str | None
-    rows: list[OverviewRow]
+    rows: list[TableRow]
     kinds_by_side: list[list[str]]
     reasons: list[str] = field(default_factory=list)
     label: str | None = None  # what the verdict chip says ("WORSE (not significant alone)")
     note: str | None = None  # why, e.g. the Holm family's size and the repeats needed
-
-
-@dataclass
-class TraceLine:
-    """One call of a drifted-argument trace: ``turn 3 {"values": [0,0,0]} <- collapsed``."""
-
-    turn: int
-    tool: str
-    arguments: str
-    phrases: list[str]
-    times: int = 1  # identical consecutive calls folded into one line
 
 
 @dataclass
@@ -100,7 +67,7 @@ class Report:
     provenance: list[dict[str, Any]]
     args_diff: dict[str, list[Any]]
     verdict: str | None
-    headline: str  # the verdict, or what stands in its place ("ONE SIDE", "NOT SCORED")
+    headline: str  # the verdict, PASSED/FAILED of a run, or what stands in its place
     verdict_message: str
     verdict_reasons: list[str]
     warnings: list[str]
@@ -119,7 +86,7 @@ class Report:
     p_legend: str = ""  # legend of the p columns and of "*" (comparisons only)
 
 
-def kind_title(rf: RunFolder) -> str:
+def kind_title(rf: ReportInput) -> str:
     """What the folder is a report of, from the files it holds."""
     if rf.matrix is not None:
         return "isolation matrix"
@@ -132,7 +99,7 @@ def kind_title(rf: RunFolder) -> str:
     return "run report"
 
 
-def _headline(rf: RunFolder, verdict: str | None) -> str:
+def _headline(rf: ReportInput, verdict: str | None) -> str:
     """The big chip: the verdict, the matrix's outcome (``CARRIER FOUND: fusion``), or
     what stands in its place."""
     if verdict:
@@ -142,47 +109,24 @@ def _headline(rf: RunFolder, verdict: str | None) -> str:
         if mx.outcome == "CARRIER" and mx.carriers:
             return f"CARRIER FOUND: {', '.join(mx.carriers)}"
         return str(mx.outcome)
+    outcome = rf.summary.outcome if rf.summary is not None else None
+    if outcome is not None:
+        return "PASSED" if outcome.passed else "FAILED"
     return "ONE SIDE" if rf.summary is not None else "NOT SCORED"
 
 
-def _reason(text: str) -> str:
-    """A summary reason for reading: the pooled scenario ``*`` (older summaries) in words."""
-    return f"{scenario_name('*')}: " + text[3:] if text.startswith("*: ") else text
-
-
-def _agg_rows(summary: Summary, sides: list[SideView], sid: str) -> list[OverviewRow]:
-    aggs: list[Aggregate | None] = [summary.aggregate(s.key, sid) for s in sides]
-    rows: list[OverviewRow] = []
-    for m in _COUNT_METRICS:
-        cells = [
-            f"{a.counts[m].mean:.1f} (total {a.counts[m].total})"
-            if a and m in a.counts and a.counts[m].mean is not None
-            else "–"
-            for a in aggs
-        ]
-        rows.append(
-            OverviewRow(kind_label(m) if m != "tool_calls" else "tool calls per run", cells)
-        )
-    for m in _RATE_METRICS:
-        cells = [f"{a.rates[m].k}/{a.rates[m].n}" if a and m in a.rates else "–" for a in aggs]
-        rows.append(OverviewRow(kind_label(m), cells))
-    return rows
-
-
-def _pass_k_row(summary: Summary | None, sides: list[SideView], sid: str) -> OverviewRow | None:
-    if summary is None:
-        return None
+def _pass_k_row(summary: Summary, sides: list[SideView], sid: str) -> TableRow | None:
     aggs = [summary.aggregate(s.key, sid) for s in sides]
     ks = sorted({int(k) for a in aggs if a for k in a.pass_hat_k}, reverse=True)
     if not ks:
         return None
     k = str(ks[0])
-    return OverviewRow(
-        f"pass^{k}", [f"{a.pass_hat_k[k]:.2f}" if a and k in a.pass_hat_k else "–" for a in aggs]
-    )
+    cells = [f"{a.pass_hat_k[k]:.2f}" if a and k in a.pass_hat_k else "–" for a in aggs]
+    return TableRow("pass_hat_k", f"pass^{k}", cells)
 
 
-def _fact_rows(runs_by_side: dict[str, list[RunFacts]], sides: list[SideView]) -> list[OverviewRow]:
+def _fact_rows(runs_by_side: dict[str, list[RunFacts]], sides: list[SideView]) -> list[TableRow]:
+    """Raw facts of a folder never scored: runs, calls, final answers, errors."""
     runs = [runs_by_side.get(s.key, []) for s in sides]
 
     def per(fn: Any) -> list[str]:
@@ -192,15 +136,11 @@ def _fact_rows(runs_by_side: dict[str, list[RunFacts]], sides: list[SideView]) -
     final = per(lambda rs: f"{sum(r.stop_reason == 'final_answer' for r in rs)}/{len(rs)}")
     errors = per(lambda rs: str(sum(r.is_infra_error for r in rs)))
     return [
-        OverviewRow("runs", per(lambda rs: str(len(rs)))),
-        OverviewRow("tool calls per run", calls),
-        OverviewRow("stopped with a final answer", final),
-        OverviewRow("infrastructure errors", errors),
+        TableRow("runs", "runs", per(lambda rs: str(len(rs)))),
+        TableRow("tool_calls", "tool calls per run", calls),
+        TableRow("final_answer", "stopped with a final answer", final),
+        TableRow("infra_errors", "infrastructure errors", errors),
     ]
-
-
-def _rank(metric: str) -> int:
-    return KEY_METRICS.index(metric) if metric in KEY_METRICS else len(KEY_METRICS)
 
 
 def _rows(
@@ -208,27 +148,12 @@ def _rows(
     sides: list[SideView],
     sid: str,
     runs_by_side: dict[str, list[RunFacts]],
-) -> list[OverviewRow]:
-    """Metric rows of scenario ``sid`` (``"*"``: pooled): the comparison's, else per side."""
+) -> list[TableRow]:
+    """Metric rows of scenario ``sid`` (``"*"``: pooled): the shared table rows
+    (:func:`harness.present.views.metric_rows`) and pass^k, else raw facts."""
     if summary is None:
         return _fact_rows(runs_by_side, sides)
-    comp = summary.comparison(sid)
-    if comp is not None and len(sides) == 2:
-        rows = [
-            OverviewRow(
-                kind_label(r.label),
-                [r.baseline_text, r.candidate_text],
-                format_p(r.p_value),
-                r.significant,
-                r.worse,
-                r.decisive,
-                r.metric in KEY_METRICS,
-                format_p(r.p_adjusted) + (" *" if r.significant else ""),
-            )
-            for r in sorted(comp.rows, key=lambda r: _rank(r.metric))
-        ]
-    else:
-        rows = _agg_rows(summary, sides, sid)
+    rows = metric_rows(summary, sid, [s.key for s in sides])
     pk = _pass_k_row(summary, sides, sid)
     return rows + ([pk] if pk else [])
 
@@ -249,26 +174,15 @@ def _overview(
         verdict=comp.verdict if comp else None,
         rows=_rows(summary, sides, sid, runs_by_side),
         kinds_by_side=_kinds(summary, sides, sid),
-        reasons=[_reason(x) for x in comp.reasons] if comp else [],
-        label=verdict_label(comp) if comp else None,
+        reasons=list(comp.reasons) if comp else [],
+        label=comp.label if comp else None,
         note=comp.note if comp else None,
     )
 
 
 def _kinds(summary: Summary | None, sides: list[SideView], sid: str) -> list[list[str]]:
-    out = []
-    for s in sides:
-        a = summary.aggregate(s.key, sid) if summary else None
-        out.append(
-            [
-                kind_label(k)
-                for k, r in sorted(a.rates.items())
-                if a and k not in ("passed", "final_answer") and r.k > 0
-            ]
-            if a
-            else []
-        )
-    return out
+    aggs = [summary.aggregate(s.key, sid) if summary else None for s in sides]
+    return [[label(k) for k in a.failing_kinds()] if a else [] for a in aggs]
 
 
 def _calls_at(run: RunFacts, turn: int) -> int:
@@ -316,49 +230,20 @@ def _end_counts(
     return out
 
 
-def _first_drift(summary: Summary | None) -> dict[tuple[str, str], RunScore]:
-    """(side, scenario id) -> its first run with drift (one pass over the runs)."""
-    out: dict[tuple[str, str], RunScore] = {}
-    for r in summary.runs if summary is not None else []:
-        if r.drift:
-            out.setdefault((r.side, r.scenario_id), r)
-    return out
-
-
 def _traces(
-    drifted: dict[tuple[str, str], RunScore], sides: list[SideView], sid: str
+    rf: ReportInput, sides: list[SideView], sid: str
 ) -> list[tuple[str, str, list[TraceLine]]]:
-    """The first run with drift on each side, call by call (consecutive repeats folded)."""
+    """The first run with drift on each side, call by call (the console's trace)."""
     out = []
     for s in sides:
-        run = drifted.get((s.key, sid))
-        if run is None:
-            continue
-        lines: list[TraceLine] = []
-        for c in run.calls:
-            phrases = sorted(
-                {f"{d.path}: {d.phrase}" for d in run.drift if d.call_index == c.call_index}
-            )
-            last = lines[-1] if lines else None
-            if (
-                last
-                and last.arguments == c.arguments
-                and last.tool == (c.tool or "")
-                and last.phrases == phrases
-            ):
-                last.times += 1
-                continue
-            lines.append(TraceLine(c.turn, c.tool or "", c.arguments, phrases))
-        out.append((s.label, run.run_key, lines))
+        run = rf.traces.get((s.key, sid))
+        if run is not None:
+            out.append((s.label, run.run_key, drift_trace(run, limit=40)))
     return out
 
 
-def _block(
-    summary: Summary | None,
-    sides: list[SideView],
-    view: ScenarioView,
-    drifted: dict[tuple[str, str], RunScore],
-) -> ScenarioBlock:
+def _block(rf: ReportInput, sides: list[SideView], view: ScenarioView) -> ScenarioBlock:
+    summary = rf.summary
     comp = summary.comparison(view.id) if summary else None
     first = view.description.split(". ")[0].rstrip(".") + "." if view.description else ""
     return ScenarioBlock(
@@ -366,7 +251,7 @@ def _block(
         overview=_overview(summary, sides, view.id, view.id, first, view.runs_by_side),
         calls_chart=_calls_series(view, sides),
         end_chart=_ends_chart(summary, sides, view.id, view.runs_by_side),
-        traces=_traces(drifted, sides, view.id),
+        traces=_traces(rf, sides, view.id),
         divergence=comp.first_divergence if comp else None,
     )
 
@@ -376,7 +261,7 @@ def _fusion_dict(summary: Summary | None, s: SideView) -> dict[str, Any] | None:
     return info.fusion if info else None
 
 
-def _gsm8k_models(rf: RunFolder) -> dict[str, str]:
+def _gsm8k_models(rf: ReportInput) -> dict[str, str]:
     """side or label -> the model id a GSM8K run sent (``gsm8k.json``)."""
     out: dict[str, str] = {}
     for g in getattr(rf.gsm8k, "sides", None) or []:
@@ -385,7 +270,7 @@ def _gsm8k_models(rf: RunFolder) -> dict[str, str]:
     return out
 
 
-def _provenance(rf: RunFolder, sides: list[SideView]) -> list[dict[str, Any]]:
+def _provenance(rf: ReportInput, sides: list[SideView]) -> list[dict[str, Any]]:
     out = []
     found = _gsm8k_models(rf)
     for s in sides:
@@ -406,7 +291,7 @@ def _provenance(rf: RunFolder, sides: list[SideView]) -> list[dict[str, Any]]:
     return out
 
 
-def _args_diff(rf: RunFolder, sides: list[SideView]) -> dict[str, list[Any]]:
+def _args_diff(rf: ReportInput, sides: list[SideView]) -> dict[str, list[Any]]:
     if rf.summary is not None and rf.summary.server_args_diff is not None:
         return dict(rf.summary.server_args_diff)
     if len(sides) != 2 or not all(s.target and s.target.server_info for s in sides):
@@ -415,7 +300,7 @@ def _args_diff(rf: RunFolder, sides: list[SideView]) -> dict[str, list[Any]]:
     return {k: [v["baseline"], v["candidate"]] for k, v in server_args_diff(a, b).items()}
 
 
-def _warnings(rf: RunFolder, provenance: list[dict[str, Any]]) -> list[str]:
+def _warnings(rf: ReportInput, provenance: list[dict[str, Any]]) -> list[str]:
     from harness.server.fusion import FusionEngagement, fusion_warning
 
     out = list(rf.summary.warnings) if rf.summary else []
@@ -428,7 +313,7 @@ def _warnings(rf: RunFolder, provenance: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _verdict(rf: RunFolder) -> tuple[str | None, str, list[str]]:
+def _verdict(rf: ReportInput) -> tuple[str | None, str, list[str]]:
     """Headline verdict: the comparison's, else GSM8K's, else the boot checks'; the other
     sources' verdicts join the reasons."""
     found: list[tuple[str, str, list[str]]] = []
@@ -437,7 +322,10 @@ def _verdict(rf: RunFolder) -> tuple[str | None, str, list[str]]:
         msg = v.message.removeprefix(f"{v.verdict}: ")
         if v.repeats_needed and v.verdict == "INCONCLUSIVE" and "repeats" not in msg:
             msg += f" (about {v.repeats_needed} repeats per scenario would settle it)"
-        found.append((v.verdict, msg, [_reason(x) for x in v.reasons]))
+        found.append((v.verdict, msg, list(v.reasons)))
+    if rf.summary is not None and rf.summary.outcome is not None:
+        o = rf.summary.outcome
+        found.append(("PASSED" if o.passed else "FAILED", o.message, []))
     if rf.gsm8k is not None and rf.gsm8k.verdict is not None:
         p = rf.gsm8k.paired
         found.append((rf.gsm8k.verdict, "GSM8K: " + (p.reason if p else ""), []))
@@ -452,6 +340,8 @@ def _verdict(rf: RunFolder) -> tuple[str | None, str, list[str]]:
         )
     if found:
         head, msg, reasons = found[0]
+        if head in ("PASSED", "FAILED"):
+            return None, msg, [f"{m} ({v})" for v, m, _ in found[1:]] + reasons
         return head, msg, [f"{m} ({v})" for v, m, _ in found[1:]] + reasons
     if len({r.side for r in rf.runs}) > 1:
         return None, "transcripts only: no summary.json, so no scores and no verdict", []
@@ -470,7 +360,7 @@ def _verdict(rf: RunFolder) -> tuple[str | None, str, list[str]]:
     return None, "one side only: no comparison, no verdict", []
 
 
-def _settings(rf: RunFolder) -> dict[str, Any]:
+def _settings(rf: ReportInput) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if rf.summary is not None:
         out.update(
@@ -488,7 +378,7 @@ def _settings(rf: RunFolder) -> dict[str, Any]:
     return out
 
 
-def _overall_ends(rf: RunFolder, sides: list[SideView]) -> charts.Chart | None:
+def _overall_ends(rf: ReportInput, sides: list[SideView]) -> charts.Chart | None:
     if not rf.runs:
         return None
     by_side: dict[str, list[RunFacts]] = {}
@@ -497,7 +387,7 @@ def _overall_ends(rf: RunFolder, sides: list[SideView]) -> charts.Chart | None:
     return _ends_chart(rf.summary, sides, "*", by_side)
 
 
-def _gsm8k_chart(rf: RunFolder, sides: list[SideView]) -> charts.Chart | None:
+def _gsm8k_chart(rf: ReportInput, sides: list[SideView]) -> charts.Chart | None:
     if rf.gsm8k is None:
         return None
     css = {s.role or s.label: s.css for s in sides}
@@ -514,28 +404,17 @@ def _gsm8k_chart(rf: RunFolder, sides: list[SideView]) -> charts.Chart | None:
     return charts.accuracy_whiskers(rows)
 
 
-def _passed(scores: dict[str, RunHead]) -> Callable[[RunFacts], bool | None]:
-    """Passed/failed of a run for the compact run lists: from summary.json, else None."""
-
-    def passed(run: RunFacts) -> bool | None:
-        s = scores.get(run.run_key)
-        return None if s is None or s.infra_error is not None else s.passed
-
-    return passed
-
-
-def build_report(rf: RunFolder) -> Report:
+def build_report(rf: ReportInput) -> Report:
     """The whole template context of a run folder (pure function of its files)."""
     sides = build_sides(rf.runs, rf.manifest)
-    ann: Annotator = SummaryAnnotator(rf.summary) if rf.summary is not None else FactsAnnotator()
-    views = build_scenarios(rf, sides, ann, _passed(rf.heads))
+    ann: Annotator = SummaryAnnotator(rf.summary, rf.scores) if rf.scores else FactsAnnotator()
+    views = build_scenarios(rf, sides, ann)
     prov = _provenance(rf, sides)
     verdict, msg, reasons = _verdict(rf)
     m = rf.manifest
     by_side: dict[str, list[RunFacts]] = {s.key: [] for s in sides}
     for r in rf.runs:
         by_side.setdefault(r.side, []).append(r)
-    drifted = _first_drift(rf.summary)
     pooled = (
         _overview(rf.summary, sides, "*", "All scenarios", "pooled over every scenario", by_side)
         if len(views) > 1
@@ -558,7 +437,7 @@ def build_report(rf: RunFolder) -> Report:
         verdict_reasons=reasons,
         warnings=_warnings(rf, prov),
         settings=_settings(rf),
-        scenarios=[_block(rf.summary, sides, v, drifted) for v in views],
+        scenarios=[_block(rf, sides, v) for v in views],
         pooled=pooled,
         end_chart=_overall_ends(rf, sides),
         summary=rf.summary,

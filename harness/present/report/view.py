@@ -9,7 +9,7 @@ Nothing here scores a run; the views only arrange what is on disk.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -17,7 +17,7 @@ from harness.present.report.select import LIST_LIMIT, RunFacts
 from harness.transcript import RunManifest, RunRecord, TargetInfo, TurnRecord
 
 if TYPE_CHECKING:
-    from harness.present.report.load import RunFolder
+    from harness.present.report.load import ReportInput
 
 __all__ = [
     "Annotator",
@@ -34,7 +34,6 @@ __all__ = [
     "build_scenarios",
     "build_sides",
     "pretty_json",
-    "side_key",
 ]
 
 #: characters of a raw JSON block shown before it is cut (the file keeps everything)
@@ -42,8 +41,6 @@ RAW_LIMIT = 60_000
 #: characters of a tool result shown before the rest is folded
 RESULT_PREVIEW = 400
 _ROLE_ORDER = {"baseline": 0, "candidate": 1}
-#: passed (True), failed (False) or not scored (None) of a run, for the compact lists
-Passed = Callable[[RunFacts], "bool | None"]
 
 
 @dataclass
@@ -161,11 +158,6 @@ class Annotator(Protocol):
     def first_divergence(self, scenario_id: str, repeat: int) -> int | None: ...
 
 
-def side_key(rec: RunRecord | RunFacts) -> str:
-    """The column a record belongs to: its side, else its target label."""
-    return rec.target.side or rec.target.label
-
-
 def pretty_json(value: Any, *, limit: int = RAW_LIMIT, indent: int | None = 2) -> str:
     """JSON text of ``value`` (non-ASCII kept), cut at ``limit`` characters with a note."""
     text = json.dumps(value, indent=indent, ensure_ascii=False, default=str)
@@ -182,7 +174,7 @@ def build_sides(
     for t in manifest.targets if manifest else []:
         seen.setdefault(t.side or t.label, t)
     for r in records:
-        seen.setdefault(side_key(r), r.target)
+        seen.setdefault(r.side, r.target)
     keys = sorted(seen, key=lambda k: (_ROLE_ORDER.get(k, 2), list(seen).index(k)))
     return [
         SideView(
@@ -290,7 +282,7 @@ def _turn_view(rec: RunRecord, t: TurnRecord, ann: Annotator) -> TurnView:
 
 def _run_view(rec: RunRecord, ann: Annotator) -> RunView:
     return RunView(
-        side=side_key(rec),
+        side=rec.side,
         label=rec.target.label,
         run_key=rec.run_key,
         repeat=rec.repeat,
@@ -340,33 +332,29 @@ class RunList:
 
 
 def _run_lists(
-    runs: list[RunFacts], shown: set[tuple[int, bool]], sides: list[SideView], passed: Passed
+    runs: list[RunFacts], shown: set[tuple[int, bool]], sides: list[SideView]
 ) -> list[RunList]:
     out = []
     for s in sides:
         rest = sorted(
             (r for r in runs if r.side == s.key and r.key not in shown), key=lambda r: r.key
         )
-        lines = [RunLine(r.run_key, r.stop_reason, r.n_calls, passed(r)) for r in rest[:LIST_LIMIT]]
+        lines = [RunLine(r.run_key, r.stop_reason, r.n_calls, r.passed) for r in rest[:LIST_LIMIT]]
         if rest:
             out.append(RunList(s, lines, len(rest) - len(lines)))
     return out
 
 
-def build_scenarios(
-    rf: RunFolder, sides: list[SideView], ann: Annotator, passed: Passed | None = None
-) -> list[ScenarioView]:
-    """One view per scenario id (sorted) of a :class:`~harness.present.report.load.RunFolder`.
+def build_scenarios(rf: ReportInput, sides: list[SideView], ann: Annotator) -> list[ScenarioView]:
+    """One view per scenario id (sorted) of a :class:`~harness.present.report.load.ReportInput`.
 
     One :class:`PairView` per (repeat, mode) key in ``rf.shown`` (the runs rendered turn
     by turn, from ``rf.records``); every other run goes to a compact :class:`RunList`.
-    ``passed(run_facts)``: True/False/None for the compact list (default: None).
     """
-    passed = passed or (lambda _: None)
     by_sid: dict[str, list[RunFacts]] = {}
     for f in rf.runs:
         by_sid.setdefault(f.scenario_id, []).append(f)
-    idx = {(r.scenario_id, side_key(r), r.repeat, r.stream): r for r in rf.records}
+    idx = {(r.scenario_id, r.side, r.repeat, r.stream): r for r in rf.records}
     out: list[ScenarioView] = []
     for sid in sorted(by_sid):
         keys = rf.shown.get(sid, [])
@@ -393,7 +381,7 @@ def build_scenarios(
                 ],
                 pairs=pairs,
                 runs_by_side={s.key: [r for r in runs if r.side == s.key] for s in sides},
-                listed=_run_lists(runs, set(keys), sides, passed),
+                listed=_run_lists(runs, set(keys), sides),
                 total_keys=len({r.key for r in runs}),
             )
         )

@@ -1,0 +1,339 @@
+"""The console: what ``harness compare``, ``run`` and ``score`` print, top-down.
+
+A reviewer reads a comparison in this order (:func:`render_compare`):
+
+1. the verdict line and its reasons, the two servers (URL, fusion engagement), warnings;
+2. the pooled table: sides as columns, the key rows and every decisive row;
+3. one compact table with a row per scenario (passed runs per side, the failure kinds
+   only one side shows, the per-scenario verdict);
+4. only for the scenarios that differ: the note, the drifted-argument trace and the
+   first divergence;
+5. the p-value legend, infrastructure errors, stream/non-stream parity.
+
+With ``verbose`` every scenario's full table follows (the report always has them). A
+one-sided run (:func:`render_run`) prints its outcome, a table of scenarios and the
+failure kinds. Everything comes from :mod:`harness.present.views`; model text is printed
+with markup off (never interpreted). :func:`make_console` does not cut tables at 80
+columns when stdout is not a terminal (CI logs, ``tee``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from harness.present.views import (
+    ScenarioRow,
+    TableRow,
+    divergence_lines,
+    drift_trace,
+    ending_text,
+    metric_rows,
+    p_legend,
+    plural,
+    scenario_name,
+    scenario_rows,
+)
+from harness.scoring.models import RunScore
+from harness.summary import Summary
+
+__all__ = [
+    "NON_TTY_WIDTH",
+    "VERDICT_STYLE",
+    "make_console",
+    "render_compare",
+    "render_parity",
+    "render_run",
+    "verdict_banner",
+]
+
+#: console width when stdout is not a terminal: wide enough that no table is cut
+NON_TTY_WIDTH = 200
+
+VERDICT_STYLE = {
+    "REGRESSION": "bold white on red",
+    "IMPROVEMENT": "bold white on green",
+    "NO CHANGE": "bold green",
+    "INCONCLUSIVE": "bold yellow",
+    "PASSED": "bold white on green",
+    "FAILED": "bold white on red",
+    "TOO MANY INFRASTRUCTURE ERRORS": "bold white on yellow",
+}
+#: reasons printed under the verdict (the rest are in the report)
+MAX_REASONS = 8
+
+Traces = Mapping[tuple[str, str], RunScore]
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A console for the command line: the terminal's width on a terminal, else
+    :data:`NON_TTY_WIDTH` columns (no wrapping at 80 in CI logs)."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else NON_TTY_WIDTH)
+
+
+def _print(console: Console, text: str, style: str | None = None) -> None:
+    """Plain text (model output included): no markup, no highlighting, no wrapping."""
+    console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+# ------------------------------------------------------------------ the verdict
+
+
+def verdict_banner(summary: Summary) -> tuple[str, str, str]:
+    """``(banner, style, message)`` of the summary's verdict or run outcome."""
+    v, o = summary.verdict, summary.outcome
+    if v is not None:
+        message = v.message.removeprefix(v.verdict).lstrip(": ")
+        if v.infra_limited and v.verdict != "REGRESSION":
+            return (
+                "TOO MANY INFRASTRUCTURE ERRORS",
+                VERDICT_STYLE["TOO MANY INFRASTRUCTURE ERRORS"],
+                message,
+            )
+        return v.verdict, VERDICT_STYLE[v.verdict], message
+    if o is not None:
+        banner = (
+            "PASSED"
+            if o.passed
+            else "TOO MANY INFRASTRUCTURE ERRORS"
+            if o.infra_limited
+            else "FAILED"
+        )
+        return banner, VERDICT_STYLE[banner], o.message
+    return "NOT JUDGED", "bold", "no comparison and no outcome"
+
+
+def _verdict(summary: Summary, console: Console) -> None:
+    banner, style, message = verdict_banner(summary)
+    console.print(f"[{style}] {escape(banner)} [/] {escape(message)}", soft_wrap=True)
+    reasons = summary.verdict.reasons if summary.verdict else []
+    for r in reasons[:MAX_REASONS]:
+        _print(console, f"  - {r}")
+    if len(reasons) > MAX_REASONS:
+        _print(console, f"  ... {len(reasons) - MAX_REASONS} more reasons in the report")
+
+
+def _sides(summary: Summary, console: Console) -> None:
+    for s in summary.sides:
+        url = s.target.base_url if s.target else "?"
+        fusion = f"  fusion {s.fusion.get('state')}" if s.fusion else ""
+        _print(console, f"{s.side}: {s.label}  {url}{fusion}")
+    for w in summary.warnings:
+        console.print(f"[bold yellow]warning:[/] {escape(w)}", soft_wrap=True)
+    silent = [
+        s.label for s in summary.sides if s.fusion is not None and not s.fusion.get("server_args")
+    ]
+    if silent and len(silent) < len(summary.sides):
+        for name in silent:
+            _print(console, f"{name} does not report server arguments (no /server_info)")
+    elif summary.server_args_diff:
+        diff = ", ".join(f"{k}: {v[0]!r} -> {v[1]!r}" for k, v in summary.server_args_diff.items())
+        _print(console, f"server arguments that differ: {diff}")
+
+
+# ------------------------------------------------------------------ tables
+
+
+def _metric_table(summary: Summary, sid: str, rows: list[TableRow], title: str) -> Table:
+    tested = summary.comparison(sid) is not None
+    table = Table(title=title, title_justify="left")
+    table.add_column("", no_wrap=True)
+    for s in summary.sides:
+        table.add_column(escape(s.label), justify="right", no_wrap=True)
+    if tested:
+        table.add_column("p (one-sided)", justify="right", no_wrap=True)
+        table.add_column("p adj. (Holm)", justify="right", no_wrap=True)
+    for row in rows:
+        cells = [escape(row.label), *map(escape, row.cells)]
+        cells += [row.p_value, row.p_adjusted] if tested else []
+        table.add_row(*cells, style="bold red" if row.significant and row.worse else None)
+    return table
+
+
+def _pooled(summary: Summary, console: Console) -> None:
+    n = len([s for s in summary.scenario_ids() if s != "*"])
+    rep = summary.settings.repeats
+    sid = (
+        "*"
+        if summary.aggregate(summary.sides[0].side, "*") and n > 1
+        else summary.scenario_ids()[0]
+    )
+    per = f" x {plural(rep, 'repeat')} per side" if rep else ""
+    title = f"{scenario_name(sid) if n > 1 else sid} ({plural(n, 'scenario')}{per})"
+    rows = [r for r in metric_rows(summary, sid) if r.key or r.decisive]
+    console.print(_metric_table(summary, sid, rows, title))
+    ends = [
+        f"{s.label} {ending_text(a)}"
+        for s in summary.sides
+        if (a := summary.aggregate(s.side, sid))
+    ]
+    _print(console, f"  how runs ended: {'; '.join(ends)}")
+
+
+def _scenario_table(summary: Summary, rows: list[ScenarioRow]) -> Table:
+    compared = summary.kind == "compare"
+    table = Table(title=f"per scenario ({plural(len(rows), 'scenario')})", title_justify="left")
+    table.add_column("scenario", no_wrap=True)
+    for s in summary.sides:
+        table.add_column(f"{escape(s.label)} passed", justify="right", no_wrap=True)
+    table.add_column("failure kinds only one side shows" if compared else "failure kinds")
+    if compared:
+        table.add_column("verdict", no_wrap=True)
+    for r in rows:
+        kinds = r.only if compared else _kinds(summary, r.scenario_id)
+        cells = [escape(r.scenario_id), *r.passed, escape(kinds)]
+        if compared:
+            style = VERDICT_STYLE.get(r.verdict, "bold yellow" if r.differs else "")
+            cells.append(f"[{style}]{escape(r.verdict)}[/]" if style else escape(r.verdict))
+        table.add_row(*cells)
+    return table
+
+
+def _kinds(summary: Summary, sid: str) -> str:
+    a = summary.aggregate(summary.sides[0].side, sid) if summary.sides else None
+    if a is None:
+        return ""
+    return ", ".join(
+        f"{k} {a.rates[k].k}" for k in sorted(a.failing_kinds(), key=lambda k: -a.rates[k].k)
+    )
+
+
+def _shared_notes(summary: Summary, rows: list[ScenarioRow]) -> set[str]:
+    """Notes that several scenarios share (printed once, under the compact table)."""
+    notes = [c.note for r in rows if (c := summary.comparison(r.scenario_id)) and c.note]
+    return {n for n in notes if notes.count(n) > 1}
+
+
+def _detail(
+    summary: Summary,
+    sid: str,
+    traces: Traces,
+    console: Console,
+    *,
+    full: bool,
+    shared: set[str] = frozenset(),  # type: ignore[assignment]
+) -> None:
+    """A scenario's note, (full table), drifted-argument traces and first divergence."""
+    comp = summary.comparison(sid)
+    label = comp.label if comp else ""
+    if full:
+        console.print(_metric_table(summary, sid, metric_rows(summary, sid), f"{sid}  {label}"))
+    else:
+        console.print(f"[bold]{escape(sid)}[/]  {escape(label)}", soft_wrap=True)
+    if comp is not None and comp.note and comp.note not in shared:
+        _print(console, f"  {comp.note}")
+    for s in summary.sides:
+        run = traces.get((s.side, sid))
+        if run is not None:
+            _print(console, f"  drifted arguments, {s.label} ({run.run_key}):")
+            for t in drift_trace(run):
+                _print(console, "    " + t.text())
+    for i, text in enumerate(divergence_lines(comp, summary)):
+        _print(console, ("  " if i == 0 else "    ") + text)
+
+
+# ------------------------------------------------------------------ the commands
+
+
+def render_compare(
+    summary: Summary, console: Console, traces: Traces | None = None, *, verbose: bool = False
+) -> None:
+    """Print a comparison top-down (see the module docstring). ``traces``: (side,
+    scenario) -> the first drifting run's score (:func:`harness.present.views.first_drift`)."""
+    traces = traces or {}
+    _verdict(summary, console)
+    _sides(summary, console)
+    if not summary.sides:
+        return
+    _pooled(summary, console)
+    rows = scenario_rows(summary)
+    shared = _shared_notes(summary, rows)
+    if len(rows) > 1:
+        console.print(_scenario_table(summary, rows))
+        for note in sorted(shared):
+            labels = {
+                r.verdict
+                for r in rows
+                if (c := summary.comparison(r.scenario_id)) and c.note == note
+            }
+            _print(console, f"  {', '.join(sorted(labels))}: {note}")
+    for r in rows:
+        if verbose or (r.differs and len(rows) > 1):
+            _detail(summary, r.scenario_id, traces, console, full=verbose, shared=shared)
+    if len(rows) == 1 and traces:
+        _detail(summary, rows[0].scenario_id, traces, console, full=False)
+    if summary.comparisons:
+        _print(console, p_legend(summary), style="dim")
+    _infra(summary, console)
+    render_parity(summary, console)
+
+
+def render_run(
+    summary: Summary, console: Console, traces: Traces | None = None, *, verbose: bool = False
+) -> None:
+    """Print a one-sided run: outcome, the per-scenario table, infrastructure errors."""
+    _verdict(summary, console)
+    _sides(summary, console)
+    rows = scenario_rows(summary)
+    console.print(_scenario_table(summary, rows))
+    for s in summary.sides:
+        a = summary.aggregate(s.side, "*")
+        if a is not None:
+            tool_calls = a.counts["tool_calls"].total
+            _print(
+                console,
+                f"  {s.label}: {a.rate('passed').text()} runs passed, "
+                f"{a.rate('final_answer').text()} reached a final answer, "
+                f"{tool_calls} tool calls; how runs ended: {ending_text(a)}",
+            )
+    if verbose:
+        for r in rows:
+            _detail(summary, r.scenario_id, traces or {}, console, full=True)
+    _infra(summary, console)
+    render_parity(summary, console)
+
+
+def _infra(summary: Summary, console: Console) -> None:
+    """Per side: how many runs were infrastructure errors, by kind, with one example each."""
+    for s in summary.sides:
+        if not s.infra_errors:
+            continue
+        kinds = ", ".join(f"{k} {n}" for k, n in s.infra_error_kinds.items())
+        console.print(
+            f"[yellow]infrastructure errors (the server failed, not the model), "
+            f"{escape(s.label)}: {s.infra_errors}/{s.runs} runs ({escape(kinds)}); "
+            "left out of every rate[/]",
+            soft_wrap=True,
+        )
+        for kind, message in s.infra_error_examples.items():
+            _print(console, f"  e.g. {kind}: {message[:300]}")
+
+
+def render_parity(summary: Summary, console: Console) -> None:
+    """Stream/non-stream parity: one line when all pairs agree, else a table of diffs."""
+    pairs, diffs = summary.parity_pairs, summary.parity
+    if not pairs:
+        return
+    if not diffs:
+        _print(
+            console, f"stream/non-stream parity: {plural(pairs, 'pair')} of runs, no differences"
+        )
+        return
+    runs = len({(d.target, d.scenario_id, d.repeat) for d in diffs})
+    table = Table(
+        title=f"stream/non-stream parity: {runs} of {plural(pairs, 'pair')} differ",
+        title_justify="left",
+    )
+    for col in ("target", "scenario", "rep", "where", "field", "stream", "nostream"):
+        table.add_column(col, overflow="fold")
+    for d in diffs:
+        where = "end" if d.turn is None else f"turn {d.turn}"
+        where += f" call {d.call_index}" if d.call_index is not None else ""
+        cells = [d.target, d.scenario_id, str(d.repeat), where, d.field, d.stream, d.nostream]
+        table.add_row(*(escape(c) for c in cells))
+    console.print(table)
