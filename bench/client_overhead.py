@@ -26,9 +26,9 @@ import httpx
 
 from bench.common import SCENARIO, Row, clocks, median, sim_process
 from harness.client.target import TargetConfig
+from harness.runfolder import RunFolder
 from harness.runner import run_many_sync
 from harness.scenario.model import Scenario, load_scenario
-from harness.runfolder import RunFolder
 from harness.transcript import RunRecord
 
 TARGET_RATIO = 1.5

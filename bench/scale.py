@@ -93,8 +93,8 @@ def _rss_mb() -> float:
 
 def _child(step: str, folder: Path) -> None:
     from harness.pipeline import score_folder
-    from harness.runfolder import RunFolder
     from harness.present.report import write_report
+    from harness.runfolder import RunFolder
 
     base = _rss_mb()
     w0, c0 = time.perf_counter(), time.process_time()

@@ -47,8 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.server.boot import find_failure, health_status, stop_group
 from harness.runfolder import RunFolder
+from harness.server.boot import find_failure, health_status, stop_group
 from harness.transcript import RunRecord
 
 __all__ = [

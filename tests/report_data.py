@@ -165,12 +165,12 @@ def candidate_record(repeat: int) -> RunRecord:
 
 
 def write_summary_for(folder: Path) -> Path:
-    """Score the folder's transcripts with helper C's pure ``summarize`` and write summary.json."""
-    from harness.pipeline import summarize
-    from harness.runfolder import RunFolder
+    """Score the folder's transcripts into ``scores.jsonl`` and ``summary.json`` (as
+    ``harness score`` does); returns the summary's path."""
+    from harness.pipeline import score_folder
 
-    recs = list(RunFolder(folder).records())
-    return RunFolder(folder).write_summary(summarize(recs, run_id=folder.name))
+    score_folder(RunFolder(folder))
+    return RunFolder(folder).summary_path
 
 
 def write_case(

@@ -202,7 +202,7 @@ def test_interrupted_compare_says_how_to_resume(
     code = main(["compare", str(scenarios), "--aa", "--results", str(tmp_path), "--no-progress"])
     assert code == 130
     err = capsys.readouterr().err
-    assert "resume with: harness compare ... --run-id compare-" in err
+    assert "resume with: harness compare " in err and " --no-progress --resume compare-" in err
 
 
 def test_run_id_of_a_folder_from_another_command_is_refused(

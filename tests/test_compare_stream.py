@@ -1,4 +1,4 @@
-"""score_dir streams transcripts.jsonl: same summary as scoring the list of records."""
+"""score_folder streams transcripts.jsonl: the same summary and scores as summarizing the list."""
 
 from __future__ import annotations
 
@@ -21,10 +21,17 @@ def test_streamed_scoring_matches_the_list_with_parity_and_replaced_runs(tmp_pat
     replaced = baseline_record(1, final="A later answer replaces the earlier record.")
     for r in [*recs, *streamed, replaced]:
         RunFolder(tmp_path).append_record(r)
-    listed = summarize(list(RunFolder(tmp_path).records()), run_id=tmp_path.name)
-    summary = score_folder(RunFolder(tmp_path))
+    folder = RunFolder(tmp_path)
+    listed, listed_scores = summarize(list(folder.records()), run_id=tmp_path.name)
+    summary = score_folder(folder)
     assert summary.parity and any(d.field == "arguments" for d in summary.parity)
-    assert len(summary.runs) == len(recs) + len(streamed)  # the replaced run counted once
+    assert summary.parity_pairs == 3
+    scores = [s for _, s in folder.scores_with_offsets()]
+    assert len(scores) == len(recs) + len(streamed)  # the replaced run counted once
+    assert sorted(s.run_key for s in scores) == sorted(s.run_key for s in listed_scores)
+    assert next(s for s in scores if s.run_key == replaced.run_key).final_excerpt == (
+        "A later answer replaces the earlier record."
+    )
     assert summary.comparisons[0].first_divergence is not None
     a = summary.model_dump(mode="json", exclude={"created_at"})
     b = listed.model_dump(mode="json", exclude={"created_at"})

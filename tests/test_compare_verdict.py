@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from harness.pipeline import first_divergence, summarize
+from harness.pipeline import summarize
+from harness.scoring.divergence import first_divergence
 from harness.scoring.models import RunScore
 from harness.stats.aggregate import aggregate
 from harness.stats.verdict import decide
@@ -42,30 +43,30 @@ CLEAN = [[] for _ in range(5)]
 
 def test_identical_sides_no_change() -> None:
     r = _decide({"a": CLEAN, "b": CLEAN}, {"a": CLEAN, "b": CLEAN})
-    assert r.verdict.verdict == "NO CHANGE" and r.verdict.exit_code == 0
+    assert r.verdict.verdict == "NO CHANGE"
 
 
 def test_consistent_failure_is_a_regression_named_by_kind() -> None:
     loop = [["repeat_loop"]] * 5
     r = _decide({"a": CLEAN, "b": CLEAN}, {"a": loop, "b": loop})
-    assert r.verdict.verdict == "REGRESSION" and r.verdict.exit_code == 1
+    assert r.verdict.verdict == "REGRESSION"
     assert r.verdict.regressed_kinds == ["repeat_loop"]
     row = next(x for x in r.comparisons[-1].rows if x.metric == "repeat_loop")
     assert row.significant and row.worse and row.p_adjusted is not None
-    assert row.candidate_text == "10/10 runs" and row.baseline_text == "0/10 runs"
+    assert row.candidate == 1.0 and row.baseline == 0.0 and row.worse
 
 
 def test_reverse_is_an_improvement() -> None:
     loop = [["repeat_loop"]] * 5
     r = _decide({"a": loop, "b": loop}, {"a": CLEAN, "b": CLEAN})
-    assert r.verdict.verdict == "IMPROVEMENT" and r.verdict.exit_code == 0
+    assert r.verdict.verdict == "IMPROVEMENT"
     assert r.verdict.improved_kinds == ["repeat_loop"]
 
 
 def test_weak_difference_is_inconclusive_with_repeats_needed() -> None:
     some = [["collapse"], ["collapse"], [], [], []]
     r = _decide({"a": CLEAN, "b": CLEAN}, {"a": some, "b": some})
-    assert r.verdict.verdict == "INCONCLUSIVE" and r.verdict.exit_code == 0
+    assert r.verdict.verdict == "INCONCLUSIVE"
     assert r.verdict.repeats_needed is not None and r.verdict.repeats_needed > 0
     assert "more repeats" in r.verdict.message
 
@@ -85,13 +86,14 @@ def test_first_divergence_and_one_sided_summary() -> None:
     cand = make_record([[drift], [GOOD], "1.5 bits"])
     base.target.side, base.target.label = "baseline", "unfused"
     base.run_key = "baseline/entropy_array/0/nostream"
-    d = first_divergence([base], [cand])
+    d = first_divergence(base, cand)
     assert d is not None and d.turn == 0
     assert d.baseline == ['entropy {"values": [0.5, 0.25, 0.25], "base": 2}']
     assert d.candidate == ['entropy {"values": "[0.5, 0.25, 0.25]", "base": 2}']
-    assert first_divergence([base], [base]) is None
-    s = summarize([base, cand], run_id="x")
+    assert first_divergence(base, base) is None
+    s, _ = summarize([base, cand], run_id="x")
     assert s.kind == "compare" and s.comparisons[0].first_divergence == d
-    one = summarize([cand], run_id="y")
-    assert one.kind == "score" and one.verdict is None and one.comparisons == []
+    one, _ = summarize([cand], run_id="y")
+    assert one.kind == "run" and one.verdict is None and one.comparisons == []
+    assert one.outcome is not None and one.outcome.failing == ["entropy_array"]
     assert one.aggregate("candidate", "entropy_array") is not None

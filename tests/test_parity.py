@@ -176,7 +176,7 @@ def test_harness_run_stream_both_prints_the_parity_table(
     args += ["--stream", "both", "--repeats", "1", "--results", str(tmp_path), "--no-progress"]
     assert main(args) == 1  # the streamed run starts its indices at 1: a failed run
     out = capsys.readouterr().out
-    assert "parity: 1 of 1 pairs differ" in out and "index" in out
+    assert "parity: 1 of 1 pair differs" in out and "index" in out
 
 
 def test_compare_stream_both_writes_parity_into_summary_json(

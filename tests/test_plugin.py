@@ -157,9 +157,10 @@ def test_fused_regression_fails_with_readable_evidence(
             "expected calls:",
             '*entropy {"values": [[]0.5, 0.25, 0.25[]], "base": 2}',
             "*stop reason: turn_cap after 12 turns",
-            "*drifted arguments by turn:",
-            '*turn 0 {"values":"[[]0.5, 0.25, 0.25[]]"*<- array sent as a string (values)',
+            "*calls, turn by turn:",
+            '*turn 0 entropy {"values": "[[]0.5, 0.25, 0.25[]]"*<- values: array sent as a string',
             "*values collapsed to zeros*",
+            "*turns 3-11: the same call repeated 9 more times (repeated identical calls)",
         ]
     )
     assert "verdict: FAIL" in out
@@ -366,8 +367,14 @@ def test_summary_report_and_junit_are_written(project: pytest.Pytester, healthy:
     result.assert_outcomes(passed=2)
     [folder] = run_dirs(project.path / "out")
     summary = json.loads((folder / "summary.json").read_text())
-    assert {r["scenario_id"] for r in summary["runs"]} == {"plugin_entropy", "plugin_no_tools"}
-    assert all(r["passed"] for r in summary["runs"])
+    assert {a["scenario_id"] for a in summary["aggregates"]} == {
+        "plugin_entropy",
+        "plugin_no_tools",
+        "*",
+    }
+    assert summary["outcome"]["passed"] is True
+    scores = [json.loads(x) for x in (folder / "scores.jsonl").read_text().splitlines()]
+    assert len(scores) == 2 and all(r["passed"] for r in scores)
     html = (project.path / "site" / "harness.html").read_text()
     assert "plugin_entropy" in html
     xml = (project.path / "junit.xml").read_text()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.present.evidence import drift_trace, format_run, run_line
+from harness.present.evidence import format_run, run_line
+from harness.present.views import drift_trace
 from harness.pytest_plugin.judge import judge
 from harness.pytest_plugin.options import HarnessSettings
 from harness.scenario.model import scenario_from_data
@@ -71,29 +72,29 @@ def infra(repeat: int = 0) -> RunScore:
 
 
 def test_drift_trace_reads_like_the_reviewers_trace_and_folds_repeats() -> None:
-    raw = [args for args, _ in TRACE]
-    assert drift_trace(looping(), raw) == [
-        'turn 0 {"values": "[0.5, 0.25, 0.25]", "base": 2}  <- array sent as a string (values)',
-        'turn 1 {"values": [0, 0, 0], "base": 2}  <- values collapsed to zeros (values)',
-        'turns 2-3 (2 calls) {"values": ["", "", ""], "base": 2}  <- values collapsed to empty strings (values)',
+    assert [t.text() for t in drift_trace(looping())] == [
+        'turn 0 entropy {"values": "[0.5, 0.25, 0.25]", "base": 2}  <- values: array sent as a string',
+        'turn 1 entropy {"values": [0, 0, 0], "base": 2}  <- values: values collapsed to zeros',
+        'turn 2 entropy {"values": ["", "", ""], "base": 2}  <- values: values collapsed to empty strings',
+        "turn 3: the same call again (repeated identical calls)",
     ]
 
 
 def test_format_run_shows_stop_reason_repeats_and_calls() -> None:
-    text = "\n".join(format_run(looping(), None))
+    text = "\n".join(format_run(looping()))
     assert "stop reason: turn_cap after 12 turns" in text
-    assert "repeat of call 2" in text
+    assert "turn 3: the same call again (repeated identical calls)" in text
     assert "repeated identical calls: 1 (longest streak 1, scenario allows 0)" in text
 
 
 def test_all_good_runs_pass() -> None:
-    j = judge(SCENARIO, [score(0), score(1)], [], HarnessSettings(target="t"))
+    j = judge(SCENARIO, [score(0), score(1)], HarnessSettings(target="t"))
     assert j.outcome == "passed" and not j.reasons
     assert ("final_answers", 2) in j.properties
 
 
 def test_thresholds_fail_with_one_reason_each() -> None:
-    j = judge(SCENARIO, [score(0), looping(1)], [], HarnessSettings(target="t"))
+    j = judge(SCENARIO, [score(0), looping(1)], HarnessSettings(target="t"))
     assert j.outcome == "failed"
     assert j.reasons[0].startswith("acceptable final answer in 1/2 runs")
     assert j.reasons[1].startswith("repeated identical tool calls in 1/2 runs")
@@ -105,19 +106,19 @@ def test_relaxed_thresholds_pass_the_same_runs() -> None:
     relaxed = HarnessSettings(
         target="t", min_final_answer_rate=0.5, min_pass_rate=0.5, max_repeated_calls=1
     )
-    assert judge(SCENARIO, [score(0), looping(1)], [], relaxed).outcome == "passed"
+    assert judge(SCENARIO, [score(0), looping(1)], relaxed).outcome == "passed"
 
 
 def test_allowed_repeats_of_the_scenario_are_not_counted() -> None:
     run = score(0, repeated_calls=2, allowed_repeats=2)
-    assert judge(SCENARIO, [run], [], HarnessSettings(target="t")).outcome == "passed"
+    assert judge(SCENARIO, [run], HarnessSettings(target="t")).outcome == "passed"
 
 
 def test_infrastructure_errors_are_left_out_up_to_the_limit() -> None:
     settings = HarnessSettings(target="t", max_infra_error_rate=0.5)
-    j = judge(SCENARIO, [score(0), infra(1)], [], settings)
+    j = judge(SCENARIO, [score(0), infra(1)], settings)
     assert j.outcome == "passed"  # one of two errored: judged on the other
-    j = judge(SCENARIO, [infra(0), infra(1), score(2)], [], settings)
+    j = judge(SCENARIO, [infra(0), infra(1), score(2)], settings)
     assert j.outcome == "infra"
     assert "2 of 3 runs failed for server/network reasons" in j.reasons[0]
     assert "http_status" in j.reasons[0] and "infrastructure error" in run_line(infra())
@@ -127,5 +128,5 @@ def test_a_baseline_side_with_only_errors_is_an_infrastructure_error() -> None:
     settings = HarnessSettings(target="t", baseline="b")
     base_err = infra(0).model_copy(update={"side": "baseline", "run_key": "baseline/x/0/nostream"})
     cand = score(0, side="candidate")
-    j = judge(SCENARIO, [cand, base_err], [], settings)
+    j = judge(SCENARIO, [cand, base_err], settings)
     assert j.outcome == "infra" and j.reasons[0].startswith("baseline:")

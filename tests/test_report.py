@@ -11,6 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.present.report import ReportInputError, render_html, render_markdown, write_report
+from harness.runfolder import RunFolder
 from tests.report_data import write_case
 
 
@@ -70,9 +71,10 @@ def test_markdown_summary_reads_as_a_pr_comment(case: Path) -> None:
     assert first.startswith("## ") and verdict in first
     assert "| metric | unfused | fused | p (one-sided) | p adj. (Holm) |" in md
     assert re.search(
-        r'turn 1 +entropy \{"values": "\[0.5, 0.25, 0.25\]", "base": 2\}  ×12  <- values: array sent as a string',
+        r'turn 1 entropy \{"values": "\[0.5, 0.25, 0.25\]", "base": 2\}  ×3  <- values: array sent as a string',
         md,
     )
+    assert "turns 2-4: the same 3 calls repeated 3 more times (repeated identical calls)" in md
     assert "values collapsed to zeros" in md
     assert "<script" not in md and "<img" not in md  # model text never reaches Markdown raw
     assert "<summary>settings</summary>" in md
@@ -87,7 +89,7 @@ def test_one_side_without_summary_shows_raw_facts(tmp_path: Path) -> None:
     assert "stopped with a final answer" in text and "2/2" in text
     assert "candidate" not in text  # only the baseline ran
     md = render_markdown(folder)
-    assert "not scored" in md and "| runs | 2 |" in md
+    assert "**NOT SCORED**" in md and "| runs | 2 |" in md
 
 
 def test_two_sides_without_summary_mark_identical_calls_as_facts(tmp_path: Path) -> None:
@@ -113,7 +115,7 @@ def test_write_report_and_cli(
 
 def test_bad_inputs_are_one_line_errors(case: Path, tmp_path: Path) -> None:
     (case / "summary.json").write_text("{not json")
-    with pytest.raises(ReportInputError, match=r"summary\.json: cannot read as JSON"):
+    with pytest.raises(ReportInputError, match=r"summary\.json: not valid JSON"):
         render_html(case)
     (case / "summary.json").write_text(json.dumps({"run_id": 3, "runs": "x"}))
     with pytest.raises(ReportInputError, match=r"summary\.json: .*re-create it"):
@@ -140,29 +142,29 @@ def test_report_of_a_comparison_against_the_reference_server(tmp_path: Path) -> 
         serve_in_thread("healthy", scenarios_dir=sdir) as a,
         serve_in_thread("fused-regression", scenarios_dir=sdir) as b,
     ):
-        folder, summary = compare(
+        rf = RunFolder.create("compare", results=tmp_path, run_id="sim")
+        summary = compare(
             scenarios,
             TargetConfig(base_url=a, label="unfused"),
             TargetConfig(base_url=b, label="fused"),
             settings=Settings(repeats=2, concurrency=4),
-            results=tmp_path,
-            run_id="sim",
+            folder=rf,
             progress=False,
         )
-    html_path = write_report(folder)
+    html_path = write_report(rf.path)
     text = _text(html_path.read_text())
     assert summary.verdict is not None and summary.verdict.verdict in text
     assert "sensor_entropy_pipeline" in text and "unfused" in text and "fused" in text
-    fused = next(r for r in summary.runs if r.side == "candidate")
+    fused = next(r for _, r in rf.scores_with_offsets() if r.side == "candidate")
     for d in fused.drift[:3]:  # the drift compare found is named in the report
         assert d.phrase in text
     assert f"{fused.tool_calls} tool calls" in text
     agg = summary.aggregate("candidate", "sensor_entropy_pipeline")
     assert agg is not None and "pass^2" in text
     md = (
-        (folder / "report.md").read_text()
-        if (folder / "report.md").exists()
-        else render_markdown(folder)
+        (rf.path / "report.md").read_text()
+        if (rf.path / "report.md").exists()
+        else render_markdown(rf.path)
     )
     assert summary.verdict.verdict in md.splitlines()[0]
 
@@ -305,11 +307,11 @@ def test_fusion_off_on_both_sides_raises_a_banner(case: Path) -> None:
 def test_one_side_scored_shows_aggregates_without_tests(tmp_path: Path) -> None:
     folder = write_case(tmp_path / "one", one_side=True, repeats=2, summary=True)
     text = _text(render_html(folder))
-    assert "ONE SIDE" in text and "scored runs passed" in text
-    assert "3.0 (total 6)" in text and "pass^2" in text
+    assert "FAILED" in text and "1 scenario below pass rate 1: entropy_array (0/2 passed)" in text
+    assert "6 (3 each)" in text and "pass^2" in text
     assert ">p<" not in render_html(folder)  # no significance column with one side
     md = render_markdown(folder)
-    assert md.startswith("## ℹ️ harness run report: **one side**") and "| metric | unfused |" in md
+    assert md.startswith("## 🔴 harness run report: **FAILED**") and "| metric | unfused |" in md
 
 
 def test_infrastructure_errors_are_shown_as_such(tmp_path: Path) -> None:

@@ -9,17 +9,18 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from harness.present.console import render_compare
 from harness.matrix.run import DeploymentFacts, DeploymentResult, _warnings
+from harness.present.console import render_compare
 from harness.present.report import render_html, render_markdown
 from harness.present.report.charts import outcome_bars
 from harness.present.report.context import _headline, kind_title
-from harness.present.report.load import RunFolder
+from harness.present.report.load import ReportInput
 from harness.present.report.render import environment
+from harness.runfolder import RunFolder
+from harness.scoring.models import RunScore
 from harness.server.boot import Check, _quote_once
 from harness.stats.aggregate import aggregate
 from harness.stats.verdict import decide
-from harness.scoring.models import RunScore
 from harness.summary import SideInfo, Summary
 from tests.report_data import write_case
 
@@ -82,7 +83,8 @@ def test_console_table_has_both_p_columns_a_legend_and_how_runs_ended() -> None:
     assert "p (one-sided)" in out and "p adj. (Holm)" in out
     assert "* significant after Holm at alpha 0.01" in out
     assert "s0  WORSE (not significant alone)" in out
-    pooled = out[out.index("all scenarios  REGRESSION") :]
+    assert out.startswith(" REGRESSION ")  # the verdict comes first
+    pooled = out[out.index("all scenarios (4 scenarios)") :]
     passed = next(ln for ln in pooled.splitlines() if ln.startswith("│ passed"))
     cells = [c.strip() for c in passed.split("│")[1:-1]]
     assert cells[1:3] == ["20/20", "5/20"] and cells[4].endswith("*")  # Holm column starred
@@ -120,8 +122,8 @@ def test_html_and_markdown_label_both_p_values_and_the_report_kind(
 
 
 def test_report_titles_by_kind_and_carrier_is_informative_not_green() -> None:
-    def folder(**kw: object) -> RunFolder:
-        return RunFolder(Path("x"), None, [], **kw)  # type: ignore[arg-type]
+    def folder(**kw: object) -> ReportInput:
+        return ReportInput(RunFolder(Path("x")), None, **kw)  # type: ignore[arg-type]
 
     mx = SimpleNamespace(outcome="CARRIER", carriers=["fusion"])
     assert kind_title(folder(matrix=mx)) == "isolation matrix"
@@ -163,7 +165,7 @@ def test_gsm8k_records_the_model_id_it_found(tmp_path: Path) -> None:
 
     target = GSM8KTarget("http://127.0.0.1:9", "target", None, None)
     info = TargetInfo(label="target", base_url=target.base_url)
-    folder = RunFolder.create("gsm8k", results=tmp_path, run_id="g", targets=[info])
+    folder = RunFolder.create("gsm8k", results=tmp_path, run_id="g", targets=[info]).path
     target.model = "harness-sim"  # what GET /v1/models answered during the run
     _record_models(folder, [target])
     manifest = RunManifest.model_validate_json((folder / "manifest.json").read_text())

@@ -18,7 +18,7 @@ from harness.client.target import TargetConfig, make_client, openai_base_url, se
 from harness.runfolder import RunFolder
 from harness.runner import run_many, run_many_sync, run_scenario
 from harness.scenario.model import Scenario, load_scenarios
-from harness.transcript import RunManifest, RunRecord
+from harness.transcript import RunRecord
 from tests.runner_fault_server import FaultServer, serve
 
 REPO = Path(__file__).resolve().parents[1]
@@ -226,7 +226,8 @@ def test_run_many_resumes_and_records_target_info(server: FaultServer, tmp_path:
     assert {r.scenario_id for r in again} == {"numeric_string_ids"}
     keys = [r.run_key for r in RunFolder(folder).records()]
     assert len(keys) == len(set(keys)) == 8
-    manifest = RunManifest.model_validate_json((folder / "manifest.json").read_text())
+    manifest = folder.manifest()
+    assert manifest is not None
     assert [(t.label, t.model) for t in manifest.targets] == [("ok", "scripted")]
     assert manifest.targets[0].models["data"][0]["id"] == "scripted"
     assert all(r.target.model == "scripted" for r in again)

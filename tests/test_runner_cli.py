@@ -113,7 +113,8 @@ def test_interrupted_run_says_how_to_resume(
     scenarios = write_scenarios(CLOCK)
     url = sim_url("healthy", scenarios_dir=scenarios)
     assert _run(scenarios, url, tmp_path, "--run-id", "r") == 130
-    assert "resume with: harness run ... --resume r" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "resume with: harness run " in err and "--no-progress --resume r" in err
 
 
 def test_score_of_gsm8k_and_boot_folders(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.runfolder import RunFolder
 from harness.scenario.model import load_scenarios
 from tests.runner_fault_server import serve
 

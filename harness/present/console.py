@@ -248,7 +248,7 @@ def render_compare(
     traces = traces or {}
     _verdict(summary, console)
     _sides(summary, console)
-    if not summary.sides:
+    if not summary.aggregates:
         return
     _pooled(summary, console)
     rows = scenario_rows(summary)
@@ -326,7 +326,8 @@ def render_parity(summary: Summary, console: Console) -> None:
         return
     runs = len({(d.target, d.scenario_id, d.repeat) for d in diffs})
     table = Table(
-        title=f"stream/non-stream parity: {runs} of {plural(pairs, 'pair')} differ",
+        title=f"stream/non-stream parity: {runs} of {plural(pairs, 'pair')} "
+        + ("differs" if runs == 1 else "differ"),
         title_justify="left",
     )
     for col in ("target", "scenario", "rep", "where", "field", "stream", "nostream"):

@@ -196,7 +196,8 @@ class TraceLine:
     """One line of a drifted-argument trace.
 
     A call: ``turn``, ``tool``, ``arguments`` (as the scores show them), ``notes`` (drift
-    phrases with their argument path, malformed kinds). A fold (``last_turn`` set): turns
+    phrases with their argument path, malformed kinds), ``count`` identical calls in a row
+    within the turn (parallel calls). A fold (``last_turn`` set): turns
     ``turn``..``last_turn`` repeat the turn before them exactly, ``calls`` calls each,
     ``times`` more times. ``more`` (> 0): the trace was cut, that many calls not shown.
     """
@@ -205,6 +206,7 @@ class TraceLine:
     tool: str = ""
     arguments: str = ""
     notes: list[str] = field(default_factory=list)
+    count: int = 1
     last_turn: int | None = None
     calls: int = 0
     times: int = 0
@@ -225,8 +227,9 @@ class TraceLine:
             what = "the same call" if self.calls == 1 else f"the same {self.calls} calls"
             again = "again" if self.times == 1 else f"repeated {self.times} more times"
             return f"{self.where}: {what} {again} (repeated identical calls)"
+        times = f"  ×{self.count}" if self.count > 1 else ""
         tail = f"  <- {'; '.join(self.notes)}" if self.notes else ""
-        line = f"turn {self.turn} {self.tool} {self.arguments}{tail}"
+        line = f"turn {self.turn} {self.tool} {self.arguments}{times}{tail}"
         return line if len(line) <= width else line[: width - 1] + "…"
 
 
@@ -266,9 +269,20 @@ def drift_trace(run: RunScore, limit: int = 12) -> list[TraceLine]:
     turns, i, shown = _by_turn(run), 0, 0
     while i < len(turns) and len(lines) < limit:
         turn, calls = turns[i]
-        lines += [
-            TraceLine(turn, c.tool or "", c.arguments, notes.get(c.call_index, [])) for c in calls
-        ]
+        for c in calls:
+            line = TraceLine(turn, c.tool or "", c.arguments, notes.get(c.call_index, []))
+            last = lines[-1] if lines else None
+            if (
+                last is not None
+                and last.last_turn is None
+                and (
+                    (last.turn, last.tool, last.arguments, last.notes)
+                    == (line.turn, line.tool, line.arguments, line.notes)
+                )
+            ):
+                last.count += 1
+            else:
+                lines.append(line)
         j = i
         while j + 1 < len(turns) and _same(calls, turns[j + 1][1]):
             j += 1
