@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.kinds import label as kind_label
 from harness.present.report import charts
-from harness.present.report.annotate import FactsAnnotator, SummaryAnnotator, kind_label
+from harness.present.report.annotate import FactsAnnotator, SummaryAnnotator
 from harness.present.report.lean import RunHead
 from harness.present.report.load import RunFolder
 from harness.present.report.select import RunFacts
