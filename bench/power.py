@@ -36,39 +36,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.client.target import TargetConfig
+from harness.kinds import FailureKind
 from harness.pipeline import FolderContext, summarize
 from harness.runner import run_scenario
 from harness.scenario.model import Scenario, load_scenarios
 from harness.sim.app import SimState, chat_reply
 from harness.sim.model import ScenarioIndex
-from harness.sim.profiles import get_profile
+from harness.sim.profiles import PROFILES, get_profile
 from harness.sim.wire import completion_body, stream_events
 from harness.summary import Settings, Summary
 from harness.transcript import RunRecord
 
 __all__ = ["InProcessClient", "compare_in_process", "main"]
 
-#: single-fault profiles and the failure kind each must be named with
-FAULT_PROFILES: dict[str, str] = {
-    "repeat-loop": "repeat_loop",
-    "container-as-string": "container_as_string",
-    "scalar-as-string": "scalar_as_string",
-    "collapse": "collapse",
-    "dropped-keys": "dropped_keys",
-    "unexpected-keys": "unexpected_keys",
-    "malformed-json": "malformed_json",
-    "markup-in-content": "markup_in_content",
-    "finish-reason-mismatch": "finish_reason_mismatch",
-    "repeated-ids": "repeated_ids",
-    "stream-truncated-args": "stream_truncated_args",
-    "reasoning-leak": "reasoning_leak",
-    "reasoning-leak-args": "reasoning_leak_args",
-    "empty-arguments": "empty_arguments",
-    "index-offset": "index_offset",
-    "string-as-scalar": "string_as_scalar",
-    "enum-violation": "enum_violation",
-    "int-as-float": "int_as_float",
-    "spurious-calls": "spurious_calls",
+#: single-fault profiles and the failure kind each must be named with (its fault's kind)
+FAULT_PROFILES: dict[str, FailureKind | str] = {
+    p.name: p.faults[0].kind for p in PROFILES.values() if len(p.faults) == 1
 }
 STREAM_ONLY = {"stream-truncated-args", "empty-arguments", "index-offset"}
 

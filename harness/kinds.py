@@ -36,6 +36,7 @@ __all__ = [
     "FailureKind",
     "Family",
     "did_you_mean",
+    "failure_kind",
     "is_failure_kind",
     "label",
 ]
@@ -291,6 +292,18 @@ _KINDS = {k.value: k for k in FailureKind}
 def is_failure_kind(name: str) -> bool:
     """Whether ``name`` is the value of a :class:`FailureKind`."""
     return name in _KINDS
+
+
+def failure_kind(name: str) -> FailureKind:
+    """The :class:`FailureKind` whose value is ``name`` (a member is returned as it is).
+
+    Raises:
+        ValueError: no failure kind has that name; the message suggests the closest.
+    """
+    kind = _KINDS.get(name)
+    if kind is None:
+        raise ValueError(f"{name!r} is not a failure kind{did_you_mean(name)}")
+    return kind
 
 
 def label(name: str) -> str:

@@ -11,7 +11,6 @@ temperature 0 (the scenarios' default).
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,10 +19,9 @@ from typing import Any
 
 import pytest
 
-import harness.scoring.drift
-import harness.scoring.score
 from harness.cli import main
 from harness.client.target import TargetConfig
+from harness.kinds import FailureKind
 from harness.runner import StreamMode, run_many_sync
 from harness.scenario.model import ExpectedCall, Scenario, load_scenario, load_scenarios
 from harness.scoring.models import RunScore
@@ -44,12 +42,6 @@ KIND_PROFILES: dict[str, str] = {
     for p in PROFILES.values()
     if len(p.faults) == 1 and p.faults[0].kind == p.name.replace("-", "_")
 }
-
-
-def _scoring_kinds() -> set[str]:
-    """The failure kinds named in the scoring and drift module docstrings."""
-    text = (harness.scoring.score.__doc__ or "") + (harness.scoring.drift.__doc__ or "")
-    return set(re.findall(r"``([a-z_]+)``", text))
 
 
 def _library(pad: int | None = TEST_PAD_TOKENS) -> list[Scenario]:
@@ -102,9 +94,8 @@ def fault_scores() -> Iterator[dict[tuple[str, str], RunScore]]:
 # ------------------------------------------------------------------ the files
 
 
-def test_targets_are_scoring_kinds_and_one_has_a_fault_profile() -> None:
-    kinds = _scoring_kinds()
-    assert {"repeat_loop", "collapse", "index_offset", "empty_arguments"} <= kinds
+def test_targets_are_failure_kinds_and_one_has_a_fault_profile() -> None:
+    kinds = {k.value for k in FailureKind}
     for sc in LIBRARY:
         unknown = set(sc.targets) - kinds
         assert not unknown, f"{sc.id}: targets {unknown} are not scoring failure kinds"

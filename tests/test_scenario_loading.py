@@ -1,4 +1,5 @@
-"""Scenario files: one-line errors naming file, field and reason; starter files load."""
+"""Scenario files: one-line errors naming file, field and reason; starter files load;
+``targets:`` checked against the failure kinds (``harness list --kinds``, ``harness schema``)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
 from harness.cli import main
+from harness.kinds import FailureKind, is_failure_kind
 from harness.scenario.model import ScenarioError, load_scenario, load_scenarios
 
 REPO = Path(__file__).resolve().parents[1]
@@ -179,3 +182,79 @@ def test_non_utf8_file_is_one_line(tmp_path: Path) -> None:
     p = tmp_path / "n.yaml"
     p.write_bytes(b'id: x\ndescription: t\nmessages:\n  - {role: user, content: "caf\xe9"}\n')
     assert error_of(p) == f"{p}: byte 61: not UTF-8; save the file as UTF-8"
+
+
+# ------------------------------------------------------------------ targets: failure kinds
+
+
+def test_unknown_target_names_file_field_and_the_closest_kind(tmp_path: Path) -> None:
+    p = write(tmp_path, {**GOOD, "targets": ["collapse", "colapse"]})
+    assert error_of(p) == (
+        f"{p}: targets[1]: 'colapse' is not a failure kind (did you mean 'collapse'?); "
+        "`harness list --kinds` lists them"
+    )
+
+
+def test_unknown_target_far_from_every_kind_still_names_the_fix(tmp_path: Path) -> None:
+    p = write(tmp_path, {**GOOD, "targets": ["repeat_loop", "zzz"]})
+    assert error_of(p) == (
+        f"{p}: targets[1]: 'zzz' is not a failure kind; `harness list --kinds` lists them"
+    )
+
+
+def test_cli_list_with_an_unknown_target_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    p = write(tmp_path, {**GOOD, "targets": ["malformed_arguments"]})
+    assert main(["list", str(p)]) == 2
+    out, err = capsys.readouterr()
+    assert err.strip() == (
+        f"error: {p}: targets[0]: 'malformed_arguments' is not a failure kind "
+        "(did you mean 'malformed_json'?); `harness list --kinds` lists them"
+    )
+    assert "Traceback" not in out + err and "mini" not in out
+
+
+def test_every_failure_kind_is_a_valid_target(tmp_path: Path) -> None:
+    names = [k.value for k in FailureKind]
+    sc = load_scenario(write(tmp_path, {**GOOD, "targets": names}))
+    assert sc.targets == names
+
+
+def test_shipped_scenarios_target_only_failure_kinds() -> None:
+    """Both libraries load (unknown targets would be a load error) and target known kinds."""
+    for folder in (REPO / "scenarios", REPO / "e2e" / "scenarios"):
+        for sc in load_scenarios([folder]):
+            assert sc.targets and all(is_failure_kind(t) for t in sc.targets), sc.id
+
+
+def test_schema_offers_the_kinds_for_targets(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    items = schema["properties"]["targets"]["items"]
+    assert items["enum"] == [k.value for k in FailureKind]
+    # an editor validating with the schema accepts a kind and flags a typo
+    check = jsonschema.Draft202012Validator(schema)
+    assert not list(check.iter_errors({**GOOD, "targets": ["collapse"]}))
+    errors = list(check.iter_errors({**GOOD, "targets": ["colapse"]}))
+    assert [list(e.absolute_path) for e in errors] == [["targets", 0]]
+
+
+def test_cli_list_kinds_prints_the_vocabulary(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["list", "--kinds"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"{len(FailureKind)} failure kinds" in lines[0]
+    for kind in FailureKind:
+        row = next(line for line in lines if f" {kind.value} " in line)
+        cells = [c.strip() for c in row.strip("│ ").split("│")]
+        assert cells == [kind.value, kind.family.value, kind.label, kind.description]
+
+
+def test_cli_list_kinds_takes_no_scenario_files(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--kinds", str(REPO / "scenarios")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --kinds lists the vocabulary; give it no scenario files"
+    )

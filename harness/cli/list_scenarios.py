@@ -1,24 +1,57 @@
-"""``harness list``: the scenarios, what failure kinds they target, their tools."""
+"""``harness list``: the scenarios, what failure kinds they target, their tools.
+
+``harness list --kinds`` prints the failure-kind vocabulary instead
+(:class:`harness.kinds.FailureKind`: name, family, label, description): the names a
+scenario's ``targets:`` may use and what the tables and the report call them.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from harness.cli import ExitCode
+from harness.kinds import FailureKind
 from harness.scenario.model import load_scenarios
 
-HELP = "List scenarios: id, targeted failure kinds, tags, tools, description."
+HELP = "List scenarios (id, targeted failure kinds, tools, tags); --kinds: the failure kinds."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
+    p.add_argument(
+        "--kinds",
+        action="store_true",
+        help="list the failure kinds instead (name, family, label, description): "
+        "the names a scenario's targets: may use",
+    )
 
 
-def run(args: argparse.Namespace) -> int:
-    scenarios = load_scenarios(args.scenarios or ["scenarios"])
-    console = Console()
+def kinds_table() -> Table:
+    """Every :class:`~harness.kinds.FailureKind`, in family order, as a rich table
+    (cells are plain text: ``[TOOL_CALLS]`` in a description is not markup)."""
+    table = Table(title=f"{len(FailureKind)} failure kinds")
+    table.add_column("name", no_wrap=True)
+    table.add_column("family", no_wrap=True)
+    table.add_column("label", ratio=2)
+    table.add_column("description", ratio=3)
+    for kind in FailureKind:
+        cells = (kind.value, kind.family.value, kind.label, kind.description)
+        table.add_row(*(Text(c) for c in cells))
+    return table
+
+
+def scenarios_table(console: Console, paths: list[str]) -> Table:
+    """One row per scenario: id, targets, tools (and tags, description when wide).
+
+    Raises:
+        ScenarioError: a scenario file that cannot be used.
+    """
+    scenarios = load_scenarios(paths)
     wide = console.width >= 140  # tags and descriptions only where they fit
     table = Table(title=f"{len(scenarios)} scenarios", show_lines=not wide)
     widest_id = max((len(sc.id) for sc in scenarios), default=2)
@@ -34,5 +67,14 @@ def run(args: argparse.Namespace) -> int:
         if wide:
             row += [", ".join(sc.tags), text.split(". ")[0].rstrip(".") + "."]
         table.add_row(*row)
-    console.print(table)
-    return 0
+    return table
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.kinds and args.scenarios:
+        print("error: --kinds lists the vocabulary; give it no scenario files", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    console = Console()
+    paths = args.scenarios or ["scenarios"]
+    console.print(kinds_table() if args.kinds else scenarios_table(console, paths))
+    return ExitCode.OK

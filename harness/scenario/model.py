@@ -5,10 +5,14 @@ A scenario is a YAML (or JSON) file under ``scenarios/``. It is parsed into
 error rather than a silently ignored key. Tool ``parameters`` are checked as valid
 JSON Schema (Draft 2020-12 meta-schema) at load time.
 
+``targets:`` names the failure kinds the scenario is meant to catch; each must be a
+:class:`harness.kinds.FailureKind` value (``harness list --kinds`` prints them).
+
 Errors: every problem with a file raises :class:`ScenarioError`, whose ``str`` is
 one line naming the file, the field path and the reason, for example::
 
     scenarios/x.yaml: tools[1].parameters.properties.values.type: 'arrray' is not a JSON Schema type
+    scenarios/x.yaml: targets[1]: 'colapse' is not a failure kind (did you mean 'collapse'?); `harness list --kinds` lists them
 
 Example (abridged)::
 
@@ -47,6 +51,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import ScenarioError
+from harness.kinds import FailureKind, failure_kind
 
 __all__ = [
     "ArgMatcher",
@@ -263,7 +268,7 @@ class Scenario(_Strict):
     description: str
     targets: list[str] = Field(
         default_factory=list,
-        description="failure kinds this scenario is meant to catch (e.g. repeat_loop)",
+        description="failure kinds this scenario is meant to catch (`harness list --kinds`)",
     )
     tags: list[str] = Field(default_factory=list)
     messages: list[Message] = Field(min_length=1)
@@ -363,6 +368,16 @@ def _check_expected_calls(sc: Scenario, path: str | Path | None) -> None:
                 )
 
 
+def _check_targets(sc: Scenario, path: str | Path | None) -> None:
+    """Every name in ``targets`` is a failure kind (:class:`harness.kinds.FailureKind`)."""
+    for i, name in enumerate(sc.targets):
+        try:
+            failure_kind(name)
+        except ValueError as exc:  # names it and suggests the closest kind
+            fix = "`harness list --kinds` lists them"
+            raise ScenarioError(path, f"targets[{i}]", f"{exc}; {fix}") from None
+
+
 def _check_tool_schemas(sc: Scenario, path: str | Path | None) -> None:
     validator_cls = jsonschema.Draft202012Validator
     meta = validator_cls(validator_cls.META_SCHEMA, format_checker=validator_cls.FORMAT_CHECKER)
@@ -406,6 +421,7 @@ def scenario_from_data(data: Any, path: str | Path | None = None) -> Scenario:
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
         raise ScenarioError(path, field, msg) from None
+    _check_targets(sc, path)
     _check_tool_schemas(sc, path)
     _check_expected_calls(sc, path)
     sc.source = str(path) if path is not None else None
@@ -466,8 +482,12 @@ def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
 
 
 def scenario_json_schema() -> dict[str, Any]:
-    """The JSON Schema of the scenario format (for editors; ``harness schema``)."""
+    """The JSON Schema of the scenario format (for editors; ``harness schema``).
+
+    ``targets`` items carry an ``enum`` of the failure-kind names, so editors complete them.
+    """
     schema = Scenario.model_json_schema()
+    schema["properties"]["targets"]["items"]["enum"] = [k.value for k in FailureKind]
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "harness scenario"
     return schema

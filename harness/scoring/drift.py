@@ -4,20 +4,14 @@ Pure functions of a parsed arguments object, the tool's JSON Schema (``parameter
 when known, the reference value (the scenario's expected arguments or an earlier value
 of the same argument in the run). Used by :mod:`harness.scoring.score`.
 
-Drift kinds (one finding per argument path, the most specific first):
-
-- ``container_as_string``: a string holding a JSON array/object where the schema (or the
-  reference) wants an array/object ("array sent as a string").
-- ``collapse``: ``0``, ``""``, ``null``, ``[]``, or an array of only zeros / empty strings /
-  nulls, where the reference value is not collapsed ("values collapsed to zeros").
-- ``scalar_as_string``: a number, boolean or null sent as a string (``"2"``, ``"true"``).
-- ``int_as_float``: an integer sent as a float (``2.0`` where the schema says integer).
-- ``string_as_scalar``: a string-only argument sent as a number, boolean or null
-  (``"007"`` arriving as ``7``, ``"1e5"`` as ``100000.0``, ``"true"`` as ``true``).
-- ``enum_violation``: a value outside the schema's ``enum``.
-- ``dropped_keys``: a key the schema requires, or the reference sends, is absent.
-- ``unexpected_keys``: a key the schema does not declare.
-- ``value_mismatch``: well-typed, but not what the scenario's matcher accepts.
+What it finds: the ``drift`` family of :class:`harness.kinds.FailureKind` (names, labels
+and meanings live there), one finding per argument path, the most specific first: a
+type drift (a container or scalar sent as a string, a string decoded as a scalar, an
+integer sent as a float), then a collapse where the reference is not collapsed, a value
+outside the schema's ``enum``, and inside objects the keys dropped or not declared.
+A top-level key with none of these whose value the scenario's matcher rejects is a
+``value_mismatch``. Each finding carries a phrase for the reader (``"array sent as a
+string"``, ``"values collapsed to zeros"``).
 
 Matcher semantics are those of :class:`harness.scenario.model.ArgMatcher`.
 """
@@ -31,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from harness.kinds import FailureKind
 from harness.scenario.model import ArgMatcher
 
 __all__ = [
@@ -49,10 +44,11 @@ _SCALARS = {"number", "integer", "boolean", "null"}
 
 @dataclass(frozen=True)
 class Drift:
-    """One drifted argument: ``kind``, ``path`` (``values``, ``a[1].b``), ``phrase``,
-    and the received / reference values (Python objects; ``expected`` may be absent)."""
+    """One drifted argument: ``kind`` (a drift-family :class:`~harness.kinds.FailureKind`),
+    ``path`` (``values``, ``a[1].b``), ``phrase``, and the received / reference values
+    (Python objects; ``expected`` may be absent)."""
 
-    kind: str
+    kind: FailureKind
     path: str
     phrase: str
     value: Any
@@ -163,18 +159,24 @@ def _type_drift(
         if wanted & _CONTAINERS:
             parsed = _parse_json_string(value.strip())
             if isinstance(parsed, (list, dict)) or value.strip()[:1] in ("[", "{"):
-                kind = "array" if isinstance(parsed, list) or value.strip()[:1] == "[" else "object"
-                return Drift(
-                    "container_as_string", path, f"{kind} sent as a string", value, ref, has_ref
+                shape = (
+                    "array" if isinstance(parsed, list) or value.strip()[:1] == "[" else "object"
                 )
+                phrase = f"{shape} sent as a string"
+                return Drift(FailureKind.CONTAINER_AS_STRING, path, phrase, value, ref, has_ref)
         scalar = _scalar_in_string(value, wanted) if wanted & _SCALARS else None
         if scalar is not None:
             return Drift(
-                "scalar_as_string", path, f"{scalar} sent as a string", value, ref, has_ref
+                FailureKind.SCALAR_AS_STRING,
+                path,
+                f"{scalar} sent as a string",
+                value,
+                ref,
+                has_ref,
             )
     if "string" in wanted and not wanted & _SCALARS and json_type(value) in _SCALARS:
         phrase = f"string sent as {json_type(value)}"
-        return Drift("string_as_scalar", path, phrase, value, ref, has_ref)
+        return Drift(FailureKind.STRING_AS_SCALAR, path, phrase, value, ref, has_ref)
     if (
         isinstance(value, float)
         and "integer" in wanted
@@ -182,7 +184,7 @@ def _type_drift(
         and math.isfinite(value)
         and value == int(value)
     ):
-        return Drift("int_as_float", path, "integer sent as a float", value, ref, has_ref)
+        return Drift(FailureKind.INT_AS_FLOAT, path, "integer sent as a float", value, ref, has_ref)
     return None
 
 
@@ -195,11 +197,11 @@ def _walk(
         yield found
         return
     if has_ref and is_collapsed(value) and not is_collapsed(ref):
-        yield Drift("collapse", path, _collapse_phrase(value), value, ref, True)
+        yield Drift(FailureKind.COLLAPSE, path, _collapse_phrase(value), value, ref, True)
         return
     if isinstance(schema, dict) and "enum" in schema and value not in schema["enum"]:
         yield Drift(
-            "enum_violation",
+            FailureKind.ENUM_VIOLATION,
             path,
             f"{excerpt(value)} is not one of the allowed values",
             value,
@@ -229,7 +231,7 @@ def _walk_object(
         if key not in value:
             exp = (ref or {}).get(key)
             yield Drift(
-                "dropped_keys",
+                FailureKind.DROPPED_KEYS,
                 _join(path, key),
                 f"key {key!r} dropped",
                 None,
@@ -241,7 +243,9 @@ def _walk_object(
     for key, item in value.items():
         sub = props.get(key) if isinstance(props.get(key), dict) else None
         if closed and key not in props and key not in (ref or {}):
-            yield Drift("unexpected_keys", _join(path, key), f"unexpected key {key!r}", item)
+            yield Drift(
+                FailureKind.UNEXPECTED_KEYS, _join(path, key), f"unexpected key {key!r}", item
+            )
             continue
         has = ref is not None and key in ref
         yield from _walk(_join(path, key), item, sub, (ref or {}).get(key), has)
@@ -320,7 +324,12 @@ def find_drift(
             )
             found.append(
                 Drift(
-                    "value_mismatch", key, "value differs from the expected", args[key], exp, True
+                    FailureKind.VALUE_MISMATCH,
+                    key,
+                    "value differs from the expected",
+                    args[key],
+                    exp,
+                    True,
                 )
             )
     return found

@@ -4,21 +4,21 @@
 network or the scenario files, so any old run can be re-scored. The result is a
 :class:`harness.scoring.models.RunScore`.
 
-Failure kinds (``RunScore.failures``; named like the reference server's fault profiles,
-:mod:`harness.sim.faults`, where one exists):
+``RunScore.failures`` holds :class:`harness.kinds.FailureKind` values (the vocabulary,
+with each kind's family, label and meaning, lives there; the reference server's faults,
+:mod:`harness.sim.faults`, carry the same names). What this module finds, by family:
 
-- calls: ``repeat_loop`` (more identical calls than the scenario's expected calls repeat),
-  ``malformed_json``, ``stream_truncated_args``, ``reasoning_leak_args``,
-  ``object_not_string``, ``not_an_object``, ``unknown_tool``, ``schema_violation``;
-- argument drift (:mod:`harness.scoring.drift`): ``container_as_string``, ``scalar_as_string``,
-  ``string_as_scalar``, ``int_as_float``, ``collapse``, ``dropped_keys``,
-  ``unexpected_keys``, ``enum_violation``, ``value_mismatch``;
-- sequence: ``missing_calls``, ``spurious_calls`` (calls matching no expected call, or more
-  than ``max_calls``), ``order_violation``;
-- answer: ``missing_final_answer`` (a segment ended without one), ``wrong_final_answer``;
-- protocol: ``finish_reason_mismatch``, ``markup_in_content``, ``repeated_ids``,
-  ``missing_call_id``, ``reasoning_leak``, ``index_offset`` (tool_call indices of a
-  message not 0..n-1); ``empty_arguments`` (``""`` for ``"{}"``) is a malformed-call kind.
+- calls: each call's arguments parsed (:func:`parse_call`: not JSON, cut short, reasoning
+  before the JSON, an object where the wire wants a string, not an object, ``""`` for
+  ``"{}"``, a tool the request did not offer), checked against the tool's JSON Schema,
+  and a repeat loop: more identical calls than the scenario's own expected calls repeat;
+- drift: each usable call against its reference, by :mod:`harness.scoring.drift`;
+- sequence: calls matched to each segment's expected calls (missing, spurious or more
+  than ``max_calls``, out of a strict order);
+- answer: each segment's final answer (missing, or not what ``final_answer`` expects);
+- protocol: each response's ``finish_reason`` against its tool calls, markup or reasoning
+  in ``content``, tool_call ids (missing, repeated in the run) and streamed indices
+  (not 0..n-1).
 
 A run *passes* when it has no failure kind at all. Infrastructure errors are scored as
 termination ``error`` with no failure kinds and are excluded from every rate.
@@ -33,6 +33,7 @@ from typing import Any
 
 import jsonschema
 
+from harness.kinds import FailureKind, failure_kind
 from harness.scenario.model import ArgMatcher, Expectation, ExpectedCall, Scenario
 from harness.scoring.drift import canonical_json, excerpt, find_drift, matcher_accepts
 from harness.scoring.models import (
@@ -71,10 +72,12 @@ class ParsedCall:
     canonical: str
     malformed: MalformedCall | None = None
     reference: ExpectedCall | None = None
-    kinds: list[str] = field(default_factory=list)
+    kinds: list[FailureKind] = field(default_factory=list)
 
 
-def _malformed(kind: str, call: ToolCallRecord, turn: int, idx: int, reason: str) -> MalformedCall:
+def _malformed(
+    kind: FailureKind, call: ToolCallRecord, turn: int, idx: int, reason: str
+) -> MalformedCall:
     return MalformedCall(
         kind=kind,
         tool=call.name,
@@ -98,10 +101,11 @@ def parse_call(
 ) -> ParsedCall:
     """Parse one call's ``arguments`` (a JSON object string on the wire).
 
-    Malformed kinds: ``object_not_string`` (an object where the wire wants a string; still
-    scored for drift), ``empty_arguments`` (``""`` for ``"{}"``; scored as ``{}``), ``malformed_json``, ``stream_truncated_args`` (streaming, cut at the
-    end), ``reasoning_leak_args`` (``<think>`` text before the JSON), ``not_an_object``,
-    ``unknown_tool``.
+    ``malformed`` is set with one of the call-family kinds: ``object_not_string`` (an
+    object where the wire wants a string; still scored for drift), ``empty_arguments``
+    (``""`` for ``"{}"``; scored as ``{}``), ``malformed_json``, ``stream_truncated_args``
+    (streaming, cut at the end), ``reasoning_leak_args`` (``<think>`` text before the
+    JSON), ``not_an_object``, ``unknown_tool``.
     """
     raw, bad = call.arguments, None
     args: Any = None
@@ -109,7 +113,7 @@ def parse_call(
         args, bad = (
             raw,
             _malformed(
-                "object_not_string",
+                FailureKind.OBJECT_NOT_STRING,
                 call,
                 turn,
                 idx,
@@ -118,30 +122,36 @@ def parse_call(
         )
     elif isinstance(raw, str) and not raw.strip():
         reason = 'arguments "" instead of "{}" (scored as {})'
-        args, bad = {}, _malformed("empty_arguments", call, turn, idx, reason)
+        args, bad = {}, _malformed(FailureKind.EMPTY_ARGUMENTS, call, turn, idx, reason)
     elif isinstance(raw, str):
         text = raw.strip()
         try:
             args = json.loads(text)
         except (json.JSONDecodeError, RecursionError) as exc:
-            kind = "malformed_json"
+            kind = FailureKind.MALFORMED_JSON
             if _THINK.search(text[:200]):
-                kind = "reasoning_leak_args"
+                kind = FailureKind.REASONING_LEAK_ARGS
             elif stream and _cut_short(exc, text):
-                kind = "stream_truncated_args"
+                kind = FailureKind.STREAM_TRUNCATED_ARGS
             bad = _malformed(kind, call, turn, idx, f"arguments are not valid JSON: {exc}")
         if args is not None and not isinstance(args, dict):
             bad, args = (
-                _malformed("not_an_object", call, turn, idx, "arguments are not a JSON object"),
+                _malformed(
+                    FailureKind.NOT_AN_OBJECT, call, turn, idx, "arguments are not a JSON object"
+                ),
                 None,
             )
     else:
         bad = _malformed(
-            "malformed_json", call, turn, idx, f"arguments of type {type(raw).__name__}"
+            FailureKind.MALFORMED_JSON, call, turn, idx, f"arguments of type {type(raw).__name__}"
         )
     if bad is None and (call.name is None or sc.tool(call.name) is None):
         bad = _malformed(
-            "unknown_tool", call, turn, idx, f"no tool named {call.name!r} in the scenario"
+            FailureKind.UNKNOWN_TOOL,
+            call,
+            turn,
+            idx,
+            f"no tool named {call.name!r} in the scenario",
         )
     canon = (
         canonical_json([call.name, args])
@@ -218,7 +228,7 @@ def _closest(call: ParsedCall, options: list[ExpectedCall]) -> ExpectedCall | No
 
 def _match_segment(
     seg: Expectation, si: int, calls: list[ParsedCall], seq: SequenceMatch
-) -> list[str]:
+) -> list[FailureKind]:
     """Assign calls to expected calls; fill ``seq``; return failure kinds."""
     matched: dict[int, ParsedCall] = {}
     leftovers: list[ParsedCall] = []
@@ -247,16 +257,16 @@ def _match_segment(
     seq.order_kept = seq.order_kept and in_order
     kinds = []
     if any(j not in matched for j in required):
-        kinds.append("missing_calls")
+        kinds.append(FailureKind.MISSING_CALLS)
     if unexpected or (seg.max_calls is not None and len(calls) > seg.max_calls):
-        kinds.append("spurious_calls")
+        kinds.append(FailureKind.SPURIOUS_CALLS)
     if not in_order:
-        kinds.append("order_violation")
+        kinds.append(FailureKind.ORDER_VIOLATION)
     return kinds
 
 
-def _sequence(sc: Scenario, calls: list[ParsedCall]) -> tuple[SequenceMatch, set[str]]:
-    seq, kinds = SequenceMatch(), set()
+def _sequence(sc: Scenario, calls: list[ParsedCall]) -> tuple[SequenceMatch, set[FailureKind]]:
+    seq, kinds = SequenceMatch(), set[FailureKind]()
     for si, seg in enumerate(sc.segments()):
         kinds.update(_match_segment(seg, si, [c for c in calls if c.segment == si], seq))
     return seq, kinds
@@ -341,11 +351,11 @@ def _final_text(turns: list[TurnRecord]) -> str | None:
     return text
 
 
-def _answers(record: RunRecord, sc: Scenario) -> tuple[bool, bool, str | None, set[str]]:
+def _answers(record: RunRecord, sc: Scenario) -> tuple[bool, bool, str | None, set[FailureKind]]:
     """(every required answer reached, all meet expectations, last answer, failure kinds)."""
     by_seg = _segment_turns(record)
     reached = ok = True
-    kinds: set[str] = set()
+    kinds: set[FailureKind] = set()
     last: str | None = None
     for si, seg in enumerate(sc.segments()):
         text = _final_text(by_seg.get(si, []))
@@ -353,7 +363,7 @@ def _answers(record: RunRecord, sc: Scenario) -> tuple[bool, bool, str | None, s
         if text is None:
             if fa.required:
                 reached = ok = False
-                kinds.add("missing_final_answer")
+                kinds.add(FailureKind.MISSING_FINAL_ANSWER)
             continue
         last = text
         good = all(s.lower() in text.lower() for s in fa.contains) and (
@@ -361,23 +371,25 @@ def _answers(record: RunRecord, sc: Scenario) -> tuple[bool, bool, str | None, s
         )
         if not good:
             ok = False
-            kinds.add("wrong_final_answer")
+            kinds.add(FailureKind.WRONG_FINAL_ANSWER)
     return reached, ok and reached, last, kinds
 
 
-def _message_checks(r: ResponseRecord) -> list[tuple[str, str]]:
+def _message_checks(r: ResponseRecord) -> list[tuple[FailureKind, str]]:
     """``(kind, message)`` for one response's finish_reason, markup and reasoning leaks."""
     out = []
     if (r.finish_reason == "tool_calls") != bool(r.tool_calls) and r.finish_reason != "length":
         msg = f"finish_reason {r.finish_reason!r} with {len(r.tool_calls)} tool calls"
-        out.append(("finish_reason_mismatch", msg))
+        out.append((FailureKind.FINISH_REASON_MISMATCH, msg))
     content = r.content or ""
     m = MARKUP_PATTERNS.search(content)
     if m:
-        out.append(("markup_in_content", f"{m.group(0)!r} in content: {excerpt(content, 80)}"))
+        msg = f"{m.group(0)!r} in content: {excerpt(content, 80)}"
+        out.append((FailureKind.MARKUP_IN_CONTENT, msg))
     reasoning = (r.reasoning_content or "").strip()
     if _THINK.search(content) or (len(reasoning) > 20 and reasoning in content):
-        out.append(("reasoning_leak", f"reasoning text in content: {excerpt(content, 80)}"))
+        msg = f"reasoning text in content: {excerpt(content, 80)}"
+        out.append((FailureKind.REASONING_LEAK, msg))
     return out
 
 
@@ -392,14 +404,13 @@ def _protocol(record: RunRecord) -> list[ProtocolViolation]:
         indices = [c.index for c in t.response.tool_calls]
         if t.response.stream and indices and indices != list(range(len(indices))):
             msg = f"tool_call indices {indices}, not 0..{len(indices) - 1}"
-            found.append(("index_offset", msg))
+            found.append((FailureKind.INDEX_OFFSET, msg))
         for c in t.response.tool_calls:
             if not c.id:
-                found.append(("missing_call_id", "tool call without an id"))
+                found.append((FailureKind.MISSING_CALL_ID, "tool call without an id"))
             elif c.id in ids:
-                found.append(
-                    ("repeated_ids", f"tool_call id {c.id!r} already used at turn {ids[c.id]}")
-                )
+                msg = f"tool_call id {c.id!r} already used at turn {ids[c.id]}"
+                found.append((FailureKind.REPEATED_IDS, msg))
             else:
                 ids[c.id] = t.index
         out += [ProtocolViolation(kind=k, turn=t.index, message=m) for k, m in found]
@@ -468,17 +479,18 @@ def _score_arguments(
         f, v = _check_arguments(c, sc)
         drift += f
         schema += v
-        found = {d.kind for d in f} | ({"schema_violation"} if v else set())
-        c.kinds = sorted(found | ({c.malformed.kind} if c.malformed else set()))
+        found = {failure_kind(d.kind) for d in f} | ({FailureKind.SCHEMA_VIOLATION} if v else set())
+        c.kinds = sorted(found | ({failure_kind(c.malformed.kind)} if c.malformed else set()))
     return drift, schema
 
 
 def _call_scores(calls: list[ParsedCall], reps: dict[int, int], looping: bool) -> list[CallScore]:
+    loop = [FailureKind.REPEAT_LOOP]
     return [
         CallScore(
             turn=c.turn, call_index=c.call_index, tool=c.raw.name, arguments=_shown(c),
             repeat_of=reps.get(c.call_index),
-            kinds=c.kinds + (["repeat_loop"] if looping and c.call_index in reps else []),
+            kinds=[*c.kinds, *(loop if looping and c.call_index in reps else [])],
         )
         for c in calls
     ]  # fmt: skip
@@ -503,15 +515,17 @@ def score_run(record: RunRecord) -> RunScore:
     looping = len(reps) > allowed
     reached, ok, final, answer_kinds = _answers(record, sc)
     protocol = _protocol(record)
-    kinds |= {k for c in calls for k in c.kinds} | answer_kinds | {p.kind for p in protocol}
-    kinds |= {"repeat_loop"} if looping else set()
+    kinds |= {k for c in calls for k in c.kinds} | answer_kinds
+    kinds |= {failure_kind(p.kind) for p in protocol}
+    kinds |= {FailureKind.REPEAT_LOOP} if looping else set()
     malformed = [c.malformed for c in calls if c.malformed]
+    bad_args = [m for m in malformed if m.kind != FailureKind.UNKNOWN_TOOL]
     return RunScore(
         run_key=record.run_key, scenario_id=record.scenario_id, side=record.side,
         label=record.target.label, repeat=record.repeat, stream=record.stream,
         termination=_termination(record, calls), turns=len(record.turns), tool_calls=len(calls),
         repeated_calls=len(reps), longest_repeat_streak=streak, allowed_repeats=allowed,
-        malformed_args=sum(m.kind != "unknown_tool" for m in malformed), malformed=malformed,
+        malformed_args=len(bad_args), malformed=malformed,
         schema_violations=schema, drift=drift, protocol_violations=protocol,
         final_answer=reached, final_answer_ok=ok,
         final_excerpt=excerpt(final, 300) if final else None, sequence=seq,

@@ -41,6 +41,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from harness.errors import HarnessError
+from harness.kinds import FailureKind
 from harness.sim import gsm8k_model, moe
 from harness.sim.faults import (
     active_fault,
@@ -259,7 +260,7 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
         )
         for c in decision.calls
     ]
-    id_turn = 0 if active_fault(profile, "repeated_ids", nonce, turn) else turn
+    id_turn = 0 if active_fault(profile, FailureKind.REPEATED_IDS, nonce, turn) else turn
     ids = [call_id(nonce, id_turn, i) for i in range(len(decision.calls))]
     reply = render(profile, decision, nonce=nonce, turn=turn, ids=ids)
     stops = _stops(body.get("stop"))

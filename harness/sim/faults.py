@@ -7,7 +7,10 @@ deterministic under the server seed. ``start_turn``/``end_turn`` give the window
 of turns (0-based request index within the conversation = number of assistant
 messages already in it; ``end_turn`` exclusive, ``None`` = no end).
 
-Kinds (``Fault.kind``) and what they do to a turn:
+Kinds (``Fault.kind``, :data:`FAULT_KINDS`) are named like the
+:class:`harness.kinds.FailureKind` each one exercises (what the kind means is there); a
+fault that is not a failure kind would be listed in :data:`SIM_ONLY_FAULTS` (none is).
+What each does to a turn:
 
 =========================  =================================================================
 ``repeat_loop``            where the model would answer, it re-issues the segment's calls again
@@ -53,8 +56,9 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from harness.kinds import FailureKind, failure_kind
 from harness.sim.model import Decision, PlannedCall
 from harness.sim.wire import Reply, WireCall
 
@@ -63,8 +67,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAULT_KINDS",
+    "SIM_ONLY_FAULTS",
     "Fault",
-    "FaultKind",
     "active_fault",
     "corrupt_arguments",
     "render",
@@ -73,28 +77,32 @@ __all__ = [
     "unit_draw",
 ]
 
-FaultKind = Literal[
-    "repeat_loop",
-    "container_as_string",
-    "scalar_as_string",
-    "collapse",
-    "dropped_keys",
-    "unexpected_keys",
-    "malformed_json",
-    "markup_in_content",
-    "finish_reason_mismatch",
-    "repeated_ids",
-    "stream_truncated_args",
-    "reasoning_leak",
-    "reasoning_leak_args",
-    "empty_arguments",
-    "index_offset",
-    "string_as_scalar",
-    "enum_violation",
-    "int_as_float",
-    "spurious_calls",
-]
-FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
+#: the failure kinds the reference server can inject, each as the fault of the same name
+FAULT_KINDS: tuple[FailureKind, ...] = (
+    FailureKind.REPEAT_LOOP,
+    FailureKind.CONTAINER_AS_STRING,
+    FailureKind.SCALAR_AS_STRING,
+    FailureKind.COLLAPSE,
+    FailureKind.DROPPED_KEYS,
+    FailureKind.UNEXPECTED_KEYS,
+    FailureKind.MALFORMED_JSON,
+    FailureKind.MARKUP_IN_CONTENT,
+    FailureKind.FINISH_REASON_MISMATCH,
+    FailureKind.REPEATED_IDS,
+    FailureKind.STREAM_TRUNCATED_ARGS,
+    FailureKind.REASONING_LEAK,
+    FailureKind.REASONING_LEAK_ARGS,
+    FailureKind.EMPTY_ARGUMENTS,
+    FailureKind.INDEX_OFFSET,
+    FailureKind.STRING_AS_SCALAR,
+    FailureKind.ENUM_VIOLATION,
+    FailureKind.INT_AS_FLOAT,
+    FailureKind.SPURIOUS_CALLS,
+)
+#: faults that are not failure kinds: none today. A fault that no scoring code finds
+#: (a pure sim behaviour) is named here, never in FailureKind; infrastructure faults
+#: are :attr:`harness.sim.profiles.SimProfile.infra`, not faults.
+SIM_ONLY_FAULTS: tuple[str, ...] = ()
 
 UNEXPECTED_KEY = "unexpected_option"
 
@@ -104,18 +112,24 @@ class Fault:
     """One injected fault: ``kind`` shown by a ``rate`` share of runs in turns
     ``[start_turn, end_turn)``.
 
+    ``kind``: one of :data:`FAULT_KINDS` (a name given as a string becomes its
+    :class:`~harness.kinds.FailureKind` member) or of :data:`SIM_ONLY_FAULTS`.
+
     Raises:
         ValueError: an unknown kind or a rate outside [0, 1].
     """
 
-    kind: FaultKind
+    kind: FailureKind | str
     rate: float = 1.0
     start_turn: int = 0
     end_turn: int | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault kind {self.kind!r}; known: {', '.join(FAULT_KINDS)}")
+        if self.kind in FAULT_KINDS:
+            object.__setattr__(self, "kind", failure_kind(self.kind))
+        elif self.kind not in SIM_ONLY_FAULTS:
+            known = ", ".join(map(str, FAULT_KINDS + SIM_ONLY_FAULTS))
+            raise ValueError(f"unknown fault kind {str(self.kind)!r}; known: {known}")
         if not 0.0 <= self.rate <= 1.0:
             raise ValueError(f"fault rate must be in [0, 1], got {self.rate}")
 
@@ -133,12 +147,13 @@ def unit_draw(*parts: object) -> float:
 
 
 def active_fault(profile: SimProfile, kind: str, nonce: str, turn: int) -> Fault | None:
+    """The fault of ``kind`` in ``profile`` that shows at ``turn`` of run ``nonce``, if any."""
     return next((f for f in profile.faults if f.kind == kind and f.active(nonce, turn)), None)
 
 
 def should_loop(profile: SimProfile, nonce: str, turn: int) -> bool:
     """Whether the repeat loop replaces a final answer at this turn."""
-    return active_fault(profile, "repeat_loop", nonce, turn) is not None
+    return active_fault(profile, FailureKind.REPEAT_LOOP, nonce, turn) is not None
 
 
 def spurious_call(
@@ -155,7 +170,7 @@ def spurious_call(
     ``spurious_calls`` fault). The next request answers as planned."""
     if decision.calls or not first_answer or not tools:
         return decision
-    if active_fault(profile, "spurious_calls", nonce, turn) is None:
+    if active_fault(profile, FailureKind.SPURIOUS_CALLS, nonce, turn) is None:
         return decision
     return Decision(calls=[PlannedCall(tools[0], {})], reasoning="Let me check with a tool.")
 
@@ -205,23 +220,23 @@ def corrupt_arguments(
 ) -> dict[str, Any]:
     """The arguments after the value faults active at ``turn`` (input is not modified)."""
     out = copy.deepcopy(args)
-    collapse = active_fault(profile, "collapse", nonce, turn)
+    collapse = active_fault(profile, FailureKind.COLLAPSE, nonce, turn)
     if collapse is not None:
         out = _zeros(out) if turn == collapse.start_turn else _empties(out)
-    if active_fault(profile, "container_as_string", nonce, turn):
+    if active_fault(profile, FailureKind.CONTAINER_AS_STRING, nonce, turn):
         out = {k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in out.items()}
-    if active_fault(profile, "scalar_as_string", nonce, turn):
+    if active_fault(profile, FailureKind.SCALAR_AS_STRING, nonce, turn):
         out = {k: v if isinstance(v, (str, list, dict)) else json.dumps(v) for k, v in out.items()}
-    if active_fault(profile, "dropped_keys", nonce, turn) and out:
+    if active_fault(profile, FailureKind.DROPPED_KEYS, nonce, turn) and out:
         victim = next((k for k in required if k in out), next(iter(out)))
         del out[victim]
-    if active_fault(profile, "string_as_scalar", nonce, turn):
+    if active_fault(profile, FailureKind.STRING_AS_SCALAR, nonce, turn):
         out = {k: _decoded(v) if isinstance(v, str) else v for k, v in out.items()}
-    if active_fault(profile, "int_as_float", nonce, turn):
+    if active_fault(profile, FailureKind.INT_AS_FLOAT, nonce, turn):
         out = {k: float(v) if type(v) is int else v for k, v in out.items()}
-    if active_fault(profile, "enum_violation", nonce, turn):
+    if active_fault(profile, FailureKind.ENUM_VIOLATION, nonce, turn):
         out = {k: v.capitalize() if isinstance(v, str) else v for k, v in out.items()}
-    if active_fault(profile, "unexpected_keys", nonce, turn):
+    if active_fault(profile, FailureKind.UNEXPECTED_KEYS, nonce, turn):
         out[UNEXPECTED_KEY] = True
     return out
 
@@ -249,7 +264,7 @@ def render(
     serialised as compact JSON (``separators=(",", ":")``).
     """
 
-    def on(kind: str) -> bool:
+    def on(kind: FailureKind) -> bool:
         return active_fault(profile, kind, nonce, turn) is not None
 
     reasoning, content = decision.reasoning, decision.content
@@ -257,16 +272,16 @@ def render(
         WireCall(id=i, name=c.name, arguments=json.dumps(c.arguments, separators=(",", ":")))
         for i, c in zip(ids, decision.calls, strict=True)
     ]
-    if on("malformed_json"):
+    if on(FailureKind.MALFORMED_JSON):
         calls = [WireCall(c.id, c.name, c.arguments[:-1]) for c in calls]
-    if on("reasoning_leak_args") and reasoning:
+    if on(FailureKind.REASONING_LEAK_ARGS) and reasoning:
         calls = [WireCall(c.id, c.name, f"<think>{reasoning}</think>{c.arguments}") for c in calls]
     finish = "tool_calls" if calls else "stop"
-    if on("markup_in_content") and calls:
+    if on(FailureKind.MARKUP_IN_CONTENT) and calls:
         content, calls, finish = _markup(decision.calls), [], "stop"
-    if on("finish_reason_mismatch"):
+    if on(FailureKind.FINISH_REASON_MISMATCH):
         finish = "stop" if calls else "tool_calls"
-    if on("reasoning_leak") and reasoning:
+    if on(FailureKind.REASONING_LEAK) and reasoning:
         content = f"<think>{reasoning}</think>\n\n{content or ''}".rstrip()
         reasoning = None
     return Reply(
@@ -274,7 +289,7 @@ def render(
         reasoning=reasoning if profile.reasoning else None,
         tool_calls=calls,
         finish_reason=finish,
-        drop_last_arg_piece=on("stream_truncated_args"),
-        drop_empty_args=on("empty_arguments"),
-        index_base=1 if on("index_offset") else 0,
+        drop_last_arg_piece=on(FailureKind.STREAM_TRUNCATED_ARGS),
+        drop_empty_args=on(FailureKind.EMPTY_ARGUMENTS),
+        index_base=1 if on(FailureKind.INDEX_OFFSET) else 0,
     )

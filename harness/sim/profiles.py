@@ -8,7 +8,8 @@ their names and meanings: ``name``, ``fusion`` (``"on" | "off" | "unknown"``),
 ``routed_experts_fault`` (bool: shared expert id written into two columns),
 ``gsm8k_accuracy`` (probability a GSM8K answer is right).
 
-Profiles (:data:`PROFILES`):
+Profiles (:data:`PROFILES`); a single-fault profile is named after its fault's
+:class:`harness.kinds.FailureKind` (``_`` as ``-``: ``repeat-loop`` injects ``repeat_loop``):
 
 =========================  ==============================================================
 name                       behaviour
@@ -62,6 +63,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from harness.errors import UnknownProfileError
+from harness.kinds import FailureKind
 from harness.sim.faults import Fault
 
 __all__ = ["INFRA_FAULTS", "PROFILES", "SimProfile", "UnknownProfileError", "get_profile"]
@@ -89,7 +91,7 @@ class SimProfile:
     noise_failure_rate: float = 0.02
 
 
-def _single(name: str, kind: str, description: str, **kw: object) -> SimProfile:
+def _single(name: str, kind: FailureKind, description: str, **kw: object) -> SimProfile:
     return SimProfile(name=name, description=description, faults=(Fault(kind),), **kw)  # type: ignore[arg-type]
 
 
@@ -105,35 +107,51 @@ _LIST: list[SimProfile] = [
         routed_experts_fault=True,
         gsm8k_accuracy=0.81,
         faults=(
-            Fault("repeat_loop"),
-            Fault("container_as_string", start_turn=0, end_turn=1),
-            Fault("collapse", start_turn=1),
+            Fault(FailureKind.REPEAT_LOOP),
+            Fault(FailureKind.CONTAINER_AS_STRING, start_turn=0, end_turn=1),
+            Fault(FailureKind.COLLAPSE, start_turn=1),
         ),
         description="loop + argument decay + GSM8K 0.81 + capture crash + fusion on",
     ),
-    _single("repeat-loop", "repeat_loop", "re-issues earlier calls, never answers"),
-    _single("container-as-string", "container_as_string", "arrays/objects sent as JSON text"),
-    _single("scalar-as-string", "scalar_as_string", 'scalars sent as strings ("42")'),
+    _single("repeat-loop", FailureKind.REPEAT_LOOP, "re-issues earlier calls, never answers"),
+    _single(
+        "container-as-string", FailureKind.CONTAINER_AS_STRING, "arrays/objects sent as JSON text"
+    ),
+    _single("scalar-as-string", FailureKind.SCALAR_AS_STRING, 'scalars sent as strings ("42")'),
     SimProfile(
-        name="collapse",
-        faults=(Fault("collapse", start_turn=1),),
+        name=FailureKind.COLLAPSE,
+        faults=(Fault(FailureKind.COLLAPSE, start_turn=1),),
         description="correct, then zeros, then empty strings",
     ),
-    _single("dropped-keys", "dropped_keys", "first required key left out"),
-    _single("unexpected-keys", "unexpected_keys", "extra key unexpected_option"),
-    _single("malformed-json", "malformed_json", "arguments lose the final brace"),
-    _single("markup-in-content", "markup_in_content", "<tool_call> markup in content"),
-    _single("finish-reason-mismatch", "finish_reason_mismatch", "finish_reason contradicts"),
-    _single("repeated-ids", "repeated_ids", "tool_call ids reused across turns"),
-    _single("stream-truncated-args", "stream_truncated_args", "last arguments delta lost"),
-    _single("reasoning-leak", "reasoning_leak", "reasoning in content", reasoning=True),
-    _single("reasoning-leak-args", "reasoning_leak_args", "reasoning in args", reasoning=True),
-    _single("empty-arguments", "empty_arguments", 'streaming: "{}" arguments dropped'),
-    _single("index-offset", "index_offset", "streaming: tool_call indices start at 1"),
-    _single("string-as-scalar", "string_as_scalar", 'numeric-looking strings decoded ("007" -> 7)'),
-    _single("enum-violation", "enum_violation", 'string arguments capitalised ("Celsius")'),
-    _single("int-as-float", "int_as_float", "integer arguments sent as floats (4.0)"),
-    _single("spurious-calls", "spurious_calls", "a needless tool call before a plain answer"),
+    _single("dropped-keys", FailureKind.DROPPED_KEYS, "first required key left out"),
+    _single("unexpected-keys", FailureKind.UNEXPECTED_KEYS, "extra key unexpected_option"),
+    _single("malformed-json", FailureKind.MALFORMED_JSON, "arguments lose the final brace"),
+    _single("markup-in-content", FailureKind.MARKUP_IN_CONTENT, "<tool_call> markup in content"),
+    _single(
+        "finish-reason-mismatch", FailureKind.FINISH_REASON_MISMATCH, "finish_reason contradicts"
+    ),
+    _single("repeated-ids", FailureKind.REPEATED_IDS, "tool_call ids reused across turns"),
+    _single(
+        "stream-truncated-args", FailureKind.STREAM_TRUNCATED_ARGS, "last arguments delta lost"
+    ),
+    _single("reasoning-leak", FailureKind.REASONING_LEAK, "reasoning in content", reasoning=True),
+    _single(
+        "reasoning-leak-args", FailureKind.REASONING_LEAK_ARGS, "reasoning in args", reasoning=True
+    ),
+    _single("empty-arguments", FailureKind.EMPTY_ARGUMENTS, 'streaming: "{}" arguments dropped'),
+    _single("index-offset", FailureKind.INDEX_OFFSET, "streaming: tool_call indices start at 1"),
+    _single(
+        "string-as-scalar",
+        FailureKind.STRING_AS_SCALAR,
+        'numeric-looking strings decoded ("007" -> 7)',
+    ),
+    _single(
+        "enum-violation", FailureKind.ENUM_VIOLATION, 'string arguments capitalised ("Celsius")'
+    ),
+    _single("int-as-float", FailureKind.INT_AS_FLOAT, "integer arguments sent as floats (4.0)"),
+    _single(
+        "spurious-calls", FailureKind.SPURIOUS_CALLS, "a needless tool call before a plain answer"
+    ),
     SimProfile(name="gsm8k-drop", gsm8k_accuracy=0.81, description="GSM8K accuracy 0.81"),
     SimProfile(
         name="experts-dup-shared",

@@ -2,9 +2,10 @@
 
 :class:`SummaryAnnotator` reads :class:`harness.scoring.models.RunScore` (``calls``,
 ``drift``, ``schema_violations``, ``malformed``) from ``scores.jsonl`` and
-``ScenarioComparison.first_divergence``; nothing is re-scored. :class:`FactsAnnotator` is
-used when a run folder was never scored: it labels only what is literally on disk (arguments that are not JSON, an
-argument string identical to an earlier call's), never a score.
+``ScenarioComparison.first_divergence``; nothing is re-scored, and failure kinds are
+named by :func:`harness.kinds.label`. :class:`FactsAnnotator` is used when a run folder
+was never scored: it labels only what is literally on disk (arguments that are not JSON,
+an argument string identical to an earlier call's), never a score.
 """
 
 from __future__ import annotations
@@ -12,60 +13,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from harness.kinds import label
 from harness.present.report.view import Badge
 from harness.scoring.models import RunScore
 from harness.summary import Summary
 from harness.transcript import RunRecord
 
-__all__ = ["FactsAnnotator", "SummaryAnnotator", "kind_label", "KIND_LABELS"]
-
-#: failure kind -> what a reviewer reads (fallback: the kind with spaces)
-KIND_LABELS: dict[str, str] = {
-    "repeat_loop": "repeat loop (identical calls)",
-    "missing_final_answer": "no final answer",
-    "spurious_calls": "calls not expected",
-    "order_violation": "calls out of order",
-    "reasoning_leak_args": "reasoning leaked into arguments",
-    "reasoning_leak": "reasoning leaked into content",
-    "missing_call_id": "tool_call id missing",
-    "drift": "drifted arguments",
-    "schema_violations": "schema violations",
-    "tool_calls": "tool calls",
-    "repeated_calls": "repeated identical calls",
-    "container_as_string": "array/object sent as a string",
-    "scalar_as_string": "scalar sent as a string",
-    "int_as_float": "integer sent as a float",
-    "collapse": "values collapsed",
-    "dropped_keys": "required key dropped",
-    "unexpected_keys": "unexpected key",
-    "enum_violation": "value outside the enum",
-    "value_mismatch": "wrong value",
-    "malformed_json": "arguments are not valid JSON",
-    "malformed_args": "malformed arguments",
-    "object_not_string": "object sent where a JSON string is required",
-    "not_an_object": "arguments are not a JSON object",
-    "stream_truncated_args": "streamed arguments cut off",
-    "unknown_tool": "unknown tool",
-    "schema_violation": "schema violation",
-    "turn_cap": "hit the turn cap",
-    "no_final_answer": "no final answer",
-    "final_answer": "reached a final answer",
-    "wrong_final_answer": "final answer misses the expected content",
-    "length": "cut off by max_tokens",
-    "empty_stop": "empty response",
-    "missing_calls": "expected calls missing",
-    "order": "calls out of order",
-    "protocol": "protocol violation",
-    "finish_reason_mismatch": "finish_reason does not match tool_calls",
-    "markup_in_content": "tool-call markup in content",
-    "repeated_ids": "tool_call ids repeated",
-    "passed": "passed",
-}
-
-
-def kind_label(kind: str) -> str:
-    """Human label of a failure kind or metric name."""
-    return KIND_LABELS.get(kind, kind.replace("_", " "))
+__all__ = ["FactsAnnotator", "SummaryAnnotator"]
 
 
 def _run_index(rec: RunRecord, turn: int, index: int) -> int:
@@ -108,7 +62,7 @@ class SummaryAnnotator:
                 )
         for m in score.malformed:
             if m.call_index == ci:
-                out.append(Badge(kind_label(m.kind), "bad", m.reason))
+                out.append(Badge(label(m.kind), "bad", m.reason))
         for v in score.schema_violations:
             if v.call_index == ci and not v.path:
                 out.append(Badge("schema: " + v.message[:80], "bad", v.message))
@@ -145,7 +99,7 @@ class SummaryAnnotator:
             if score.passed
             else Badge("failed", "bad", ", ".join(score.failures))
         ]
-        out += [Badge(kind_label(k), "bad") for k in score.failures if k not in ("passed",)]
+        out += [Badge(label(k), "bad") for k in score.failures]
         return out
 
     def first_divergence(self, scenario_id: str, repeat: int) -> int | None:
