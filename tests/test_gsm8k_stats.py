@@ -6,8 +6,9 @@ import math
 
 import pytest
 
+from harness.client.target import TargetConfig
 from harness.gsm8k.models import Extracted, GSM8KConfig, GSM8KRecord
-from harness.gsm8k.run import GSM8KTarget, summarize
+from harness.gsm8k.run import summarize
 from harness.gsm8k.stats import newcombe_paired, paired_comparison, side_summary, wilson
 
 
@@ -101,8 +102,8 @@ def test_summary_exit_codes() -> None:
         parallel=8, data_source="x", data_sha256="y", official_test_split=False,
     )  # fmt: skip
     targets = [
-        GSM8KTarget("http://a", "base", "baseline"),
-        GSM8KTarget("http://b", "cand", "candidate"),
+        TargetConfig("http://a", label="base", side="baseline"),
+        TargetConfig("http://b", label="cand", side="candidate"),
     ]
     base, cand = _pairs(60, 20, 0, 20)
     s = summarize(base + cand, run_id="r", config=config, targets=targets)
@@ -117,6 +118,9 @@ def test_summary_exit_codes() -> None:
         and "20 of 100" in (s.paired and s.paired.reason or "")
     )
     s = summarize(
-        base, run_id="r", config=config, targets=[GSM8KTarget("http://a", "base", "baseline")]
+        base,
+        run_id="r",
+        config=config,
+        targets=[TargetConfig("http://a", label="base", side="baseline")],
     )
     assert s.verdict is None and s.exit_code == 0 and s.sides[0].accuracy == pytest.approx(0.8)
