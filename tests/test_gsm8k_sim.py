@@ -14,8 +14,7 @@ import pytest
 
 from harness.client.target import TargetConfig
 from harness.gsm8k.run import compare_gsm8k, read_gsm8k_records, run_gsm8k
-
-server = pytest.importorskip("harness.sim.server", reason="reference server (issue 3) not built")
+from harness.sim import server
 
 SHARED = Path(__file__).parents[2] / "shared/data/gsm8k/test.jsonl"
 pytestmark = pytest.mark.skipif(

@@ -55,12 +55,7 @@ def _parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str,
     for name, modname in COMMANDS.items():
         if only is not None and name != only:
             continue
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as exc:
-            if exc.name == modname:
-                continue  # command not built yet
-            raise
+        mod = importlib.import_module(modname)
         p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         modules[name] = mod

@@ -29,6 +29,7 @@ from harness.cli import ExitCode
 from harness.cli._common import positive_int
 from harness.matrix.run import DeploymentResult, MatrixResult, run_matrix, two_way_summary
 from harness.matrix.spec import load_matrix
+from harness.present.report import write_report_or_warning
 
 HELP = "Run several deployments and name the configuration attribute that carries a failure."
 
@@ -96,16 +97,12 @@ def _render_compare(folder: Path, result: MatrixResult, console: Console) -> Non
 
 
 def _report(folder: Path, console: Console) -> None:
-    try:
-        from harness.present.report import write_report
-
-        path = write_report(folder)
-    except Exception as exc:  # the matrix stands even if the report cannot be drawn
-        console.print(
-            f"[yellow]report not written: {escape(type(exc).__name__)}: {escape(str(exc))}[/]"
-        )
-        return
-    console.print(f"report: {path}", soft_wrap=True, markup=False)
+    """``report.html`` of the matrix; a report bug is a warning, the matrix stands."""
+    path, warning = write_report_or_warning(folder)
+    if warning:
+        console.print(f"[yellow]{escape(warning)}[/]")
+    else:
+        console.print(f"report: {path}", soft_wrap=True, markup=False)
 
 
 # ------------------------------------------------------------------ console output

@@ -63,6 +63,7 @@ from harness.gsm8k.models import (
     GSM8KSummary,
 )
 from harness.gsm8k.stats import paired_comparison, side_summary
+from harness.present.report import write_report_or_warning
 from harness.runfolder import prepare_run_dir
 from harness.transcript import RunManifest, TargetInfo
 
@@ -88,7 +89,7 @@ class GSM8KOptions:
     official test split), the prompt (``num_shots``, ``api``, ``max_tokens``), the
     client (``parallel`` requests in flight per server), the verdict (``alpha``,
     ``max_error_rate``) and the output (``results`` root, ``run_id``, rich ``progress``
-    bar, HTML ``report`` via harness.present.report when installed)."""
+    bar, HTML ``report`` via harness.present.report)."""
 
     data: str | Path | None = None
     num_questions: int = 500
@@ -380,17 +381,6 @@ def _run_all(
     return records
 
 
-def _write_report(run_dir: Path) -> None:
-    try:
-        from harness.present.report import write_report
-    except ImportError:
-        return
-    try:
-        write_report(run_dir)
-    except Exception as exc:  # the report is a view; the results are already on disk
-        print(f"warning: report not written: {exc}", file=sys.stderr)
-
-
 def _execute(targets: list[TargetConfig], opts: GSM8KOptions) -> GSM8KSummary:
     plan = _plan(opts)
     infos = [
@@ -405,8 +395,10 @@ def _execute(targets: list[TargetConfig], opts: GSM8KOptions) -> GSM8KSummary:
     _record_models(out, targets)
     summary = summarize(records, run_id=out.name, config=plan.config, targets=targets)
     (out / "gsm8k.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
-    if opts.report:
-        _write_report(out)
+    if opts.report:  # a view: the results are on disk, a report bug is only a warning
+        _, warning = write_report_or_warning(out)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     return summary
 
 

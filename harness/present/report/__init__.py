@@ -4,7 +4,9 @@
 no scripts, opens offline) and ``report.md`` (a compact pull-request comment) from
 the files in ``results/<run-id>/``: ``manifest.json``, ``transcripts.jsonl`` and,
 when present, ``summary.json``, ``gsm8k.json`` and ``boot.json``. The report is a pure
-function of those files; it never recomputes a score.
+function of those files; it never recomputes a score. A command whose results already
+stand calls ``write_report_or_warning(run_dir)`` instead: a report that cannot be drawn
+becomes a one-line warning naming the exception, not a failed command.
 
 Large folders: ``transcripts.jsonl`` is read streaming and only a bounded number of
 runs is rendered turn by turn (per scenario at most ``select.PER_SCENARIO`` repeats,
@@ -17,6 +19,18 @@ marked safe; the page also carries a Content-Security-Policy that forbids script
 """
 
 from harness.present.report.load import ReportInputError, load_run_folder
-from harness.present.report.render import render_html, render_markdown, write_report
+from harness.present.report.render import (
+    render_html,
+    render_markdown,
+    write_report,
+    write_report_or_warning,
+)
 
-__all__ = ["ReportInputError", "load_run_folder", "render_html", "render_markdown", "write_report"]
+__all__ = [
+    "ReportInputError",
+    "load_run_folder",
+    "render_html",
+    "render_markdown",
+    "write_report",
+    "write_report_or_warning",
+]
