@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 import httpx
 
+from harness.client.target import server_root
 from harness.runner import StreamMode
 
 _MODES: dict[str, StreamMode] = {
@@ -71,7 +72,7 @@ def preflight(label: str, url: str, api_key_env: str = "OPENAI_API_KEY") -> str 
     Only an unreachable server (connection refused, timeout, DNS), a 5xx or an auth
     refusal (401/403) is a problem; a server without ``/v1/models`` (404) is let through.
     """
-    root = url.rstrip("/").removesuffix("/v1")
+    root = server_root(url)
     key = os.environ.get(api_key_env)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, Field
 
+from harness.client.target import server_root
 from harness.server.experts import ExpertsProbeResult, probe_routed_experts
 from harness.server.fusion import FusionEngagement, collect_engagement
 
@@ -606,7 +607,7 @@ def check_running(
     ``health`` is one GET (503 = still starting = FAIL). Writes ``boot.json`` in
     ``run_dir`` (default: a new ``results/boot-...`` folder).
     """
-    root = url.rstrip("/").removesuffix("/v1")
+    root = server_root(url)
     folder = _run_dir(run_dir, results, {"target": root, "log": str(log_path), "probe": probe})
     log = Path(log_path) if log_path is not None else None
     report = BootReport(url=root, log_path=str(log) if log else None)
