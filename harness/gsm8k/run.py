@@ -17,11 +17,11 @@ Python API::
 Requests go out the way SGLang's own few-shot benchmark sends them: a
 ``ThreadPoolExecutor`` of ``parallel`` threads, each with its own blocking
 ``httpx.Client`` (measured faster than 64 asyncio workers on a busy CPU: ``make bench``,
-benchmark 3). A target is the harness's one
-:class:`~harness.client.target.TargetConfig`. A failed attempt is a
-:class:`~harness.errors.RequestFailed`; transient ones (connection, timeout, HTTP
-408/429/5xx) are retried with the target's exponential backoff, and a question that still
-errors is reported (``kind: message``) and left out, never scored as wrong. Records are written to ``gsm8k.jsonl`` as they finish.
+benchmark 3). A target is the harness's one :class:`~harness.client.target.TargetConfig`.
+A failed attempt is a :class:`~harness.errors.RequestFailed`; transient ones (connection,
+timeout, HTTP 408/429/5xx) are retried with the target's exponential backoff, and a
+question that still errors is reported (``kind: message``) and left out, never scored
+as wrong. Records are written to ``gsm8k.jsonl`` as they finish.
 """
 
 from __future__ import annotations
