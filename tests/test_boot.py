@@ -349,3 +349,20 @@ def test_cli_target_with_model_config(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "PASS  routed-experts" in out and "PASS  fusion: fusion ON" in out
     assert wrong == 1 and "expected OFF" in capsys.readouterr().out
     assert main(["boot", "--target", "http://x", "--model-config", str(tmp_path / "no")]) == 2
+
+
+def test_check_status_is_not_a_comparison_verdict() -> None:
+    """A check's status (``CheckStatus``) keeps its on-disk field name ``verdict`` and
+    its four values; a comparison's verdict (``VerdictName``) is refused there."""
+    from typing import get_args
+
+    from pydantic import ValidationError
+
+    from harness.server.boot import Check, CheckStatus
+
+    assert get_args(CheckStatus) == ("PASS", "FAIL", "WARN", "SKIP")
+    check = Check(name="health", verdict="SKIP", detail="no server")
+    assert json.loads(check.model_dump_json())["verdict"] == "SKIP"
+    assert Check.model_validate({"name": "h", "verdict": "WARN"}).verdict == "WARN"
+    with pytest.raises(ValidationError):
+        Check.model_validate({"name": "h", "verdict": "REGRESSION"})

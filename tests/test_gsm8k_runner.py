@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from harness.cli import main
+from harness.client.target import TargetConfig
 from harness.gsm8k.data import load_dataset
 from harness.gsm8k.models import GSM8KSummary
 from harness.gsm8k.run import compare_gsm8k, read_gsm8k_records, rescore, run_gsm8k
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def _app(accuracy: float, *, fail: set[int] = frozenset(), flaky: bool = False,  # type: ignore[assignment]
-         garbage: set[int] = frozenset()) -> Starlette:  # type: ignore[assignment]  # fmt: skip
+         garbage: set[int] = frozenset(), refuse: set[int] = frozenset()) -> Starlette:  # type: ignore[assignment]  # fmt: skip
     profile = SimProfile(gsm8k_accuracy=accuracy)
     seen: Counter[str] = Counter()
     by_text = load_questions(SHARED)
@@ -50,6 +51,8 @@ def _app(accuracy: float, *, fail: set[int] = frozenset(), flaky: bool = False, 
         seen[q.question] += 1
         if q.index in fail or (flaky and seen[q.question] == 1):
             return PlainTextResponse("internal error", status_code=503 if flaky else 500)
+        if q.index in refuse:
+            return PlainTextResponse("bad request", status_code=400)
         if q.index in garbage:
             return PlainTextResponse("<html>oops</html>")
         text = answer(profile, prompt, seed=0, gsm8k_path=str(SHARED)) or ""
@@ -144,8 +147,24 @@ def test_failed_questions_are_left_out_not_wrong(tmp_path: Path) -> None:
     recs = {
         r.index: r for r in read_gsm8k_records(tmp_path / summary.run_id) if r.side == "candidate"
     }
-    assert recs[7].correct is None and "HTTP 500" in (recs[7].error or "") and recs[7].attempts == 4
-    assert recs[11].correct is None and "invalid response body" in (recs[11].error or "")
+    assert recs[7].correct is None and recs[7].attempts == 4  # transient: retried 3 times
+    assert (recs[7].error or "").startswith("http_status: HTTP 500: internal error")
+    assert recs[11].correct is None and recs[11].attempts == 1  # not transient: not retried
+    assert recs[11].error == "invalid_body: the response is not JSON"
+
+
+def test_target_config_retries_apply_and_the_target_is_not_modified(tmp_path: Path) -> None:
+    """GSM8K takes the harness's one TargetConfig: its retries and backoff apply, an HTTP
+    400 is not retried (RequestFailed.transient), and the caller's object is untouched."""
+    with serve(_app(0.88, fail={3})) as url, serve(_app(0.88, refuse={4})) as refusing:
+        target = TargetConfig(url, label="t", max_retries=1, backoff_s=0.01)
+        run_gsm8k(target, **_opts(tmp_path, num_questions=6, run_id="r"))
+        run_gsm8k(refusing, **_opts(tmp_path, num_questions=6, run_id="400"))
+    assert target.model is None and target.side is None  # the run worked on a copy
+    recs = {r.index: r for r in read_gsm8k_records(tmp_path / "r")}
+    assert recs[3].attempts == 2 and recs[3].model == "tiny-sim"  # 1 retry, as configured
+    refused = {r.index: r for r in read_gsm8k_records(tmp_path / "400")}[4]
+    assert refused.attempts == 1 and (refused.error or "").startswith("http_status: HTTP 400")
 
 
 def test_transient_errors_are_retried(tmp_path: Path) -> None:

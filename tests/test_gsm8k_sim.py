@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from harness.gsm8k.run import GSM8KTarget, compare_gsm8k, read_gsm8k_records, run_gsm8k
-
-server = pytest.importorskip("harness.sim.server", reason="reference server (issue 3) not built")
+from harness.client.target import TargetConfig
+from harness.gsm8k.run import compare_gsm8k, read_gsm8k_records, run_gsm8k
+from harness.sim import server
 
 SHARED = Path(__file__).parents[2] / "shared/data/gsm8k/test.jsonl"
 pytestmark = pytest.mark.skipif(
@@ -59,7 +59,7 @@ def test_gsm8k_chat_api_on_sim(tmp_path: Path) -> None:
 
 def test_gsm8k_flaky_server_is_retried(tmp_path: Path) -> None:
     with _sim("flaky-500") as url:
-        target = GSM8KTarget(url, retry_backoff_s=0.01)
+        target = TargetConfig(url, backoff_s=0.01)
         summary = run_gsm8k(target, **_opts(tmp_path, num_questions=30, run_id="flaky"))
     assert summary.sides[0].n == 30 and summary.sides[0].n_errors == 0
     assert max(r.attempts for r in read_gsm8k_records(tmp_path / "flaky")) == 2
@@ -68,7 +68,7 @@ def test_gsm8k_flaky_server_is_retried(tmp_path: Path) -> None:
 @pytest.mark.parametrize("profile", ["http-500", "no-choices", "invalid-json"])
 def test_gsm8k_broken_server_is_infra_not_wrong(tmp_path: Path, profile: str) -> None:
     with _sim("healthy") as good, _sim(profile) as broken:
-        cand = GSM8KTarget(broken, label="broken", retry_backoff_s=0.01)
+        cand = TargetConfig(broken, label="broken", backoff_s=0.01)
         summary = compare_gsm8k(good, cand, **_opts(tmp_path, num_questions=20, run_id=profile))
     side = summary.sides[1]
     assert side.n == 0 and side.n_errors == 20 and side.correct == 0

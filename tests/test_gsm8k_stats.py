@@ -1,14 +1,15 @@
-"""GSM8K statistics: Wilson interval, McNemar's exact test, Newcombe paired interval, verdict."""
+"""GSM8K scoring: per-side summaries, the paired comparison and its verdict (the
+general statistics it uses are tested against known values in tests/test_stats.py)."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
+from harness.client.target import TargetConfig
 from harness.gsm8k.models import Extracted, GSM8KConfig, GSM8KRecord
-from harness.gsm8k.run import GSM8KTarget, summarize
-from harness.gsm8k.stats import newcombe_paired, paired_comparison, side_summary, wilson
+from harness.gsm8k.run import summarize
+from harness.gsm8k.stats import paired_comparison, side_summary
+from harness.stats.tests import mcnemar_exact, newcombe_paired_interval, wilson_interval
 
 
 def _rec(index: int, correct: bool | None, *, side: str | None = None, label: str = "t",
@@ -30,15 +31,14 @@ def _pairs(both: int, b: int, c: int, neither: int) -> tuple[list[GSM8KRecord], 
     return base, cand
 
 
-def test_wilson_matches_closed_form() -> None:
-    k, n, z = 440, 500, 1.959963984540054
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    ci = wilson(k, n)
-    assert ci.low == pytest.approx(centre - half, abs=1e-9)
-    assert ci.high == pytest.approx(centre + half, abs=1e-9)
-    assert (wilson(0, 0).low, wilson(0, 0).high) == (0.0, 1.0)
+def test_side_accuracy_interval_is_the_wilson_interval() -> None:
+    recs = [_rec(i, i % 4 != 0) for i in range(40)]  # 30 of 40 right
+    s = side_summary(recs, label="t", base_url="http://x")
+    ci = s.accuracy_interval
+    assert (ci.low, ci.high) == wilson_interval(30, 40) and ci.method == "wilson"
+    assert ci.low < s.accuracy == 0.75 < ci.high
+    empty = side_summary([], label="t", base_url="http://x").accuracy_interval
+    assert (empty.low, empty.high) == (0.0, 1.0)
 
 
 def test_mcnemar_exact_one_sided_discordance_is_regression() -> None:
@@ -60,30 +60,19 @@ def test_verdicts(b: int, c: int, verdict: str) -> None:
     assert paired_comparison(base, cand).verdict == verdict
 
 
-def test_newcombe_interval_properties() -> None:
-    none = newcombe_paired(440, 0, 0, 60)
-    assert none.low < 0 < none.high and none.high - none.low > 0.005
-    lost = newcombe_paired(405, 35, 0, 60)
-    won = newcombe_paired(405, 0, 35, 60)
-    assert lost.low == pytest.approx(-won.high) and lost.high == pytest.approx(-won.low)
-    wide = newcombe_paired(81, 7, 0, 12)
-    assert wide.high - wide.low > lost.high - lost.low  # fewer pairs, wider
+def test_paired_interval_is_newcombes_for_candidate_minus_baseline() -> None:
+    base, cand = _pairs(30, 9, 2, 19)
+    p = paired_comparison(base, cand)
+    assert (p.diff_interval.low, p.diff_interval.high) == newcombe_paired_interval(30, 9, 2, 19)
+    assert p.diff_interval.method == "newcombe-paired"
+    assert p.mcnemar_p == mcnemar_exact(9, 2) and p.accuracy_diff == pytest.approx(-7 / 60)
 
 
-def test_newcombe_matches_reference_formula() -> None:
-    """Against R biostatUZH confIntPairedProportion (Newcombe 1998) for p1 - p2."""
-    r, s, t, u = 30, 9, 2, 19  # both, only 1, only 2, neither
-    n = r + s + t + u
-    p1, p2 = (r + s) / n, (r + t) / n
-    l1, u1 = wilson(r + s, n).low, wilson(r + s, n).high
-    l2, u2 = wilson(r + t, n).low, wilson(r + t, n).high
-    cross = r * u - s * t
-    cross = cross - n / 2 if cross > n / 2 else min(cross, 0)
-    phi = cross / math.sqrt((r + s) * (t + u) * (r + t) * (s + u))
-    low = (p1 - p2) - math.sqrt((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2)
-    high = (p1 - p2) + math.sqrt((p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2)
-    ours = newcombe_paired(r, s, t, u)  # interval for p2 - p1
-    assert ours.low == pytest.approx(-high) and ours.high == pytest.approx(-low)
+def test_errored_questions_are_not_pairs() -> None:
+    base, cand = _pairs(30, 9, 2, 19)
+    cand[0] = _rec(0, None, side="candidate", label="cand")  # errored on one side only
+    p = paired_comparison(base, cand)
+    assert p.n_pairs == 59 and p.both_correct == 29
 
 
 def test_side_summary_leaves_errors_out() -> None:
@@ -101,8 +90,8 @@ def test_summary_exit_codes() -> None:
         parallel=8, data_source="x", data_sha256="y", official_test_split=False,
     )  # fmt: skip
     targets = [
-        GSM8KTarget("http://a", "base", "baseline"),
-        GSM8KTarget("http://b", "cand", "candidate"),
+        TargetConfig("http://a", label="base", side="baseline"),
+        TargetConfig("http://b", label="cand", side="candidate"),
     ]
     base, cand = _pairs(60, 20, 0, 20)
     s = summarize(base + cand, run_id="r", config=config, targets=targets)
@@ -117,6 +106,25 @@ def test_summary_exit_codes() -> None:
         and "20 of 100" in (s.paired and s.paired.reason or "")
     )
     s = summarize(
-        base, run_id="r", config=config, targets=[GSM8KTarget("http://a", "base", "baseline")]
+        base,
+        run_id="r",
+        config=config,
+        targets=[TargetConfig("http://a", label="base", side="baseline")],
     )
     assert s.verdict is None and s.exit_code == 0 and s.sides[0].accuracy == pytest.approx(0.8)
+
+
+def test_gsm8k_verdict_is_the_shared_verdict_name() -> None:
+    """GSM8K's verdict is harness.kinds.VerdictName: every verdict of the vocabulary is
+    accepted on disk, a check status is not."""
+    from pydantic import ValidationError
+
+    from harness.gsm8k.models import GSM8KPaired
+    from harness.kinds import VERDICTS
+
+    base, cand = _pairs(30, 9, 2, 19)
+    paired = paired_comparison(base, cand).model_dump()
+    for name in VERDICTS:
+        assert GSM8KPaired.model_validate({**paired, "verdict": name}).verdict == name
+    with pytest.raises(ValidationError):
+        GSM8KPaired.model_validate({**paired, "verdict": "PASS"})

@@ -22,13 +22,13 @@ import harness.sim.profiles
 from harness.client.target import TargetConfig
 from harness.kinds import METRIC_LABELS, TERMINATION_LABELS, FailureKind, label
 from harness.present.report.annotate import SummaryAnnotator
+from harness.runfolder import RunFolder
 from harness.runner import run_many_sync
 from harness.scenario.model import load_scenarios
+from harness.scoring.models import RunScore
 from harness.scoring.score import score_run
 from harness.sim.faults import FAULT_KINDS, SIM_ONLY_FAULTS, Fault
 from harness.sim.profiles import PROFILES
-from harness.scoring.models import RunScore
-from harness.runfolder import RunFolder
 from tests.report_data import candidate_record, write_case
 from tests.sim_driver import entropy_scenario
 

@@ -22,6 +22,7 @@ import yaml
 import harness.gsm8k.run
 import harness.pipeline
 import harness.present.report
+import harness.present.report.render
 import harness.pytest_plugin.checks
 import harness.pytest_plugin.items
 import harness.server.boot
@@ -164,6 +165,22 @@ def test_fused_regression_fails_with_readable_evidence(
         ]
     )
     assert "verdict: FAIL" in out
+
+
+def test_a_broken_report_is_a_warning_and_the_outcomes_stand(
+    project: pytest.Pytester, healthy: str, fused: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def bug(*args: Any) -> Any:
+        raise RuntimeError("template bug")
+
+    monkeypatch.setattr(harness.present.report.render, "build_report", bug)
+    good = project.runpytest("scenarios", "--target", healthy)
+    good.assert_outcomes(passed=2)
+    assert good.ret == 0
+    good.stdout.fnmatch_lines(["warning: report not written: RuntimeError: template bug"])
+    bad = project.runpytest("scenarios/plugin_entropy.yaml", "--target", fused)
+    bad.assert_outcomes(failed=1)
+    assert bad.ret == 1 and "report not written: RuntimeError: template bug" in bad.stdout.str()
 
 
 def test_no_target_skips_everything_with_one_reason(project: pytest.Pytester) -> None:

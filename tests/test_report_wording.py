@@ -159,11 +159,12 @@ def test_boot_traceback_is_quoted_once() -> None:
 
 
 def test_gsm8k_records_the_model_id_it_found(tmp_path: Path) -> None:
-    from harness.gsm8k.run import GSM8KTarget, _record_models
+    from harness.client.target import TargetConfig
+    from harness.gsm8k.run import _record_models
     from harness.runfolder import RunFolder
     from harness.transcript import RunManifest, TargetInfo
 
-    target = GSM8KTarget("http://127.0.0.1:9", "target", None, None)
+    target = TargetConfig("http://127.0.0.1:9", label="target")
     info = TargetInfo(label="target", base_url=target.base_url)
     folder = RunFolder.create("gsm8k", results=tmp_path, run_id="g", targets=[info]).path
     target.model = "harness-sim"  # what GET /v1/models answered during the run

@@ -55,6 +55,12 @@ def test_urls() -> None:
     assert server_root("http://h:1/") == "http://h:1"
 
 
+def test_retry_delay_doubles_up_to_the_cap() -> None:
+    t = TargetConfig("http://h:1", backoff_s=0.5)
+    assert [t.retry_delay_s(a) for a in (1, 2, 3)] == [0.5, 1.0, 2.0]
+    assert t.retry_delay_s(20) == 30.0  # MAX_BACKOFF_S
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_healthy_pipeline_reaches_final_answer(server: FaultServer, stream: bool) -> None:
     rec = run_one(PIPELINE, target(server, "ok"), stream=stream)

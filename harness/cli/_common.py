@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from harness.cli import ExitCode
+from harness.client.target import server_root
+from harness.present.report import write_report_or_warning
 from harness.runfolder import RunFolder
 from harness.runner import StreamMode
 from harness.summary import Summary
@@ -80,7 +82,7 @@ def preflight(label: str, url: str, api_key_env: str = "OPENAI_API_KEY") -> str 
     Only an unreachable server (connection refused, timeout, DNS), a 5xx or an auth
     refusal (401/403) is a problem; a server without ``/v1/models`` (404) is let through.
     """
-    root = url.rstrip("/").removesuffix("/v1")
+    root = server_root(url)
     key = os.environ.get(api_key_env)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
@@ -158,16 +160,12 @@ def exit_code(summary: Summary, *, strict: bool = False) -> ExitCode:
 
 
 def write_report_or_warn(folder: RunFolder, console: Console) -> Path | None:
-    """Write the folder's ``report.html`` and ``report.md``; print where, or one warning
-    line naming the exception (the results stand even if the report cannot be drawn)."""
-    from harness.present.report import write_report
-
-    try:
-        path = write_report(folder.path)
-    except Exception as exc:
-        console.print(
-            f"[yellow]report not written: {escape(type(exc).__name__)}: {escape(str(exc))}[/]"
-        )
-        return None
-    console.print(f"report: {path}", soft_wrap=True, markup=False, highlight=False)
+    """Write the folder's ``report.html`` and ``report.md`` and print where, or the one-line
+    warning of :func:`harness.present.report.write_report_or_warning` (the results stand
+    even if the report cannot be drawn)."""
+    path, warning = write_report_or_warning(folder.path)
+    if warning is not None:
+        console.print(f"[yellow]{escape(warning)}[/]", soft_wrap=True)
+    else:
+        console.print(f"report: {path}", soft_wrap=True, markup=False, highlight=False)
     return path

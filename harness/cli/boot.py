@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli._common import http_url
+from harness.present.report import write_report_or_warning
 from harness.server.boot import BootReport, boot, check_running, resolve_command
 from harness.server.experts import MoeShape, load_model_config, moe_shape_from_config
 
@@ -165,14 +166,10 @@ def print_report(report: BootReport, out: Any = None) -> None:
 
 
 def _render(run_dir: Path) -> None:
-    try:
-        from harness.present.report import write_report  # type: ignore[attr-defined]
-    except ImportError:
-        return
-    try:
-        write_report(run_dir)
-    except Exception as exc:  # the report is a convenience; the verdict stands
-        print(f"warning: report not written: {exc}", file=sys.stderr)
+    """``report.html`` beside ``boot.json``; a report bug is a warning, the verdict stands."""
+    _, warning = write_report_or_warning(run_dir)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

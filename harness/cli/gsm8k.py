@@ -11,9 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.cli._common import http_url, positive_int
+from harness.client.target import TargetConfig
 from harness.gsm8k.data import GSM8KDataError
 from harness.gsm8k.models import GSM8KSummary
-from harness.gsm8k.run import GSM8KTarget, compare_gsm8k, run_gsm8k
+from harness.gsm8k.run import GSM8K_TIMEOUT_S, compare_gsm8k, run_gsm8k
 from harness.runfolder import DEFAULT_RESULTS
 
 HELP = (
@@ -65,7 +66,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (both)"
     )
     p.add_argument(
-        "--timeout", type=float, default=300.0, help="per-request timeout in seconds (300)"
+        "--timeout",
+        type=float,
+        default=GSM8K_TIMEOUT_S,
+        help=f"per-request timeout in seconds ({GSM8K_TIMEOUT_S:g})",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -122,11 +126,11 @@ def run(args: argparse.Namespace) -> int:
     kw = {"model": args.model, "api_key_env": args.api_key_env, "timeout_s": args.timeout}
     try:
         if args.baseline:
-            base = GSM8KTarget(args.baseline, label=args.baseline_label, **kw)
-            cand = GSM8KTarget(args.target, label=args.target_label or "candidate", **kw)
+            base = TargetConfig(args.baseline, label=args.baseline_label, **kw)
+            cand = TargetConfig(args.target, label=args.target_label or "candidate", **kw)
             summary = compare_gsm8k(base, cand, **options)
         else:
-            target = GSM8KTarget(args.target, label=args.target_label or "target", **kw)
+            target = TargetConfig(args.target, label=args.target_label or "target", **kw)
             summary = run_gsm8k(target, **options)
     except GSM8KDataError as exc:
         print(f"error: {exc}", file=sys.stderr)

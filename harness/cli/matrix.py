@@ -26,7 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.cli import ExitCode
-from harness.cli._common import positive_int
+from harness.cli._common import positive_int, write_report_or_warn
 from harness.matrix.run import DeploymentResult, MatrixResult, run_matrix, two_way_summary
 from harness.matrix.spec import load_matrix
 from harness.runfolder import RunFolder
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         _render_compare(folder, result, console)
     render_outcome(result, console)
     if not args.no_report:
-        _report(folder, console)
+        write_report_or_warn(RunFolder(folder), console)
     console.print(f"results: {folder}", soft_wrap=True, markup=False)
     return result.exit_code
 
@@ -93,19 +93,6 @@ def _render_compare(folder: Path, result: MatrixResult, console: Console) -> Non
     if two is not None:
         console.rule("compare: the two deployments")
         render_compare(two, console)
-
-
-def _report(folder: Path, console: Console) -> None:
-    try:
-        from harness.present.report import write_report
-
-        path = write_report(folder)
-    except Exception as exc:  # the matrix stands even if the report cannot be drawn
-        console.print(
-            f"[yellow]report not written: {escape(type(exc).__name__)}: {escape(str(exc))}[/]"
-        )
-        return
-    console.print(f"report: {path}", soft_wrap=True, markup=False)
 
 
 # ------------------------------------------------------------------ console output

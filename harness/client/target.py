@@ -24,12 +24,16 @@ from openai import AsyncOpenAI
 from harness.transcript import TargetInfo
 
 __all__ = [
+    "MAX_BACKOFF_S",
     "TargetConfig",
     "fetch_target_info",
     "make_client",
     "openai_base_url",
     "server_root",
 ]
+
+#: the longest wait between two attempts of a request (seconds)
+MAX_BACKOFF_S = 30.0
 
 
 @dataclass
@@ -45,7 +49,8 @@ class TargetConfig:
         timeout_s: per-request HTTP timeout in seconds (connect, read, write each).
         max_retries: retries of a transient failure (429, 5xx, timeout, reset connection).
         extra_body: extra request fields for this server (merged over the scenario's).
-        backoff_s: first retry delay in seconds; doubles per retry (capped at 30 s).
+        backoff_s: first retry delay in seconds; doubles per retry (capped at 30 s,
+            :meth:`retry_delay_s`).
     """
 
     base_url: str
@@ -66,6 +71,11 @@ class TargetConfig:
     def api_key(self) -> str:
         """The API key from ``api_key_env``, or ``"EMPTY"`` (local servers ignore it)."""
         return os.environ.get(self.api_key_env) or "EMPTY"
+
+    def retry_delay_s(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (1-based): ``backoff_s``
+        doubled per attempt, at most :data:`MAX_BACKOFF_S`."""
+        return float(min(self.backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S))
 
 
 def openai_base_url(url: str) -> str:

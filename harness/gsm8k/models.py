@@ -17,6 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.kinds import VerdictName
+
 __all__ = [
     "GSM8K_SCHEMA_VERSION",
     "Extracted",
@@ -27,15 +29,9 @@ __all__ = [
     "GSM8KSideSummary",
     "GSM8KSummary",
     "Interval",
-    "Verdict",
 ]
 
 GSM8K_SCHEMA_VERSION = 1
-
-#: Paired verdict. ``REGRESSION``: McNemar p < alpha and the candidate lost more
-#: questions than it won; ``IMPROVEMENT``: the reverse; ``NO CHANGE``: p >= alpha;
-#: ``INCONCLUSIVE``: too many infrastructure errors (or no pairs) to judge.
-Verdict = Literal["REGRESSION", "IMPROVEMENT", "NO CHANGE", "INCONCLUSIVE"]
 
 Side = Literal["baseline", "candidate"]
 
@@ -169,7 +165,7 @@ class GSM8KPaired(_Model):
     accuracy_diff: float
     diff_interval: Interval
     alpha: float = 0.05
-    verdict: Verdict
+    verdict: VerdictName  # the rule: harness.gsm8k.stats.paired_comparison
     reason: str
     discordant: list[GSM8KDiscordant] = Field(default_factory=list)
 
@@ -188,5 +184,5 @@ class GSM8KSummary(_Model):
     config: GSM8KConfig
     sides: list[GSM8KSideSummary]
     paired: GSM8KPaired | None = None
-    verdict: Verdict | None = None  # None for a single-target run
+    verdict: VerdictName | None = None  # None for a single-target run
     exit_code: int = 0

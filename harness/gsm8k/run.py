@@ -11,21 +11,24 @@ Python API::
 
     summary = run_gsm8k("http://127.0.0.1:30000", data="test.jsonl")
     summary = compare_gsm8k(baseline_url, candidate_url, num_questions=500)
+    summary = run_gsm8k(TargetConfig(url, model="m", timeout_s=600), num_questions=100)
     summary.paired.verdict  # "REGRESSION" | "IMPROVEMENT" | "NO CHANGE" | "INCONCLUSIVE"
 
 Requests go out the way SGLang's own few-shot benchmark sends them: a
 ``ThreadPoolExecutor`` of ``parallel`` threads, each with its own blocking
 ``httpx.Client`` (measured faster than 64 asyncio workers on a busy CPU: ``make bench``,
-benchmark 3). Transient errors (connection, timeout, HTTP 408/429/5xx) are retried with
-exponential backoff, and a question that still errors is reported and left out, never
-scored as wrong. Records are written to ``gsm8k.jsonl`` as they finish.
+benchmark 3). A target is the harness's one :class:`~harness.client.target.TargetConfig`.
+A failed attempt is a :class:`~harness.errors.RequestFailed`; transient ones (connection,
+timeout, HTTP 408/429/5xx) are retried with the target's exponential backoff, and a
+question that still errors is reported (``kind: message``) and left out, never scored
+as wrong. Records are written to ``gsm8k.jsonl`` as they finish.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-import os
 import ssl
 import sys
 import threading
@@ -38,9 +41,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+import certifi
 import httpx
 from rich.progress import Progress
 
+from harness.client.target import TargetConfig, openai_base_url
+from harness.errors import RequestFailed
 from harness.gsm8k.data import (
     GSM8K_STOP,
     GSM8KDataset,
@@ -57,12 +63,13 @@ from harness.gsm8k.models import (
     GSM8KSummary,
 )
 from harness.gsm8k.stats import paired_comparison, side_summary
+from harness.present.report import write_report_or_warning
 from harness.runfolder import RunFolder
 from harness.transcript import RunManifest, TargetInfo
 
 __all__ = [
+    "GSM8K_TIMEOUT_S",
     "GSM8KOptions",
-    "GSM8KTarget",
     "compare_gsm8k",
     "read_gsm8k_records",
     "rescore",
@@ -71,27 +78,9 @@ __all__ = [
 ]
 
 Api = Literal["completions", "chat"]
-_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
-
-@dataclass
-class GSM8KTarget:
-    """A server to ask: ``base_url`` with or without ``/v1``; ``model`` None asks
-    ``GET /v1/models`` for the first id. The API key, if any, is read from ``api_key_env``."""
-
-    base_url: str
-    label: str = "target"
-    side: Literal["baseline", "candidate"] | None = None
-    model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout_s: float = 300.0
-    max_retries: int = 3
-    retry_backoff_s: float = 0.25
-
-    @property
-    def v1(self) -> str:
-        url = self.base_url.rstrip("/")
-        return url if url.endswith("/v1") else url + "/v1"
+#: per-request timeout (s) when a target is given as a URL: 512 new tokens at 64 in flight
+GSM8K_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -100,7 +89,7 @@ class GSM8KOptions:
     official test split), the prompt (``num_shots``, ``api``, ``max_tokens``), the
     client (``parallel`` requests in flight per server), the verdict (``alpha``,
     ``max_error_rate``) and the output (``results`` root, ``run_id``, rich ``progress``
-    bar, HTML ``report`` via harness.present.report when installed)."""
+    bar, HTML ``report`` via harness.present.report)."""
 
     data: str | Path | None = None
     num_questions: int = 500
@@ -124,22 +113,15 @@ class _Plan:
     indices: list[int] = field(default_factory=list)
 
 
-class _InfraError(Exception):
-    def __init__(self, message: str, retryable: bool) -> None:
-        super().__init__(message)
-        self.retryable = retryable
+def _headers(target: TargetConfig) -> dict[str, str]:
+    return {"Authorization": f"Bearer {target.api_key()}"}
 
 
-def _headers(target: GSM8KTarget) -> dict[str, str]:
-    key = os.environ.get(target.api_key_env)
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def _discover_model(client: httpx.Client, target: GSM8KTarget) -> str | None:
+def _discover_model(client: httpx.Client, target: TargetConfig) -> str | None:
     if target.model:
         return target.model
     try:
-        resp = client.get(f"{target.v1}/models", timeout=10.0)
+        resp = client.get(f"{openai_base_url(target.base_url)}/models", timeout=10.0)
         data = resp.json().get("data") or []
         return str(data[0]["id"]) if data else None
     except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError, IndexError):
@@ -169,28 +151,35 @@ def _parse(api: Api, data: Any) -> tuple[str, str | None, int | None]:
         usage = data.get("usage") or {}
         tokens = usage.get("completion_tokens")
     except (KeyError, IndexError, TypeError, AttributeError):
-        raise _InfraError("invalid response body: no choices[0] text", False) from None
+        raise RequestFailed("invalid_body", "no choices[0] text in the response") from None
     if text is not None and not isinstance(text, str):
-        raise _InfraError("invalid response body: text is not a string", False)
+        raise RequestFailed("invalid_body", "choices[0] text is not a string")
     return text or "", choice.get("finish_reason"), tokens if isinstance(tokens, int) else None
 
 
 def _post_once(
-    client: httpx.Client, target: GSM8KTarget, path: str, body: dict[str, Any], api: Api
+    client: httpx.Client, target: TargetConfig, path: str, body: dict[str, Any], api: Api
 ) -> tuple[str, str | None, int | None]:
+    """One attempt: (output text, finish_reason, completion_tokens).
+
+    Raises:
+        RequestFailed: ``timeout``, ``connection``, ``http_status`` (any status but 200)
+            or ``invalid_body``; ``.transient`` says whether to retry.
+    """
+    url = f"{openai_base_url(target.base_url)}/{path}"
     try:
-        resp = client.post(f"{target.v1}/{path}", json=body, timeout=target.timeout_s)
+        resp = client.post(url, json=body, timeout=target.timeout_s)
     except httpx.TimeoutException as exc:
-        raise _InfraError(f"timeout: {type(exc).__name__}", True) from None
+        raise RequestFailed("timeout", f"{type(exc).__name__}: {exc}") from None
     except httpx.TransportError as exc:
-        raise _InfraError(f"connection: {type(exc).__name__}: {exc}", True) from None
+        raise RequestFailed("connection", f"{type(exc).__name__}: {exc}") from None
     if resp.status_code != 200:
-        retry = resp.status_code in _RETRY_STATUS or resp.status_code >= 500
-        raise _InfraError(f"HTTP {resp.status_code}: {resp.text[:200]}", retry)
+        status = resp.status_code
+        raise RequestFailed("http_status", f"HTTP {status}: {resp.text[:200]}", status=status)
     try:
         data = resp.json()
     except ValueError:
-        raise _InfraError("invalid response body: not JSON", False) from None
+        raise RequestFailed("invalid_body", "the response is not JSON") from None
     return _parse(api, data)
 
 
@@ -209,7 +198,7 @@ def _score(q: Question, output: str) -> dict[str, Any]:
 
 
 def _ask(
-    client: httpx.Client, target: GSM8KTarget, plan: _Plan, model: str | None, index: int
+    client: httpx.Client, target: TargetConfig, plan: _Plan, model: str | None, index: int
 ) -> GSM8KRecord:
     """Ask one question, retrying transient errors; returns its record."""
     path, body = _request_body(plan, model, index)
@@ -226,11 +215,12 @@ def _ask(
         t0 = time.perf_counter()
         try:
             text, finish, tokens = _post_once(client, target, path, body, plan.config.api)
-        except _InfraError as exc:
-            rec.update(error=str(exc), attempts=attempt, latency_s=time.perf_counter() - t0)
-            if not exc.retryable or attempt > target.max_retries:
+        except RequestFailed as exc:
+            error = f"{exc.kind}: {exc.message}"
+            rec.update(error=error, attempts=attempt, latency_s=time.perf_counter() - t0)
+            if not exc.transient or attempt > target.max_retries:
                 break
-            time.sleep(min(target.retry_backoff_s * 2 ** (attempt - 1), 8.0))
+            time.sleep(target.retry_delay_s(attempt))
             continue
         rec.update(error=None, attempts=attempt, latency_s=time.perf_counter() - t0)
         rec.update(output=text, finish_reason=finish, completion_tokens=tokens, **_score(q, text))
@@ -241,17 +231,13 @@ def _ask(
 @cache
 def _ssl_context() -> ssl.SSLContext:
     """One verifying TLS context per process, shared by every client (thread-safe);
-    building one costs ~30 ms of CPU (loading the CA bundle)."""
-    try:
-        import certifi
-
-        return ssl.create_default_context(cafile=certifi.where())
-    except ImportError:  # pragma: no cover - certifi comes with httpx
-        return ssl.create_default_context()
+    building one costs ~30 ms of CPU (loading the CA bundle). ``certifi``'s bundle, as
+    httpx's own default (certifi is a dependency of httpx)."""
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 @contextmanager
-def _thread_clients(target: GSM8KTarget) -> Iterator[Callable[[], httpx.Client]]:
+def _thread_clients(target: TargetConfig) -> Iterator[Callable[[], httpx.Client]]:
     """Yields ``get()``: the calling thread's own one-connection ``httpx.Client``
     (created on first use); every client is closed on exit."""
     local, lock, made = threading.local(), threading.Lock(), []
@@ -275,7 +261,7 @@ def _thread_clients(target: GSM8KTarget) -> Iterator[Callable[[], httpx.Client]]
 
 
 def _run_side(
-    target: GSM8KTarget, plan: _Plan, progress: Progress | None, sink: Any
+    target: TargetConfig, plan: _Plan, progress: Progress | None, sink: Any
 ) -> tuple[list[GSM8KRecord], str | None]:
     """Ask every planned question of one server; each record is appended to ``sink`` by
     the thread that finished it. Returns the records in question order and the model id.
@@ -337,7 +323,7 @@ def summarize(
     *,
     run_id: str,
     config: GSM8KConfig,
-    targets: list[GSM8KTarget],
+    targets: list[TargetConfig],
 ) -> GSM8KSummary:
     """The summary of a run: a pure function of its records and configuration.
 
@@ -376,7 +362,7 @@ def _plan(opts: GSM8KOptions) -> _Plan:
 
 
 def _run_all(
-    targets: list[GSM8KTarget], plan: _Plan, out: Path, show_progress: bool
+    targets: list[TargetConfig], plan: _Plan, out: Path, show_progress: bool
 ) -> list[GSM8KRecord]:
     records: list[GSM8KRecord] = []
     with (out / "gsm8k.jsonl").open("w", encoding="utf-8") as sink:
@@ -395,18 +381,7 @@ def _run_all(
     return records
 
 
-def _write_report(run_dir: Path) -> None:
-    try:
-        from harness.present.report import write_report
-    except ImportError:
-        return
-    try:
-        write_report(run_dir)
-    except Exception as exc:  # the report is a view; the results are already on disk
-        print(f"warning: report not written: {exc}", file=sys.stderr)
-
-
-def _execute(targets: list[GSM8KTarget], opts: GSM8KOptions) -> GSM8KSummary:
+def _execute(targets: list[TargetConfig], opts: GSM8KOptions) -> GSM8KSummary:
     plan = _plan(opts)
     infos = [
         TargetInfo(label=t.label, side=t.side, base_url=t.base_url, model=t.model) for t in targets
@@ -420,12 +395,14 @@ def _execute(targets: list[GSM8KTarget], opts: GSM8KOptions) -> GSM8KSummary:
     _record_models(out, targets)
     summary = summarize(records, run_id=out.name, config=plan.config, targets=targets)
     (out / "gsm8k.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
-    if opts.report:
-        _write_report(out)
+    if opts.report:  # a view: the results are on disk, a report bug is only a warning
+        _, warning = write_report_or_warning(out)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     return summary
 
 
-def _record_models(folder: Path, targets: list[GSM8KTarget]) -> None:
+def _record_models(folder: Path, targets: list[TargetConfig]) -> None:
     """Write the model ids found by ``GET /v1/models`` into ``manifest.json``'s targets
     (the manifest is written before the servers are asked)."""
     path = folder / "manifest.json"
@@ -448,7 +425,10 @@ def rescore(run_dir: str | Path, *, write: bool = True) -> GSM8KSummary:
     folder = Path(run_dir)
     manifest = RunManifest.model_validate_json((folder / "manifest.json").read_text("utf-8"))
     config = GSM8KConfig.model_validate(manifest.extra["gsm8k_config"])
-    targets = [GSM8KTarget(t.base_url, t.label, t.side, t.model) for t in manifest.targets]
+    targets = [
+        TargetConfig(t.base_url, model=t.model, label=t.label, side=t.side)
+        for t in manifest.targets
+    ]
     summary = summarize(
         read_gsm8k_records(folder), run_id=manifest.run_id, config=config, targets=targets
     )
@@ -457,20 +437,30 @@ def rescore(run_dir: str | Path, *, write: bool = True) -> GSM8KSummary:
     return summary
 
 
-def run_gsm8k(target: str | GSM8KTarget, *, label: str = "target", **options: Any) -> GSM8KSummary:
+def _target(target: str | TargetConfig, label: str) -> TargetConfig:
+    """A copy of ``target`` (the run fills in its model and side), or a new one for a URL
+    (``label``, :data:`GSM8K_TIMEOUT_S`)."""
+    if isinstance(target, TargetConfig):
+        return dataclasses.replace(target)
+    return TargetConfig(target, label=label, timeout_s=GSM8K_TIMEOUT_S)
+
+
+def run_gsm8k(target: str | TargetConfig, *, label: str = "target", **options: Any) -> GSM8KSummary:
     """GSM8K accuracy of one server; writes ``results/<run-id>/gsm8k.{jsonl,json}``.
 
-    ``options``: the fields of :class:`GSM8KOptions`. Raises
-    harness.gsm8k.data.GSM8KDataError if the data cannot be loaded, TypeError on an
-    unknown option.
+    ``target``: a URL or a :class:`~harness.client.target.TargetConfig` (its ``base_url``,
+    ``model``, ``label``, ``side``, ``api_key_env``, ``timeout_s``, ``max_retries`` and
+    ``backoff_s`` apply; ``extra_body`` is not sent: the request is SGLang's benchmark's).
+    It is not modified. ``options``: the fields of :class:`GSM8KOptions`. Raises
+    harness.errors.GSM8KDataError if the data cannot be loaded, TypeError on an unknown
+    option.
     """
-    t = target if isinstance(target, GSM8KTarget) else GSM8KTarget(target, label=label)
-    return _execute([t], GSM8KOptions(**options))
+    return _execute([_target(target, label)], GSM8KOptions(**options))
 
 
 def compare_gsm8k(
-    baseline: str | GSM8KTarget,
-    candidate: str | GSM8KTarget,
+    baseline: str | TargetConfig,
+    candidate: str | TargetConfig,
     *,
     baseline_label: str = "baseline",
     candidate_label: str = "candidate",
@@ -478,11 +468,12 @@ def compare_gsm8k(
 ) -> GSM8KSummary:
     """Both servers answer the same questions; McNemar's exact test on the pairs.
 
-    Same ``options`` as :func:`run_gsm8k`. ``summary.verdict`` and ``summary.exit_code``
-    carry the outcome (1 on REGRESSION, 3 on too many infrastructure errors).
+    Targets as for :func:`run_gsm8k` (their sides are set to ``baseline`` and
+    ``candidate``; equal labels get the side appended). Same ``options``.
+    ``summary.verdict`` and ``summary.exit_code`` carry the outcome (1 on REGRESSION, 3
+    on too many infrastructure errors).
     """
-    b = baseline if isinstance(baseline, GSM8KTarget) else GSM8KTarget(baseline, baseline_label)
-    c = candidate if isinstance(candidate, GSM8KTarget) else GSM8KTarget(candidate, candidate_label)
+    b, c = _target(baseline, baseline_label), _target(candidate, candidate_label)
     b.side, c.side = "baseline", "candidate"
     if b.label == c.label:
         b.label, c.label = f"{b.label} (baseline)", f"{c.label} (candidate)"

@@ -1,23 +1,19 @@
-"""GSM8K scores from per-question records: accuracy intervals, McNemar, verdict.
+"""GSM8K scores from per-question records: per-side accuracy, the paired verdict.
 
-Pure functions of :class:`~harness.gsm8k.models.GSM8KRecord` lists.
+Pure functions of :class:`~harness.gsm8k.models.GSM8KRecord` lists. The statistics are
+the harness's general ones (:mod:`harness.stats.tests`, each with its source):
 
-* Accuracy interval: Wilson score interval (``scipy.stats.binomtest(...).proportion_ci``).
-* Paired test: McNemar's exact test, i.e. a two-sided binomial test of the
-  candidate-only correct count ``c`` among the ``b + c`` discordant pairs, p = 0.5
-  (``scipy.stats.binomtest``).
-* Paired difference interval: Newcombe (1998), "Improved confidence intervals for
-  the difference between binomial proportions based on paired data", Stat Med 17:2635,
-  method 10 (hybrid score: Wilson intervals of both marginals, combined with the phi
-  correlation of the 2x2 table). Unlike the Wald interval it stays sensible when
-  ``b + c`` is small or 0.
+* accuracy interval: :func:`~harness.stats.tests.wilson_interval` (Wilson score);
+* paired test: :func:`~harness.stats.tests.mcnemar_exact` of the baseline-only (``b``)
+  and candidate-only (``c``) correct counts;
+* paired difference interval: :func:`~harness.stats.tests.newcombe_paired_interval`
+  (Newcombe 1998, method 10) of candidate minus baseline accuracy.
+
+What is GSM8K's own: which records count (errored questions are left out, never
+wrong), the verdict rule (:func:`paired_comparison`) and the discordant examples kept.
 """
 
 from __future__ import annotations
-
-import math
-
-from scipy.stats import binomtest
 
 from harness.gsm8k.models import (
     GSM8KDiscordant,
@@ -25,21 +21,19 @@ from harness.gsm8k.models import (
     GSM8KRecord,
     GSM8KSideSummary,
     Interval,
-    Verdict,
 )
+from harness.kinds import VerdictName
+from harness.stats.tests import mcnemar_exact, newcombe_paired_interval, wilson_interval
 
-__all__ = ["DISCORDANT_SHOWN", "paired_comparison", "side_summary", "wilson"]
+__all__ = ["DISCORDANT_SHOWN", "paired_comparison", "side_summary"]
 
 #: discordant questions kept in the summary (both outputs shown in reports)
 DISCORDANT_SHOWN = 5
 
 
-def wilson(k: int, n: int, level: float = 0.95) -> Interval:
-    """Wilson score interval of ``k`` successes in ``n`` trials (``[0, 1]`` if n = 0)."""
-    if n == 0:
-        return Interval(low=0.0, high=1.0, level=level, method="wilson")
-    ci = binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
-    return Interval(low=float(ci.low), high=float(ci.high), level=level, method="wilson")
+def _accuracy_interval(k: int, n: int) -> Interval:
+    low, high = wilson_interval(k, n)
+    return Interval(low=low, high=high, level=0.95, method="wilson")
 
 
 def side_summary(
@@ -69,7 +63,7 @@ def side_summary(
         error_indices=errors,
         correct=correct,
         accuracy=correct / n if n else 0.0,
-        accuracy_interval=wilson(correct, n),
+        accuracy_interval=_accuracy_interval(correct, n),
         invalid=invalid,
         invalid_rate=invalid / n if n else 0.0,
         accuracy_strict=sum(1 for r in scored if r.correct_strict) / n if n else 0.0,
@@ -80,36 +74,9 @@ def side_summary(
     )
 
 
-def newcombe_paired(a: int, b: int, c: int, d: int, level: float = 0.95) -> Interval:
-    """Interval for ``p2 - p1`` with p1 = (a+b)/n, p2 = (a+c)/n (Newcombe method 10).
-
-    ``a`` both correct, ``b`` only side 1, ``c`` only side 2, ``d`` neither. The phi
-    correlation uses Newcombe's continuity adjustment (as in Altman et al., *Statistics
-    with Confidence*, 2000, and R biostatUZH ``confIntPairedProportion``).
-    """
-    n = a + b + c + d
-    if n == 0:
-        return Interval(low=-1.0, high=1.0, level=level, method="newcombe-paired")
-    p1, p2 = (a + b) / n, (a + c) / n
-    w1, w2 = wilson(a + b, n, level), wilson(a + c, n, level)
-    denom = (a + b) * (c + d) * (a + c) * (b + d)
-    cross: float = a * d - b * c  # Newcombe's continuity adjustment (Altman 2000, p. 52)
-    cross = cross - n / 2 if cross > n / 2 else min(cross, 0.0)
-    phi = cross / math.sqrt(denom) if denom > 0 else 0.0
-    dl = (p2 - w2.low) ** 2 - 2 * phi * (p2 - w2.low) * (w1.high - p1) + (w1.high - p1) ** 2
-    du = (w2.high - p2) ** 2 - 2 * phi * (w2.high - p2) * (p1 - w1.low) + (p1 - w1.low) ** 2
-    diff = p2 - p1
-    return Interval(
-        low=max(-1.0, diff - math.sqrt(max(dl, 0.0))),
-        high=min(1.0, diff + math.sqrt(max(du, 0.0))),
-        level=level,
-        method="newcombe-paired",
-    )
-
-
 def _verdict(
     b: int, c: int, p: float, n_pairs: int, alpha: float, infra: str | None
-) -> tuple[Verdict, str]:
+) -> tuple[VerdictName, str]:
     if infra:
         return "INCONCLUSIVE", infra
     if n_pairs == 0:
@@ -144,6 +111,11 @@ def _discordant(
     return out
 
 
+def _diff_interval(both: int, b: int, c: int, neither: int) -> Interval:
+    low, high = newcombe_paired_interval(both, b, c, neither)
+    return Interval(low=low, high=high, level=0.95, method="newcombe-paired")
+
+
 def paired_comparison(
     baseline: list[GSM8KRecord],
     candidate: list[GSM8KRecord],
@@ -153,7 +125,10 @@ def paired_comparison(
 ) -> GSM8KPaired:
     """McNemar's exact test over questions both sides answered without error.
 
-    ``infra``: a reason the run is too broken to judge (verdict INCONCLUSIVE).
+    Verdict: ``REGRESSION`` when McNemar p < ``alpha`` and the candidate lost more
+    questions than it won, ``IMPROVEMENT`` the reverse, else ``NO CHANGE``;
+    ``INCONCLUSIVE`` when ``infra`` gives a reason the run is too broken to judge, or
+    no question was answered by both sides.
     """
     base = {r.index: r for r in baseline if r.correct is not None}
     cand = {r.index: r for r in candidate if r.correct is not None}
@@ -162,7 +137,7 @@ def paired_comparison(
     b = sum(1 for i in common if base[i].correct and not cand[i].correct)
     c = sum(1 for i in common if cand[i].correct and not base[i].correct)
     n = len(common)
-    p = float(binomtest(c, b + c, 0.5).pvalue) if b + c else 1.0
+    p = mcnemar_exact(b, c)
     verdict, reason = _verdict(b, c, p, n, alpha, infra)
     return GSM8KPaired(
         n_pairs=n,
@@ -174,7 +149,7 @@ def paired_comparison(
         candidate_accuracy=(both + c) / n if n else 0.0,
         mcnemar_p=p,
         accuracy_diff=(c - b) / n if n else 0.0,
-        diff_interval=newcombe_paired(both, b, c, n - both - b - c),
+        diff_interval=_diff_interval(both, b, c, n - both - b - c),
         alpha=alpha,
         verdict=verdict,
         reason=reason,

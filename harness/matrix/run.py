@@ -48,6 +48,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -466,13 +467,13 @@ def _run_group(
 
 
 def _gsm8k(spec: MatrixSpec, t: TargetConfig, folder: Path) -> tuple[float, int] | None:
-    from harness.gsm8k.run import GSM8KTarget, run_gsm8k
+    from harness.gsm8k.run import GSM8K_TIMEOUT_S, run_gsm8k
 
     g = spec.gsm8k
     assert g is not None
     try:
         s = run_gsm8k(
-            GSM8KTarget(t.base_url, label=t.label, model=t.model, api_key_env=t.api_key_env),
+            replace(t, timeout_s=max(t.timeout_s, GSM8K_TIMEOUT_S)),
             data=g.data, num_questions=g.questions, num_shots=g.shots, parallel=g.parallel,
             results=folder / "gsm8k", run_id=t.label, report=False,
         )  # fmt: skip

@@ -94,18 +94,13 @@ class GSM8KItem(_CheckItem):
         self._judge(summary)
 
     def _run(self, state: HarnessState, opts: dict[str, Any]) -> Any:
-        from harness.gsm8k.run import GSM8KTarget, compare_gsm8k, run_gsm8k
-
-        def side(cfg: Any) -> GSM8KTarget:
-            return GSM8KTarget(
-                cfg.base_url, label=cfg.label, model=cfg.model,
-                api_key_env=cfg.api_key_env, timeout_s=cfg.timeout_s,
-            )  # fmt: skip
+        from harness.gsm8k.run import compare_gsm8k, run_gsm8k
 
         target, base = state.target(), state.baseline()
+        assert target is not None  # runtest skipped the item without one
         if base is None:
-            return run_gsm8k(side(target), **opts)
-        return compare_gsm8k(side(base), side(target), **opts)
+            return run_gsm8k(target, **opts)
+        return compare_gsm8k(base, target, **opts)
 
     def _judge(self, summary: Any) -> None:
         """Fail on infrastructure errors, the accuracy floor, or the paired comparison."""

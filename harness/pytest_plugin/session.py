@@ -11,11 +11,10 @@ the HTML report (:mod:`harness.present.report`) from the folder, as the CLI does
 
 from __future__ import annotations
 
-import importlib
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import pytest
 
@@ -232,29 +231,24 @@ class HarnessState:
 _REPORTABLE = ("transcripts.jsonl", "summary.json", "gsm8k.json", "boot.json")
 
 
-def _optional(module: str) -> Any:
-    """``module`` if importable, else ``None`` (modules built in other issues)."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        return None
-
-
 def write_html(run_dir: Path, html: str | None) -> str:
-    """Render ``report.html`` in the run folder (:func:`harness.present.report.write_report`) and
-    copy it to ``html`` if given (the file is self-contained); returns a summary line."""
-    report = _optional("harness.present.report")
-    fn = getattr(report, "write_report", None)
-    if fn is None:
-        return "report: not written (harness.present.report is not available)"
+    """Render ``report.html`` in the run folder
+    (:func:`harness.present.report.write_report_or_warning`) and copy it to ``html`` if
+    given (the file is self-contained); returns the line for the terminal summary. A
+    report that cannot be drawn or copied never turns a test result into a crash: the
+    line names the exception."""
+    from harness.present.report import write_report_or_warning  # lazy: see the imports
+
+    path, warning = write_report_or_warning(run_dir)
+    if path is None:
+        return f"warning: {warning}"
+    if not html:
+        return f"report: {path}"
     try:
-        path = Path(fn(run_dir))
-        if html:
-            Path(html).parent.mkdir(parents=True, exist_ok=True)
-            path = Path(shutil.copyfile(path, html))
-    except Exception as exc:  # the report must never turn a test result into a crash
-        return f"report: not written ({type(exc).__name__}: {exc})"
-    return f"report: {path}"
+        Path(html).parent.mkdir(parents=True, exist_ok=True)
+        return f"report: {shutil.copyfile(path, html)}"
+    except OSError as exc:
+        return f"report: {path} (not copied to {html}: {type(exc).__name__}: {exc})"
 
 
 def state_key() -> pytest.StashKey[HarnessState]:

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, Field
 
+from harness.client.target import server_root
 from harness.server.experts import ExpertsProbeResult, probe_routed_experts
 from harness.server.fusion import FusionEngagement, collect_engagement
 
@@ -41,7 +42,7 @@ __all__ = [
     "BOOT_SCHEMA_VERSION",
     "BootReport",
     "Check",
-    "Verdict",
+    "CheckStatus",
     "boot",
     "check_running",
     "find_failure",
@@ -50,7 +51,9 @@ __all__ = [
 ]
 
 BOOT_SCHEMA_VERSION = 1
-Verdict = Literal["PASS", "FAIL", "WARN", "SKIP"]
+#: the outcome of one boot check (not a comparison's verdict: that is
+#: harness.kinds.VerdictName). On disk it is the ``verdict`` field of a check in boot.json.
+CheckStatus = Literal["PASS", "FAIL", "WARN", "SKIP"]
 Probe = Literal["routed-experts"]
 
 _TB_START = "Traceback (most recent call last):"
@@ -72,7 +75,7 @@ class Check(BaseModel):
     """One boot check: ``evidence`` holds the log lines or values it rests on."""
 
     name: str
-    verdict: Verdict
+    verdict: CheckStatus
     detail: str = ""
     evidence: list[str] = Field(default_factory=list)
 
@@ -384,7 +387,7 @@ def _wait_healthy(
 def _fusion_check(f: FusionEngagement, expect: str | None) -> Check:
     if expect is not None:
         ok = f.state == expect.upper()
-        verdict: Verdict = "PASS" if ok else "FAIL"
+        verdict: CheckStatus = "PASS" if ok else "FAIL"
         detail = f"fusion {f.state} (expected {expect.upper()}): {f.reason}"
     else:
         verdict = "WARN" if f.state == "UNKNOWN" else "PASS"
@@ -579,7 +582,7 @@ def _health_once(root: str, health_path: str) -> Check:
     status = health_status(root, health_path, timeout_s=10.0)
     answer = "nothing" if status is None else str(status)
     hint = " (503 = still starting)" if status == 503 else ""
-    verdict: Verdict = "PASS" if status == 200 else "FAIL"
+    verdict: CheckStatus = "PASS" if status == 200 else "FAIL"
     return Check(
         name="health", verdict=verdict, detail=f"GET {root}{health_path} answered {answer}{hint}"
     )
@@ -604,7 +607,7 @@ def check_running(
     ``health`` is one GET (503 = still starting = FAIL). Writes ``boot.json`` in
     ``run_dir`` (default: a new ``results/boot-...`` folder).
     """
-    root = url.rstrip("/").removesuffix("/v1")
+    root = server_root(url)
     folder = _run_dir(run_dir, results, {"target": root, "log": str(log_path), "probe": probe})
     log = Path(log_path) if log_path is not None else None
     report = BootReport(url=root, log_path=str(log) if log else None)

@@ -33,6 +33,8 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, Field
 
+from harness.client.target import server_root
+
 __all__ = [
     "ExpertsProbeResult",
     "MoeShape",
@@ -409,7 +411,7 @@ def probe_routed_experts(
     sets ``error`` (an infrastructure problem); a response without the field is a
     ``missing`` violation. Never raises for server misbehaviour.
     """
-    root = base_url.rstrip("/").removesuffix("/v1")
+    root = server_root(base_url)
     with httpx.Client(timeout=timeout_s) as client:
         shape = shape or _fetch_shape(client, root)
         if shape is None:

@@ -31,6 +31,8 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, Field
 
+from harness.client.target import server_root
+
 __all__ = [
     "FusionEngagement",
     "FusionState",
@@ -164,7 +166,7 @@ def collect_engagement(
     endpoints: dict[str, str] = {}
     info = model_info = models = None
     if base_url:
-        root = base_url.rstrip("/").removesuffix("/v1")
+        root = server_root(base_url)
         with httpx.Client(timeout=timeout_s) as client:
             info = _get_json(client, root + "/server_info", endpoints)
             if not isinstance(info, dict):

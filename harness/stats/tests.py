@@ -3,7 +3,14 @@
 Tests come from :mod:`scipy.stats`; the formulas we write ourselves are given with their
 source:
 
-- :func:`wilson_interval`: Wilson score interval (Wilson 1927; Agresti & Coull 1998).
+- :func:`wilson_interval`: Wilson score interval (Wilson 1927; Agresti & Coull 1998);
+  equal to ``scipy.stats.binomtest(k, n).proportion_ci(method="wilson")``.
+- :func:`mcnemar_exact`: McNemar's test (McNemar 1947), exact conditional version: a
+  two-sided binomial test of one discordant count among all discordant pairs, p = 0.5
+  (``scipy.stats.binomtest``; Fagerland, Lydersen & Laake 2013).
+- :func:`newcombe_paired_interval`: interval for the difference of two paired
+  proportions, Newcombe (1998) method 10 (Wilson intervals of both marginals combined
+  with the phi correlation of the 2x2 table).
 - :func:`pass_hat_k`: tau-bench's pass^k (Yao et al. 2024, "tau-bench", section 3): the
   probability that all ``k`` i.i.d. trials succeed, estimated without bias from ``c``
   successes in ``n`` trials as ``C(c, k) / C(n, k)``.
@@ -31,6 +38,8 @@ __all__ = [
     "format_p",
     "holm",
     "mannwhitney_one_sided",
+    "mcnemar_exact",
+    "newcombe_paired_interval",
     "pass_hat_k",
     "repeats_needed",
     "wilson_interval",
@@ -55,6 +64,58 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value of ``b`` and ``c`` discordant pairs (side 1 only
+    right, side 2 only right); 1.0 when there is no discordant pair.
+
+    Source: McNemar (1947), "Note on the sampling error of the difference between
+    correlated proportions or percentages", Psychometrika 12:153; the exact conditional
+    test is ``scipy.stats.binomtest(c, b + c, 0.5)`` (Fagerland, Lydersen & Laake 2013,
+    "The McNemar test for binary matched-pairs data", BMC Med Res Methodol 13:91).
+
+    Raises:
+        ValueError: a negative count.
+    """
+    if b < 0 or c < 0:
+        raise ValueError(f"need b >= 0 and c >= 0, got b={b}, c={c}")
+    return float(sps.binomtest(c, b + c, 0.5).pvalue) if b + c else 1.0
+
+
+def newcombe_paired_interval(
+    a: int, b: int, c: int, d: int, confidence: float = 0.95
+) -> tuple[float, float]:
+    """Interval for ``p2 - p1`` of paired proportions, p1 = (a+b)/n, p2 = (a+c)/n.
+
+    ``a`` pairs right on both sides, ``b`` only on side 1, ``c`` only on side 2, ``d``
+    on neither; ``(-1.0, 1.0)`` when n = 0. Unlike the Wald interval it stays sensible
+    when ``b + c`` is small or 0.
+
+    Source: Newcombe (1998), "Improved confidence intervals for the difference between
+    binomial proportions based on paired data", Stat Med 17:2635, method 10, with the
+    continuity adjustment of the phi correlation as in Altman et al., *Statistics with
+    Confidence* (2000), p. 52, and R biostatUZH ``confIntPairedProportion``.
+
+    Raises:
+        ValueError: a negative count.
+    """
+    if min(a, b, c, d) < 0:
+        raise ValueError(f"need counts >= 0, got {(a, b, c, d)}")
+    n = a + b + c + d
+    if n == 0:
+        return -1.0, 1.0
+    p1, p2 = (a + b) / n, (a + c) / n
+    l1, u1 = wilson_interval(a + b, n, confidence)
+    l2, u2 = wilson_interval(a + c, n, confidence)
+    denom = (a + b) * (c + d) * (a + c) * (b + d)
+    cross: float = a * d - b * c
+    cross = cross - n / 2 if cross > n / 2 else min(cross, 0.0)
+    phi = cross / math.sqrt(denom) if denom > 0 else 0.0
+    dl = (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2
+    du = (u2 - p2) ** 2 - 2 * phi * (u2 - p2) * (p1 - l1) + (p1 - l1) ** 2
+    diff = p2 - p1
+    return max(-1.0, diff - math.sqrt(max(dl, 0.0))), min(1.0, diff + math.sqrt(max(du, 0.0)))
 
 
 def pass_hat_k(c: int, n: int, k: int) -> float:

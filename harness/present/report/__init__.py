@@ -6,7 +6,9 @@ the files in ``results/<run-id>/``: ``manifest.json``, ``transcripts.jsonl`` and
 when present, ``scores.jsonl``, ``summary.json``, ``gsm8k.json``, ``boot.json`` and
 ``matrix.json``. The report is a pure function of those files; it never recomputes a
 score, and shows the same table rows and traces as the console
-(:mod:`harness.present.views`).
+(:mod:`harness.present.views`). A command whose results already stand calls
+``write_report_or_warning(run_dir)`` instead: a report that cannot be drawn becomes a
+one-line warning naming the exception, not a failed command.
 
 Large folders: ``transcripts.jsonl`` is read streaming and only a bounded number of
 runs is rendered turn by turn (per scenario at most ``select.PER_SCENARIO`` repeats,
@@ -20,7 +22,12 @@ marked safe; the page also carries a Content-Security-Policy that forbids script
 
 from harness.errors import ReportInputError
 from harness.present.report.load import ReportInput, load_run_folder
-from harness.present.report.render import render_html, render_markdown, write_report
+from harness.present.report.render import (
+    render_html,
+    render_markdown,
+    write_report,
+    write_report_or_warning,
+)
 
 __all__ = [
     "ReportInput",
@@ -29,4 +36,5 @@ __all__ = [
     "render_html",
     "render_markdown",
     "write_report",
+    "write_report_or_warning",
 ]

@@ -20,7 +20,13 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from harness.present.report.context import build_report
 from harness.present.report.load import load_run_folder
 
-__all__ = ["environment", "render_html", "render_markdown", "write_report"]
+__all__ = [
+    "environment",
+    "render_html",
+    "render_markdown",
+    "write_report",
+    "write_report_or_warning",
+]
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
 _INLINE_LIMIT = 400
@@ -113,6 +119,24 @@ def write_report(run_dir: str | Path, *, markdown: bool = True) -> Path:
         md = env.get_template("report.md").render(r=report)
         _write(folder / "report.md", re.sub(r"\n{3,}", "\n\n", md).strip() + "\n")
     return out
+
+
+def write_report_or_warning(
+    run_dir: str | Path, *, markdown: bool = True
+) -> tuple[Path | None, str | None]:
+    """:func:`write_report`, for a command whose results already stand on disk.
+
+    Returns ``(path of report.html, None)``, or ``(None, warning)`` if the report could
+    not be drawn: ``warning`` is one line naming the exception, ``"report not written:
+    <ExceptionType>: <message>"``, for the caller to show; a report bug is then visible
+    but never changes the command's outcome. Only ``Exception`` is caught (Ctrl-C
+    still stops the command).
+    """
+    try:
+        return write_report(run_dir, markdown=markdown), None
+    except Exception as exc:  # the report is a view: the results and verdict stand
+        message = " ".join(str(exc).split())  # one line
+        return None, f"report not written: {type(exc).__name__}: {message}"
 
 
 def _write(path: Path, text: str) -> None:
