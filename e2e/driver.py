@@ -334,7 +334,7 @@ def _gsm8k(args: argparse.Namespace) -> list[str]:
 def _boot_step(args: argparse.Namespace, out: Path, model: Path) -> Step:
     cmd = shlex.join(server_command(model, free_port()))
     return Step("boot", ["boot", "--cmd", cmd, "--health-path", HEALTH_PATH,
-                         "--timeout", f"{args.boot_timeout:g}", "--results", str(out)])  # fmt: skip
+                         "--boot-timeout", f"{args.boot_timeout:g}", "--results", str(out)])  # fmt: skip
 
 
 def _fill(step: Step, out: Path) -> None:

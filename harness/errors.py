@@ -8,6 +8,8 @@
     ├── RunFolderError (ValueError) a results folder that cannot be read, resumed or written
     │   └── ReportInputError        ... for the report (a file in it is missing or unreadable)
     ├── GSM8KDataError              GSM8K data missing, malformed or not downloadable
+    ├── OptionValueError            an option value that does not parse (flag, env or ini)
+    │   (ValueError, argparse.ArgumentTypeError)
     ├── UnknownProfileError         a reference-server profile name that does not exist
     │   (KeyError, ValueError)
     ├── SimBootCrash (RuntimeError) the reference server's profile crashes at boot
@@ -31,6 +33,7 @@ failures of a server become :class:`harness.transcript.InfraError` records.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "GSM8KDataError",
     "HarnessError",
     "MatrixError",
+    "OptionValueError",
     "ReportInputError",
     "RequestFailed",
     "RunFolderError",
@@ -87,6 +91,15 @@ class ReportInputError(RunFolderError):
 
 class GSM8KDataError(HarnessError):
     """The GSM8K data is missing or malformed (one-line message naming file and fix)."""
+
+
+class OptionValueError(HarnessError, argparse.ArgumentTypeError, ValueError):
+    """An option value that does not parse; ``str`` is one line: the value and what it must be.
+
+    Raised by the argument types of :mod:`harness.options`. argparse prints it after the
+    flag (``argument --repeats: '0' is not a whole number >= 1``, exit 2); the pytest
+    plugin raises it again as ``pytest.UsageError`` naming its source (flag, env, ini).
+    """
 
 
 class UnknownProfileError(HarnessError, KeyError, ValueError):

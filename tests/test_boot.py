@@ -297,7 +297,7 @@ def test_cli_prints_checks_and_exits_1_on_failure(
             "boot",
             "--cmd",
             f"{sys.executable} -c 'raise SystemExit(4)'",
-            "--timeout",
+            "--boot-timeout",
             "20",
             "--results",
             str(tmp_path),

@@ -250,7 +250,7 @@ def test_unreachable_server_is_an_infrastructure_error_not_a_failure(
         "scenarios/plugin_no_tools.yaml",
         "--target",
         url,
-        "--harness-retries",
+        "--max-retries",
         "0",
         "--repeats",
         "1",
@@ -378,7 +378,7 @@ def test_tags_are_keywords_and_items_carry_the_harness_marker(project: pytest.Py
 
 def test_summary_report_and_junit_are_written(project: pytest.Pytester, healthy: str) -> None:
     result = project.runpytest(
-        "scenarios", "--target", healthy, "--repeats", "1", "--harness-results", "out",
+        "scenarios", "--target", healthy, "--repeats", "1", "--results", "out",
         "--harness-html", "site/harness.html", "--junitxml", "junit.xml",
     )  # fmt: skip
     result.assert_outcomes(passed=2)
@@ -492,10 +492,11 @@ def test_every_option_has_a_setting_and_shows_in_help(pytester: pytest.Pytester)
     assert all(hasattr(defaults, spec.name) for spec in OPTIONS)
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(
-        ["harness: scenarios as tests*CLI > env > ini*", "  --target=URL*[[]env HARNESS_TARGET*"]
+        ["harness: scenarios as tests*CLI > env > ini*", "  --target=URL *"]
     )
+    text = " ".join(result.stdout.str().split())
     for spec in OPTIONS:
-        assert spec.flag in result.stdout.str()
+        assert spec.flag in text and f"[env {spec.env}, ini {spec.ini}]" in text
 
 
 def test_pytest_timeout_does_not_cut_harness_tests(project: pytest.Pytester, healthy: str) -> None:

@@ -35,7 +35,7 @@ def starter_dir(tmp_path: Path) -> Path:
 def harness_run(url: str, results: Path, *extra: str) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "harness", "run", "--target", url, "--label", "slow",
            "--results", str(results), "--repeats", "2", "--concurrency", "3",
-           "--stream", "both", "--no-progress", "--timeout", "10", *extra,
+           "--stream", "both", "--no-progress", "--request-timeout", "10", *extra,
            str(results / "scenarios")]  # fmt: skip
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

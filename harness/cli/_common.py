@@ -8,7 +8,6 @@ import shlex
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import httpx
 from rich.console import Console
@@ -16,6 +15,7 @@ from rich.markup import escape
 
 from harness.cli import ExitCode
 from harness.client.target import server_root
+from harness.options import add_argument
 from harness.present.report import write_report_or_warning
 from harness.runfolder import RunFolder
 from harness.runner import StreamMode
@@ -31,15 +31,11 @@ _MODES: dict[str, StreamMode] = {
 
 
 def add_stream_argument(p: argparse.ArgumentParser) -> None:
-    """``--stream`` (stream), ``--stream both`` (each scenario both ways), ``--stream off``."""
-    p.add_argument(
-        "--stream",
-        nargs="?",
-        const="on",
-        default="off",
-        metavar="both",
-        help="stream responses (SSE); `--stream both` runs each scenario both ways",
-    )
+    """``--stream`` (on), ``--stream both`` (each scenario both ways), ``--stream off``.
+
+    No argument type: a value that is not a mode is a scenario path (see :func:`stream_mode`).
+    """
+    add_argument(p, "stream", type=None, metavar="MODE")
 
 
 def stream_mode(args: argparse.Namespace) -> StreamMode:
@@ -53,27 +49,6 @@ def stream_mode(args: argparse.Namespace) -> StreamMode:
         return _MODES[value.lower()]
     args.scenarios = [value, *(args.scenarios or [])]
     return True
-
-
-def http_url(value: str) -> str:
-    """argparse type of a server URL: ``http(s)://HOST[:PORT][/v1]``, else a usage error (exit 2)."""
-    parsed = urlparse(value)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not an http(s) URL (e.g. http://127.0.0.1:30000, with or without /v1)"
-        )
-    return value
-
-
-def positive_int(value: str) -> int:
-    """argparse type of a count that must be at least 1 (``--repeats``, ``--concurrency``)."""
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n} is not allowed: must be at least 1")
-    return n
 
 
 def preflight(label: str, url: str, api_key_env: str = "OPENAI_API_KEY") -> str | None:

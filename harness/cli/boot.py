@@ -3,7 +3,7 @@
 Examples::
 
     harness boot --cmd "python -m sglang.launch_server --model-path M --port 30000 \\
-        --enable-return-routed-experts" --probe routed-experts --timeout 1800 \\
+        --enable-return-routed-experts" --probe routed-experts --boot-timeout 1800 \\
         --forbid-log "Shared experts fusion optimization is disabled"
     harness boot --target http://127.0.0.1:30000 --log server.log --expect-fusion on
 
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.cli._common import http_url
+from harness.options import add_argument, http_url
 from harness.present.report import write_report_or_warning
 from harness.server.boot import BootReport, boot, check_running, resolve_command
 from harness.server.experts import MoeShape, load_model_config, moe_shape_from_config
@@ -30,9 +30,7 @@ HELP = "Launch a server command (or check a running server): health, log, fusion
 def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--cmd", help="server launch command (split like a shell, no shell)")
-    src.add_argument(
-        "--target", metavar="URL", type=http_url, help="check a server already running at URL"
-    )
+    add_argument(src, "target", help="check a server already running at URL")
     p.add_argument("--log", metavar="FILE", help="with --target: the server's log to scan")
     p.add_argument(
         "--url",
@@ -60,13 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="REGEX",
         help="a traceback or CUDA/HIP error line matching this is not a failure (repeatable)",
     )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=1800.0,
-        metavar="SECONDS",
-        help="give up waiting for /health after this long (default 1800)",
-    )
+    add_argument(p, "boot_timeout")
     p.add_argument(
         "--health-path",
         default="/health",
@@ -89,7 +81,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=int, help="experts per token (num_experts_per_tok)")
     p.add_argument("--num-experts", type=int, help="routed experts (n_routed_experts)")
     p.add_argument("--dense-layers", default="", help="comma-separated dense layer indices")
-    p.add_argument("--results", help="results root (default: results/ or $HARNESS_RESULTS)")
+    add_argument(p, "results")
 
 
 def _shape(args: argparse.Namespace) -> MoeShape | None | str:
@@ -150,8 +142,6 @@ def _usage_error(args: argparse.Namespace) -> str | None:
         return "--log goes with --target (with --cmd the log is captured to server.log)"
     if args.log and not Path(args.log).is_file():
         return f"--log {args.log}: no such file"
-    if args.timeout <= 0:
-        return f"--timeout {args.timeout:g}: must be positive"
     return None
 
 
@@ -194,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         ignore_errors=args.ignore_error,
     )
     if args.cmd:
-        report = boot(args.cmd, timeout_s=args.timeout, url=args.url, **common)
+        report = boot(args.cmd, timeout_s=args.boot_timeout, url=args.url, **common)
     else:
         report = check_running(args.target, log_path=args.log, **common)
     print_report(report)

@@ -31,15 +31,14 @@ from harness.cli import ExitCode
 from harness.cli._common import (
     add_stream_argument,
     exit_code,
-    http_url,
     open_run_folder,
-    positive_int,
     preflight,
     resume_command,
     stream_mode,
     write_report_or_warn,
 )
 from harness.client.target import TargetConfig
+from harness.options import add_argument, http_url
 from harness.pipeline import compare
 from harness.present.console import make_console, render_compare
 from harness.present.views import first_drift
@@ -56,9 +55,7 @@ DEFAULT_REPEATS = 5
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
-    p.add_argument(
-        "--baseline", metavar="URL", type=http_url, help="baseline server (e.g. the unfused build)"
-    )
+    add_argument(p, "baseline", help="baseline server (e.g. the unfused build)")
     p.add_argument(
         "--candidate", metavar="URL", type=http_url, help="candidate server (e.g. the fused build)"
     )
@@ -74,9 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="name shown for the candidate (default: candidate; A' under --aa; fused for the "
         "built-in server)",
     )
-    p.add_argument(
-        "--repeats",
-        type=positive_int,
+    add_argument(
+        p,
+        "repeats",
         default=DEFAULT_REPEATS,
         help=f"runs per scenario and side (default {DEFAULT_REPEATS})",
     )
@@ -84,13 +81,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--aa", action="store_true", help="A/A: compare one target with itself (noise floor)"
     )
-    p.add_argument("--model", default=None, help="model name (default: first of GET /v1/models)")
-    p.add_argument(
-        "--concurrency", type=positive_int, default=8, help="runs in flight per comparison"
-    )
-    p.add_argument(
-        "--results", default=None, help="results root (default results/ or $HARNESS_RESULTS)"
-    )
+    add_argument(p, "model")
+    add_argument(p, "concurrency")
+    add_argument(p, "results")
     p.add_argument("--run-id", default=None, help="run folder name (resumes it if it exists)")
     p.add_argument(
         "--resume", metavar="RUN_ID", help="finish the comparison RUN_ID (the same arguments)"
@@ -102,13 +95,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="baseline server log (fusion engagement)",
     )
     p.add_argument("--candidate-log", default=None, metavar="FILE", help="candidate server log")
-    p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout in seconds")
-    p.add_argument(
-        "--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (both sides)"
-    )
-    p.add_argument(
-        "--max-retries", type=int, default=3, help="retries of transient server errors (default 3)"
-    )
+    for name in ("request_timeout", "api_key_env", "max_retries"):
+        add_argument(p, name)
     p.add_argument("--strict", action="store_true", help="exit 1 on INCONCLUSIVE too")
     p.add_argument(
         "--verbose", action="store_true", help="every scenario's full table, trace and divergence"
@@ -165,7 +153,7 @@ def _targets(args: argparse.Namespace) -> Iterator[tuple[TargetConfig, TargetCon
     """The two targets; starts the reference server(s) in-process when no URL is given."""
     kw: dict[str, Any] = {
         "model": args.model,
-        "timeout_s": args.timeout,
+        "timeout_s": args.request_timeout,
         "api_key_env": args.api_key_env,
         "max_retries": args.max_retries,
     }

@@ -10,11 +10,11 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from harness.cli._common import http_url, positive_int
 from harness.client.target import TargetConfig
 from harness.gsm8k.data import GSM8KDataError
 from harness.gsm8k.models import GSM8KSummary
 from harness.gsm8k.run import GSM8K_TIMEOUT_S, compare_gsm8k, run_gsm8k
+from harness.options import add_argument, positive_int
 from harness.runfolder import DEFAULT_RESULTS
 
 HELP = (
@@ -24,15 +24,8 @@ HELP = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--target",
-        required=True,
-        type=http_url,
-        help="candidate server URL (with or without /v1)",
-    )
-    p.add_argument(
-        "--baseline", type=http_url, help="baseline server URL: enables the paired comparison"
-    )
+    add_argument(p, "target", required=True)
+    add_argument(p, "baseline", help="URL of the baseline server: enables the paired comparison")
     p.add_argument(
         "--target-label", default=None, help="label of --target (default target/candidate)"
     )
@@ -53,30 +46,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--data", help="GSM8K jsonl (default: download the official test split)")
     p.add_argument("--exclude-shots", action="store_true", help="do not ask/score the shots")
-    p.add_argument("--model", help="model name to send (default: first id of /v1/models)")
+    add_argument(p, "model")
     p.add_argument(
         "--max-tokens", type=int, default=512, help="new tokens per answer (default 512)"
     )
     p.add_argument("--alpha", type=float, default=0.05, help="McNemar significance level")
-    p.add_argument("--results", default=None, help="results root (default results/)")
+    add_argument(p, "results")
     p.add_argument(
         "--run-id", default=None, help="name of the run folder (default: gsm8k-<time>-<pid>)"
     )
-    p.add_argument(
-        "--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (both)"
-    )
-    p.add_argument(
-        "--timeout",
-        type=float,
+    add_argument(p, "api_key_env")
+    add_argument(  # an answer of 512 tokens takes longer than one turn of a scenario
+        p,
+        "request_timeout",
         default=GSM8K_TIMEOUT_S,
-        help=f"per-request timeout in seconds ({GSM8K_TIMEOUT_S:g})",
+        help=f"per-request timeout in seconds (default {GSM8K_TIMEOUT_S:g})",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _check(args: argparse.Namespace) -> str | None:
-    if args.timeout <= 0:
-        return "--timeout must be positive"
     for name in ("num_questions", "parallel", "max_tokens"):
         if getattr(args, name) < 1:
             return f"--{name.replace('_', '-')} must be at least 1"
@@ -123,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         "max_tokens": args.max_tokens, "alpha": args.alpha, "results": args.results,
         "run_id": args.run_id, "progress": not args.no_progress,
     }  # fmt: skip
-    kw = {"model": args.model, "api_key_env": args.api_key_env, "timeout_s": args.timeout}
+    kw = {"model": args.model, "api_key_env": args.api_key_env, "timeout_s": args.request_timeout}
     try:
         if args.baseline:
             base = TargetConfig(args.baseline, label=args.baseline_label, **kw)

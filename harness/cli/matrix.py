@@ -26,9 +26,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.cli import ExitCode
-from harness.cli._common import positive_int, write_report_or_warn
+from harness.cli._common import write_report_or_warn
 from harness.matrix.run import DeploymentResult, MatrixResult, run_matrix, two_way_summary
 from harness.matrix.spec import load_matrix
+from harness.options import add_argument
 from harness.runfolder import RunFolder
 
 HELP = "Run several deployments and name the configuration attribute that carries a failure."
@@ -51,10 +52,8 @@ _CLASS_TEXT = {
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("matrix", help="matrix file (YAML/JSON), e.g. examples/matrix-seed-case.yaml")
-    p.add_argument("--repeats", type=positive_int, default=None, help="override the file's repeats")
-    p.add_argument(
-        "--results", default=None, help="results root (default results/ or $HARNESS_RESULTS)"
-    )
+    add_argument(p, "repeats", help="runs per scenario (default: the matrix file's repeats)")
+    add_argument(p, "results")
     p.add_argument("--run-id", default=None, help="run folder name (resumes it if it exists)")
     p.add_argument("--no-report", action="store_true", help="do not write report.html/report.md")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -24,15 +24,14 @@ from harness.cli import ExitCode
 from harness.cli._common import (
     add_stream_argument,
     exit_code,
-    http_url,
     open_run_folder,
-    positive_int,
     preflight,
     resume_command,
     stream_mode,
     write_report_or_warn,
 )
 from harness.client.target import TargetConfig
+from harness.options import add_argument
 from harness.pipeline import FolderContext, score_folder
 from harness.present.console import make_console, render_run
 from harness.present.views import first_drift
@@ -48,44 +47,20 @@ HELP = "Run scenarios against one OpenAI-compatible server; record, score and re
 RESUME_KEYS = ("target", "model", "label", "repeats", "stream")
 
 
-def _rate(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not 0.0 <= x <= 1.0:
-        raise argparse.ArgumentTypeError(f"{x:g} is not between 0 and 1")
-    return x
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
-    p.add_argument(
-        "--target", required=True, type=http_url, help="server URL, e.g. http://127.0.0.1:30000"
-    )
-    p.add_argument("--model", help="model name (default: first of GET /v1/models)")
+    add_argument(p, "target", required=True)
+    add_argument(p, "model")
     p.add_argument("--label", default="target", help="name shown for this server (default: target)")
     add_stream_argument(p)
-    p.add_argument(
-        "--repeats", type=positive_int, help="runs per scenario (default: the scenario's)"
-    )
-    p.add_argument(
-        "--concurrency", type=positive_int, default=8, help="runs in flight at once (default 8)"
-    )
-    p.add_argument(
-        "--min-pass-rate",
-        type=_rate,
-        default=1.0,
-        metavar="RATE",
-        help="exit 1 when a scenario's pass rate (passed / scored runs) is below RATE "
-        "(default 1.0: any failed run; 0 never fails on model behaviour)",
-    )
-    p.add_argument("--results", default=str(DEFAULT_RESULTS), help="results root folder")
+    for name in ("repeats", "concurrency", "min_pass_rate"):
+        add_argument(p, name)
+    add_argument(p, "results", default=str(DEFAULT_RESULTS))  # the same root, as a path
     p.add_argument("--run-id", help="name of the run folder (default: run-<time>-<pid>)")
     p.add_argument("--resume", metavar="RUN_ID", help="finish the run RUN_ID (skip recorded runs)")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key")
-    p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout (s)")
-    p.add_argument("--max-retries", type=int, default=3, help="retries of transient errors")
+    for name in ("api_key_env", "request_timeout", "max_retries"):
+        add_argument(p, name)
+    p.add_argument("--verbose", action="store_true", help="every scenario's full table and trace")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -127,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
         label=args.label,
         api_key_env=args.api_key_env,
-        timeout_s=args.timeout,
+        timeout_s=args.request_timeout,
         max_retries=args.max_retries,
     )
     try:
@@ -156,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
         min_pass_rate=args.min_pass_rate,
     )
     summary = score_folder(folder, FolderContext(settings=settings))
-    render_run(summary, console, first_drift(s for _, s in folder.scores_with_offsets()))
+    traces = first_drift(s for _, s in folder.scores_with_offsets())
+    render_run(summary, console, traces, verbose=args.verbose)
     write_report_or_warn(folder, console)
     console.print(f"transcripts: {folder.transcripts}", markup=False, highlight=False)
     return exit_code(summary)

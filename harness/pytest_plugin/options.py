@@ -14,22 +14,34 @@ environment, then in the ini file).
 
 A value that does not parse (``HARNESS_REPEATS=three``) is a :class:`pytest.UsageError`
 naming its source, before any test runs.
+
+The options the command line has too (``--target``, ``--repeats``, ``--concurrency``,
+``--request-timeout``, ``--max-retries``, ``--results``, ...) come from
+:data:`harness.options.OPTIONS`: the same flag, parser, default and help text as
+``harness run``/``compare``. Older names still work: the flags ``--harness-timeout``,
+``--harness-retries``, ``--harness-concurrency`` and ``--harness-results`` (not shown in
+``pytest --help``), env ``HARNESS_TIMEOUT``/``HARNESS_RETRIES`` and ini
+``harness_timeout``/``harness_retries``, each read after the new name.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.errors import OptionValueError
+from harness.options import OPTIONS as SHARED
+from harness.options import Option, boolean, count, positive_int, rate, text
+
 __all__ = [
     "OPTIONS",
     "HarnessSettings",
-    "OptionSpec",
+    "Option",
     "add_options",
     "resolve_settings",
 ]
@@ -40,214 +52,62 @@ GROUP_DESCRIPTION = (
     "(each option also reads env HARNESS_<NAME> and ini harness_<name>; CLI > env > ini)"
 )
 
+#: the plugin's options: every option of :data:`harness.options.OPTIONS` (the names,
+#: parsers, defaults and help texts the command line uses too) and the plugin's own
+OPTIONS: tuple[Option, ...] = (
+    SHARED["target"],
+    SHARED["baseline"],
+    SHARED["model"],
+    Option("baseline_model", "--baseline-model", text, None,
+           "model on the baseline (default --model)", "NAME"),
+    SHARED["repeats"],
+    SHARED["api_key_env"],
+    SHARED["stream"],
+    Option("stream_both", "--stream-both", boolean, False,
+           "test every scenario streaming and not", switch=True),
+    Option("max_repeated_calls", "--max-repeated-calls", count, 0,
+           "repeated identical tool calls allowed per run (default 0)", "N"),
+    Option("min_final_answer_rate", "--min-final-answer-rate", rate, 1.0,
+           "fraction of runs that must end in an acceptable final answer (default 1.0)",
+           "RATE"),
+    SHARED["min_pass_rate"],
+    Option("max_infra_error_rate", "--max-infra-error-rate", rate, 0.2,
+           "fraction of runs that may fail for server/network reasons (default 0.2, as "
+           "harness compare)", "RATE"),
+    Option("batch", "--harness-batch", boolean, True,
+           "run all selected scenarios' runs together at the first test (default true)",
+           "BOOL"),
+    SHARED["concurrency"],
+    SHARED["request_timeout"],
+    SHARED["max_retries"],
+    SHARED["results"],
+    Option("html", "--harness-html", text, None,
+           "HTML report path (default: report.html in the run folder)", "PATH"),
+    Option("gsm8k", "--gsm8k", boolean, False,
+           "add the GSM8K accuracy test (marker gsm8k)", switch=True),
+    Option("gsm8k_questions", "--gsm8k-questions", positive_int, 200,
+           "GSM8K questions (default 200)", "N"),
+    Option("gsm8k_shots", "--gsm8k-shots", count, 5, "few-shot examples (default 5)", "N"),
+    Option("gsm8k_data", "--gsm8k-data", text, None, "GSM8K test.jsonl", "PATH"),
+    Option("gsm8k_min_accuracy", "--gsm8k-min-accuracy", rate, None,
+           "absolute accuracy floor", "RATE"),
+    Option("gsm8k_max_drop", "--gsm8k-max-drop", rate, None,
+           "largest accuracy drop allowed against --baseline (default: McNemar verdict only)",
+           "RATE"),
+    Option("boot", "--boot", boolean, False,
+           "add the boot test of the running --target (marker boot)", switch=True),
+    Option("boot_log", "--boot-log", text, None, "server log file to scan with --boot", "FILE"),
+    Option("boot_cmd", "--boot-cmd", text, None,
+           "server launch command: add the boot test (marker boot)", "CMD"),
+    SHARED["boot_timeout"],
+    Option("boot_probe", "--boot-probe", boolean, False,
+           "also probe routed-experts capture in the boot test", switch=True),
+)  # fmt: skip
 
-def _bool(text: str) -> bool:
-    low = text.strip().lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"{text!r} is not a boolean (use true/false)")
+#: what the plugin's command line says beyond the shared help text
+_NOTES = {"stream": "; here --stream for on, --stream-both for both"}
 
-
-def _stream(text: str) -> str:
-    low = text.strip().lower()
-    if low in ("both",):
-        return "both"
-    return "on" if _bool(low) else "off"
-
-
-def _number(text: str, kind: type[float] | type[int], low: float, what: str) -> Any:
-    try:
-        value = kind(text.strip())
-    except ValueError:
-        raise ValueError(f"{text!r} is not {what}") from None
-    if value < low:
-        raise ValueError(f"{text!r} is not {what}")
-    return value
-
-
-def _rate(text: str) -> float:
-    value: float = _number(text, float, 0.0, "a rate between 0 and 1")
-    if value > 1.0:
-        raise ValueError(f"{text!r} is not a rate between 0 and 1")
-    return value
-
-
-def _count(text: str) -> int:
-    value: int = _number(text, int, 0, "a whole number >= 0")
-    return value
-
-
-def _positive(text: str) -> int:
-    value: int = _number(text, int, 1, "a whole number >= 1")
-    return value
-
-
-def _seconds(text: str) -> float:
-    value: float = _number(text, float, 0.0, "a number of seconds >= 0")
-    return value
-
-
-def _str(text: str) -> str:
-    return text.strip()
-
-
-@dataclass(frozen=True)
-class OptionSpec:
-    """One option: ``--flag``, env ``HARNESS_<NAME>``, ini ``harness_<name>``.
-
-    ``name`` is the attribute of :class:`HarnessSettings`; ``parse`` turns the text of
-    any source into the value (raising ``ValueError`` on bad text).
-    """
-
-    name: str
-    flag: str
-    parse: Callable[[str], Any]
-    help: str
-    metavar: str | None = None
-    is_flag: bool = False  # a command-line switch (store_true); env/ini take true/false
-
-    @property
-    def env(self) -> str:
-        return "HARNESS_" + self.name.upper()
-
-    @property
-    def ini(self) -> str:
-        return "harness_" + self.name
-
-    @property
-    def dest(self) -> str:
-        return "harness_opt_" + self.name
-
-
-OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec("target", "--target", _str, "URL of the server under test", "URL"),
-    OptionSpec(
-        "baseline", "--baseline", _str, "URL of a baseline server: also assert no regression", "URL"
-    ),
-    OptionSpec(
-        "model", "--model", _str, "model request field (default: first of /v1/models)", "NAME"
-    ),
-    OptionSpec(
-        "baseline_model",
-        "--baseline-model",
-        _str,
-        "model on the baseline (default --model)",
-        "NAME",
-    ),
-    OptionSpec(
-        "repeats", "--repeats", _positive, "runs per scenario (default: the scenario's)", "N"
-    ),
-    OptionSpec("api_key_env", "--api-key-env", _str, "env variable holding the API key", "NAME"),
-    OptionSpec(
-        "stream", "--stream", _stream, "stream responses (env/ini: on, off or both)", is_flag=True
-    ),
-    OptionSpec(
-        "stream_both", "--stream-both", _bool, "test every scenario streaming and not", is_flag=True
-    ),
-    OptionSpec(
-        "max_repeated_calls",
-        "--max-repeated-calls",
-        _count,
-        "repeated identical tool calls allowed per run (default 0)",
-        "N",
-    ),
-    OptionSpec(
-        "min_final_answer_rate",
-        "--min-final-answer-rate",
-        _rate,
-        "fraction of runs that must end in an acceptable final answer (default 1.0)",
-        "RATE",
-    ),
-    OptionSpec(
-        "min_pass_rate",
-        "--min-pass-rate",
-        _rate,
-        "fraction of runs that must pass every check of the scenario (default 1.0)",
-        "RATE",
-    ),
-    OptionSpec(
-        "max_infra_error_rate",
-        "--max-infra-error-rate",
-        _rate,
-        "fraction of runs that may fail for server/network reasons (default 0.2, as harness compare)",
-        "RATE",
-    ),
-    OptionSpec(
-        "batch",
-        "--harness-batch",
-        _bool,
-        "run all selected scenarios' runs together at the first test (default true)",
-        "BOOL",
-    ),
-    OptionSpec(
-        "concurrency", "--harness-concurrency", _positive, "runs in flight (default 8)", "N"
-    ),
-    OptionSpec(
-        "timeout", "--harness-timeout", _seconds, "per-request timeout, s (default 120)", "S"
-    ),
-    OptionSpec(
-        "retries",
-        "--harness-retries",
-        _count,
-        "retries of a transient server error (default 3)",
-        "N",
-    ),
-    OptionSpec("results", "--harness-results", _str, "results root (default results/)", "DIR"),
-    OptionSpec(
-        "html",
-        "--harness-html",
-        _str,
-        "HTML report path (default: report.html in the run folder)",
-        "PATH",
-    ),
-    OptionSpec(
-        "gsm8k", "--gsm8k", _bool, "add the GSM8K accuracy test (marker gsm8k)", is_flag=True
-    ),
-    OptionSpec(
-        "gsm8k_questions", "--gsm8k-questions", _positive, "GSM8K questions (default 200)", "N"
-    ),
-    OptionSpec("gsm8k_shots", "--gsm8k-shots", _count, "few-shot examples (default 5)", "N"),
-    OptionSpec("gsm8k_data", "--gsm8k-data", _str, "GSM8K test.jsonl", "PATH"),
-    OptionSpec(
-        "gsm8k_min_accuracy", "--gsm8k-min-accuracy", _rate, "absolute accuracy floor", "RATE"
-    ),
-    OptionSpec(
-        "gsm8k_max_drop",
-        "--gsm8k-max-drop",
-        _rate,
-        "largest accuracy drop allowed against --baseline (default: McNemar verdict only)",
-        "RATE",
-    ),
-    OptionSpec(
-        "boot",
-        "--boot",
-        _bool,
-        "add the boot test of the running --target (marker boot)",
-        is_flag=True,
-    ),
-    OptionSpec("boot_log", "--boot-log", _str, "server log file to scan with --boot", "FILE"),
-    OptionSpec(
-        "boot_cmd",
-        "--boot-cmd",
-        _str,
-        "server launch command: add the boot test (marker boot)",
-        "CMD",
-    ),
-    OptionSpec(
-        "boot_timeout", "--boot-timeout", _seconds, "boot wait limit, s (default 1800)", "S"
-    ),
-    OptionSpec(
-        "boot_probe",
-        "--boot-probe",
-        _bool,
-        "also probe routed-experts capture in the boot test",
-        is_flag=True,
-    ),
-)
-
-_SPECS = {spec.name: spec for spec in OPTIONS}
+_SPECS = {opt.name: opt for opt in OPTIONS}
 
 
 @dataclass
@@ -273,8 +133,8 @@ class HarnessSettings:
     max_infra_error_rate: float = 0.2
     batch: bool = True
     concurrency: int = 8
-    timeout: float = 120.0
-    retries: int = 3
+    request_timeout: float = 120.0
+    max_retries: int = 3
     results: str | None = None
     html: str | None = None
     gsm8k: bool = False
@@ -304,30 +164,21 @@ class HarnessSettings:
 
 
 def add_options(parser: pytest.Parser) -> None:
-    """Register the ``harness`` option group and the ini keys (``pytest_addoption``)."""
+    """Register the ``harness`` option group and the ini keys (``pytest_addoption``).
+
+    An option's older flags (``--harness-retries``) are accepted but left out of
+    ``pytest --help``; its older ini keys are registered as "old name of ...".
+    """
     group = parser.getgroup(GROUP, GROUP_DESCRIPTION)
-    for spec in OPTIONS:
-        suffix = f" [env {spec.env}, ini {spec.ini}]"
-        if spec.is_flag:
-            const = "on" if spec.name == "stream" else True
-            group.addoption(
-                spec.flag,
-                action="store_const",
-                const=const,
-                dest=spec.dest,
-                default=None,
-                help=spec.help + suffix,
-            )
-        else:
-            group.addoption(
-                spec.flag,
-                action="store",
-                dest=spec.dest,
-                default=None,
-                metavar=spec.metavar or spec.name.upper(),
-                help=spec.help + suffix,
-            )
-        parser.addini(spec.ini, spec.help, type="string", default="")
+    for opt in OPTIONS:
+        help_text = f"{opt.help}{_NOTES.get(opt.name, '')} [env {opt.env}, ini {opt.ini}]"
+        kwargs = _shape(opt)
+        group.addoption(opt.flag, dest=_dest(opt), default=None, help=help_text, **kwargs)
+        for old in opt.plugin_aliases:
+            group.addoption(old, dest=_dest(opt), default=None, help=argparse.SUPPRESS, **kwargs)
+        parser.addini(opt.ini, opt.help, type="string", default="")
+        for old in opt.old_names:
+            parser.addini("harness_" + old, f"old name of {opt.ini}", type="string", default="")
     parser.addini(
         "harness_scenarios",
         "extra directories (or files) whose *.yaml/*.yml/*.json are harness scenarios",
@@ -336,24 +187,40 @@ def add_options(parser: pytest.Parser) -> None:
     )
 
 
-def _value(config: pytest.Config, spec: OptionSpec) -> Any:
-    """The first set value of ``spec`` in CLI, env, ini order (``None`` if unset)."""
-    cli = config.getoption(spec.dest, None)
+def _shape(opt: Option) -> dict[str, Any]:
+    """A switch stores ``opt.switch`` (env/ini take a value); any other flag takes text."""
+    if opt.switch is not None:
+        return {"action": "store_const", "const": opt.switch}
+    return {"action": "store", "metavar": opt.metavar or opt.name.upper()}
+
+
+def _dest(opt: Option) -> str:
+    return "harness_opt_" + opt.name
+
+
+def _value(config: pytest.Config, opt: Option) -> Any:
+    """The first set value of ``opt`` in CLI, env, ini order (``None`` if unset).
+
+    Env and ini are read under the option's name, then under its ``old_names``.
+    """
+    cli = config.getoption(_dest(opt), None)
     if cli is not None:
-        return cli if spec.is_flag else _parse(spec, str(cli), spec.flag)
-    env = os.environ.get(spec.env)
-    if env is not None and env.strip() != "":
-        return _parse(spec, env, f"environment variable {spec.env}")
-    ini = str(config.getini(spec.ini) or "")
-    if ini.strip():
-        return _parse(spec, ini, f"ini option {spec.ini}")
+        return cli if opt.switch is not None else _parse(opt, str(cli), opt.flag)
+    for env in [opt.env, *("HARNESS_" + old.upper() for old in opt.old_names)]:
+        value = os.environ.get(env)
+        if value is not None and value.strip() != "":
+            return _parse(opt, value, f"environment variable {env}")
+    for ini in [opt.ini, *("harness_" + old for old in opt.old_names)]:
+        value = str(config.getini(ini) or "")
+        if value.strip():
+            return _parse(opt, value, f"ini option {ini}")
     return None
 
 
-def _parse(spec: OptionSpec, text: str, source: str) -> Any:
+def _parse(opt: Option, text: str, source: str) -> Any:
     try:
-        return spec.parse(text)
-    except ValueError as exc:
+        return opt.parse(text)
+    except OptionValueError as exc:
         raise pytest.UsageError(f"{source}: {exc}") from None
 
 
@@ -364,14 +231,14 @@ def resolve_settings(config: pytest.Config) -> HarnessSettings:
         pytest.UsageError: a value that does not parse, naming where it came from.
     """
     settings = HarnessSettings()
-    for spec in OPTIONS:
-        value = _value(config, spec)
+    for opt in OPTIONS:
+        value = _value(config, opt)
         if value is not None:
-            setattr(settings, spec.name, value)
+            setattr(settings, opt.name, value)
     settings.scenario_paths = [Path(p) for p in config.getini("harness_scenarios")]
     return settings
 
 
-def spec(name: str) -> OptionSpec:
-    """The :class:`OptionSpec` called ``name`` (``KeyError`` if none)."""
+def spec(name: str) -> Option:
+    """The :class:`harness.options.Option` called ``name`` (``KeyError`` if none)."""
     return _SPECS[name]

@@ -22,8 +22,8 @@ Usage::
 - With no target every harness test is skipped with one reason, so a plain ``pytest``
   in a repository still runs its own tests.
 - All selected scenarios' runs are made together at the first scenario test
-  (``--harness-batch``, default on; ``--harness-concurrency`` runs in flight), then each
-  test judges its own. Harness tests bound their own time (``--harness-timeout`` per
+  (``--harness-batch``, default on; ``--concurrency`` runs in flight), then each
+  test judges its own. Harness tests bound their own time (``--request-timeout`` per
   request, ``max_turns``, ``--boot-timeout``), so pytest-timeout's limit is off for them.
 - Results go to one run folder per session, ``<results>/pytest-<stamp>-<pid>/``, as the
   CLI writes them: ``manifest.json``, ``transcripts.jsonl``, ``summary.json``,
@@ -103,7 +103,7 @@ def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.It
     items.extend(make_check_items(session))
     if session.config.pluginmanager.hasplugin("timeout"):
         # pytest-timeout's per-test limit (e.g. ini `timeout = 300`) would kill a boot wait
-        # or a batch of runs; harness tests bound themselves (--harness-timeout per
+        # or a batch of runs; harness tests bound themselves (--request-timeout per
         # request, max_turns, --boot-timeout), so it is off for them (timeout 0).
         for item in items:
             if item.get_closest_marker("harness") and not item.get_closest_marker("timeout"):

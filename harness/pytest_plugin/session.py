@@ -80,7 +80,7 @@ class HarnessState:
         label = "candidate" if s.baseline else "target"
         return TargetConfig(
             base_url=s.target, model=s.model, label=label, side=side,
-            api_key_env=s.api_key_env, timeout_s=s.timeout, max_retries=s.retries,
+            api_key_env=s.api_key_env, timeout_s=s.request_timeout, max_retries=s.max_retries,
         )  # fmt: skip
 
     def baseline(self) -> TargetConfig | None:
@@ -92,7 +92,8 @@ class HarnessState:
             return None
         return TargetConfig(
             base_url=s.baseline, model=s.baseline_model or s.model, label="baseline",
-            side="baseline", api_key_env=s.api_key_env, timeout_s=s.timeout, max_retries=s.retries,
+            side="baseline", api_key_env=s.api_key_env, timeout_s=s.request_timeout,
+            max_retries=s.max_retries,
         )  # fmt: skip
 
     def targets(self) -> list[TargetConfig]:
@@ -131,7 +132,7 @@ class HarnessState:
     def run_planned(self) -> None:
         """Batching (``--harness-batch on``, the default): on the first call, run every
         selected scenario test's runs in one :func:`harness.runner.run_many_sync` per stream
-        mode, so ``--harness-concurrency`` runs are in flight across scenarios, as with
+        mode, so ``--concurrency`` runs are in flight across scenarios, as with
         ``harness run``. Each test then reads its runs back from the folder."""
         if self._batched or not self.settings.batch or not self.planned:
             return
