@@ -43,7 +43,18 @@ Kinds (``Fault.kind``) and what they do to a turn:
 ``empty_arguments``        streaming only: a call whose arguments are ``{}`` gets no
                            ``arguments`` delta, so it assembles to ``""``
 ``index_offset``           streaming only: tool_call delta indices start at 1, not 0
+``missing_call_id``        tool calls carry no ``id`` (streaming: no delta has one)
+``object_not_string``      ``arguments`` sent as a JSON object, not as a string holding one
+                           (streaming: the whole object in the call's first delta)
+``empty_stop``             the model stops with nothing: ``content: ""``, no tool calls,
+                           finish_reason ``stop`` (a run ends with stop reason
+                           ``empty_stop`` and shows ``missing_final_answer``)
 =========================  =================================================================
+
+Every kind but ``empty_stop`` is the name of the
+:class:`~harness.kinds.FailureKind` the fault shows; ``empty_stop`` is named after the
+termination it causes. Without ids (``missing_call_id``) later turns cannot recover the
+run's nonce from them: an unseeded sampled run draws a new one each turn.
 """
 
 from __future__ import annotations
@@ -66,6 +77,7 @@ __all__ = [
     "Fault",
     "FaultKind",
     "active_fault",
+    "call_ids",
     "corrupt_arguments",
     "render",
     "should_loop",
@@ -93,6 +105,9 @@ FaultKind = Literal[
     "enum_violation",
     "int_as_float",
     "spurious_calls",
+    "missing_call_id",
+    "object_not_string",
+    "empty_stop",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
 
@@ -239,14 +254,21 @@ def _markup(calls: list[PlannedCall]) -> str:
     return "\n".join(parts)
 
 
+def call_ids(profile: SimProfile, ids: list[str], *, nonce: str, turn: int) -> list[str | None]:
+    """The tool_call ids sent: ``ids``, or none at all under ``missing_call_id``."""
+    if active_fault(profile, "missing_call_id", nonce, turn):
+        return [None] * len(ids)
+    return list(ids)
+
+
 def render(
-    profile: SimProfile, decision: Decision, *, nonce: str, turn: int, ids: list[str]
+    profile: SimProfile, decision: Decision, *, nonce: str, turn: int, ids: list[str | None]
 ) -> Reply:
     """The assistant message on the wire: ``decision`` after the message-level faults.
 
-    ``ids`` are the tool_call ids to use (one per call, already chosen by the caller;
-    ``repeated_ids`` is applied by the caller when choosing them). Arguments are
-    serialised as compact JSON (``separators=(",", ":")``).
+    ``ids`` are the tool_call ids to use (one per call, already chosen by the caller with
+    ``repeated_ids`` and :func:`call_ids` applied). Arguments are serialised as compact
+    JSON (``separators=(",", ":")``).
     """
 
     def on(kind: str) -> bool:
@@ -269,6 +291,8 @@ def render(
     if on("reasoning_leak") and reasoning:
         content = f"<think>{reasoning}</think>\n\n{content or ''}".rstrip()
         reasoning = None
+    if on("empty_stop"):
+        content, calls, finish = "", [], "stop"
     return Reply(
         content=content,
         reasoning=reasoning if profile.reasoning else None,
@@ -277,4 +301,5 @@ def render(
         drop_last_arg_piece=on("stream_truncated_args"),
         drop_empty_args=on("empty_arguments"),
         index_base=1 if on("index_offset") else 0,
+        object_arguments=on("object_not_string"),
     )
