@@ -1,2 +1,3 @@
 """Root conftest: makes the repository root importable so tests can share helper modules
-(``tests/runner_fault_server.py``) under any import mode. Fixtures live in tests/conftest.py."""
+(``tests/sim_driver.py``, ``bench/``, ``e2e/``) under any import mode. Fixtures live in
+tests/conftest.py."""

@@ -17,12 +17,15 @@
     ├── RequestFailed               one failed request to a server under test (an
     │                               infrastructure error once retries are spent)
     ├── sim.app.BadRequest          the reference server answers a request with HTTP 400
+    ├── sim.app.ConnectionDropped   the reference server drops a connection on purpose
+    │                               (profile ``connection-drop``)
     ├── pytest_plugin.items.ScenarioFailure (AssertionError)   a scenario test failed
     └── pytest_plugin.checks.CheckFailure (AssertionError)     a GSM8K or boot test failed
 
 (The e2e driver outside the package, ``e2e/driver.py``, roots its ``E2EError`` here too.)
-The last three live beside the code that raises them: they are that code's protocol
-(an HTTP answer, pytest's failure report), not errors a caller handles.
+The last four live beside the code that raises them: they are that code's protocol
+(an HTTP answer, a dropped connection, pytest's failure report), not errors a caller
+handles.
 
 ``str(err)`` of every one is a single line meant for the user: it names the file or
 server, the field and the fix. The command line prints it as ``error: <line>`` and exits

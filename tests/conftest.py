@@ -5,6 +5,8 @@
   base URL ``http://127.0.0.1:PORT`` (add ``/v1`` for an OpenAI client). ``kw`` are
   serve_in_thread's (``gsm8k_path``, ``latency_ms``, ``seed``, ``capture``). Every
   server started is stopped at the end of the test. ``scenarios_dir=None`` = no scenarios.
+  What a server received (requests, most in flight, faults served, recent bodies):
+  ``harness.sim.stats.fetch_stats(url)``.
 - ``write_scenarios``: factory ``write_scenarios(*scenarios: dict) -> Path`` writing each
   dict as ``<id>.yaml`` into a fresh directory under ``tmp_path`` and returning it.
 

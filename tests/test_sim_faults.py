@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import openai
 import pytest
 
+from harness.kinds import FailureKind
 from harness.sim.faults import Fault
 from harness.sim.profiles import get_profile
+from harness.sim.stats import RECENT_REQUESTS, SimStats, fetch_stats
 from tests.sim_driver import (
     ENTROPY_ARGS,
     Turn,
@@ -215,3 +220,177 @@ def test_capture_crash_refuses_to_serve():
         pass  # pragma: no cover
     with serve_in_thread("capture-crash", capture=False, scenarios_dir=None) as url:
         assert url.startswith("http://127.0.0.1:")
+
+
+# ------------------------------------------------- wire shapes read raw (no SDK in between)
+
+
+def _raw(url: str, sc: dict, *, stream: bool, messages: list | None = None) -> dict:
+    """One chat request with httpx: the ``message`` as sent (streaming: the deltas merged
+    by key, ``tool_calls`` deltas kept as a list) and ``finish_reason``."""
+    body = {"model": "sim", "messages": messages or opening(sc), "tools": openai_tools(sc)}
+    resp = httpx.post(f"{url}/v1/chat/completions", json={**body, "stream": stream})
+    resp.raise_for_status()
+    if not stream:
+        choice = resp.json()["choices"][0]
+        return {**choice["message"], "finish_reason": choice["finish_reason"]}
+    out: dict = {"content": "", "tool_calls": [], "finish_reason": None}
+    for line in resp.text.splitlines():
+        if not line.startswith("data: {"):
+            continue
+        for choice in json.loads(line[6:])["choices"]:
+            delta = choice["delta"]
+            out["content"] += delta.get("content") or ""
+            out["tool_calls"] += delta.get("tool_calls") or []
+            out["finish_reason"] = choice["finish_reason"] or out["finish_reason"]
+    return out
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_missing_call_id_sends_calls_without_id(sim_url, write_scenarios, stream):
+    sc = entropy_scenario()
+    url = sim_url("missing-call-id", scenarios_dir=write_scenarios(sc))
+    msg = _raw(url, sc, stream=stream)
+    assert msg["finish_reason"] == "tool_calls" and msg["tool_calls"]
+    assert all("id" not in tc for tc in msg["tool_calls"]), msg["tool_calls"]
+    sent = "".join(tc["function"].get("arguments") or "" for tc in msg["tool_calls"])
+    assert json.loads(sent) == ENTROPY_ARGS
+    # answered under an id of the client's own, the scenario plays on to its answer
+    call = {"id": "mine_0", "type": "function", "function": {"name": "entropy", "arguments": sent}}
+    history = [
+        *opening(sc),
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "mine_0", "content": '{"entropy": 1.5}'},
+    ]
+    final = _raw(url, sc, stream=stream, messages=history)
+    assert final["finish_reason"] == "stop" and "1.5" in final["content"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_object_not_string_sends_arguments_as_an_object(sim_url, write_scenarios, stream):
+    sc = entropy_scenario()
+    url = sim_url("object-not-string", scenarios_dir=write_scenarios(sc))
+    msg = _raw(url, sc, stream=stream)
+    args = [tc["function"]["arguments"] for tc in msg["tool_calls"] if "function" in tc]
+    assert args == [ENTROPY_ARGS], msg  # streaming: the whole object in one delta
+    assert msg["tool_calls"][0]["id"].startswith("call_")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_empty_stop_answers_nothing(sim_url, write_scenarios, stream):
+    sc = entropy_scenario()
+    url = sim_url("empty-stop", scenarios_dir=write_scenarios(sc))
+    msg = _raw(url, sc, stream=stream)
+    assert msg["content"] == "" and not msg.get("tool_calls")
+    assert msg["finish_reason"] == "stop"
+    sdk = ask(client_for(url), opening(sc), stream=stream, tools=openai_tools(sc))
+    assert sdk.calls == [] and not sdk.content and sdk.finish_reason == "stop"
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_connection_drop_closes_mid_body(sim_url, stream):
+    url = sim_url("connection-drop")
+    body = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    seen = _Records()
+    logging.getLogger("uvicorn.error").addHandler(seen)
+    try:
+        with pytest.raises(httpx.RemoteProtocolError, match="incomplete|without sending complete"):
+            httpx.post(f"{url}/v1/chat/completions", json=body)
+        with pytest.raises(openai.APIConnectionError):
+            ask(client_for(url), body["messages"], stream=stream)
+    finally:
+        logging.getLogger("uvicorn.error").removeHandler(seen)
+    assert seen.records == []  # the deliberate drop is not logged as a server error
+    assert httpx.get(f"{url}/health").status_code == 200  # still serving
+    stats = fetch_stats(url)
+    assert stats.requests == stats.faults_served == 2 and stats.in_flight == 0
+
+
+# ------------------------------------------------------------------ GET /sim/stats
+
+
+def test_stats_count_requests_and_keep_recent_bodies(sim_url):
+    url = sim_url("healthy")
+    assert fetch_stats(url) == SimStats()
+    for i in range(RECENT_REQUESTS + 3):
+        ask(client_for(url), [{"role": "user", "content": f"hi {i}"}])
+    httpx.get(f"{url}/v1/models")  # GETs are not counted
+    stats = fetch_stats(url + "/v1")  # the OpenAI base URL works too
+    assert stats.requests == RECENT_REQUESTS + 3 and stats.faults_served == 0
+    assert len(stats.recent) == RECENT_REQUESTS
+    first, last = stats.recent[0], stats.recent[-1]
+    assert first.path == "/v1/chat/completions"
+    assert first.body["messages"][0]["content"] == "hi 3"  # the oldest three dropped
+    assert last.body["messages"][0]["content"] == f"hi {RECENT_REQUESTS + 2}"
+
+
+def test_stats_max_in_flight_under_latency(sim_url):
+    url = sim_url("healthy", latency_ms=300)
+    msgs = [{"role": "user", "content": "hi"}]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        list(pool.map(lambda _: ask(client_for(url), msgs), range(3)))
+    stats = fetch_stats(url)
+    assert (stats.requests, stats.max_in_flight, stats.in_flight) == (3, 3, 0)
+
+
+def test_stats_count_the_faults_served(sim_url):
+    url = sim_url("http-500")
+    for _ in range(2):
+        with pytest.raises(openai.InternalServerError):
+            ask(client_for(url), [{"role": "user", "content": "hi"}])
+    assert fetch_stats(url).faults_served == 2
+    slow = sim_url(dataclasses.replace(get_profile("slow"), delay_s=0.01))
+    ask(client_for(slow), [{"role": "user", "content": "hi"}])
+    assert fetch_stats(slow).faults_served == 0  # a delay is not a fault answer
+
+
+# ------------------------------------------------- the profiles show their failure kinds
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("profile", ["missing-call-id", "object-not-string", "empty-stop"])
+def test_new_model_faults_are_scored_as_their_kind(
+    sim_url, write_scenarios, tmp_path, profile, stream
+):
+    from harness.client.target import TargetConfig
+    from harness.runner import run_many_sync
+    from harness.scenario.model import load_scenarios
+    from harness.scoring.score import score_run
+
+    folder = write_scenarios(entropy_scenario())
+    (rec,) = run_many_sync(
+        load_scenarios([folder]),
+        [TargetConfig(sim_url(profile, scenarios_dir=folder), label=profile)],
+        repeats=1,
+        stream=stream,
+        out_dir=tmp_path,
+        progress=False,
+    )
+    kind = {
+        "missing-call-id": FailureKind.MISSING_CALL_ID,
+        "object-not-string": FailureKind.OBJECT_NOT_STRING,
+        "empty-stop": FailureKind.MISSING_FINAL_ANSWER,
+    }[profile]
+    score = score_run(rec)
+    assert not score.passed and kind.value in score.failures, score.failures
+    assert (rec.stop_reason == "empty_stop") is (profile == "empty-stop")
+
+
+def test_new_profiles_are_documented_and_listed():
+    from harness.sim import profiles
+
+    for name in ("missing-call-id", "object-not-string", "empty-stop", "connection-drop"):
+        assert f"``{name}``" in (profiles.__doc__ or ""), name
+        assert get_profile(name).description
+    assert get_profile("connection-drop").infra == "connection-drop"
+    kinds = {get_profile(n).faults[0].kind for n in ("missing-call-id", "object-not-string")}
+    assert kinds == {FailureKind.MISSING_CALL_ID.value, FailureKind.OBJECT_NOT_STRING.value}

@@ -5,7 +5,8 @@ Prints boot log lines like an inference server starting (from
 listens (other tools parse that line), and serves until SIGINT/SIGTERM. A profile
 that crashes at boot (``capture-crash`` with ``--enable-return-routed-experts``)
 prints an SGLang-like traceback to stderr and exits 1, like the real server.
-An address that cannot be bound (port in use) exits 2.
+An address that cannot be bound (port in use) exits 2. ``GET /sim/stats`` on the
+running server says what it has seen (see :mod:`harness.sim.stats`).
 """
 
 from __future__ import annotations

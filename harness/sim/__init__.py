@@ -13,11 +13,15 @@ Owned by issue 3. Public API (stable, others build on it):
   yielding the base URL ``http://127.0.0.1:<port>`` (the OpenAI base_url is that +
   ``/v1``), in :mod:`harness.sim.server`; raises ``SimBootCrash`` for a profile that
   crashes at boot with ``capture=True``.
+- ``GET /sim/stats`` on a running server (POST requests, the most in flight at once,
+  infrastructure faults served, the last request bodies): ``fetch_stats(url) ->
+  SimStats`` in :mod:`harness.sim.stats`.
 - Pytest: the ``sim_url`` and ``write_scenarios`` fixtures in ``tests/conftest.py``.
 
 Layout: :mod:`~harness.sim.model` (plays scenarios, stateless per request),
 :mod:`~harness.sim.faults` (fault injection), :mod:`~harness.sim.wire` (OpenAI JSON and
-SSE shapes), :mod:`~harness.sim.tokens` (approximate token counts),
+SSE shapes), :mod:`~harness.sim.stats` (what the server has seen),
+:mod:`~harness.sim.tokens` (approximate token counts),
 :mod:`~harness.sim.moe` (boot log, server info, routed experts; issue 6),
 :mod:`~harness.sim.gsm8k_model` (GSM8K answers; issue 5).
 """

@@ -16,6 +16,9 @@ Endpoints (shapes: the OpenAI API reference; SGLang's native ones from
   "prompt_tokens", "completion_tokens", "finish_reason", "routed_experts"?...}}``.
 - ``GET /v1/models``, ``GET /health``, ``GET /server_info`` and ``/get_server_info``,
   ``GET /model_info`` (bodies from :mod:`harness.sim.moe`).
+- ``GET /sim/stats``: the reference server's own, no inference server has it: what it
+  has seen since it started (:class:`harness.sim.stats.SimStats`: POST requests, the
+  most answered at once, infrastructure faults served, the last request bodies).
 
 Infrastructure faults (``profile.infra``) apply to the POST endpoints only, so a
 boot check still sees the server come up. Token counts: :mod:`harness.sim.tokens`.
@@ -36,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -45,6 +49,7 @@ from harness.kinds import FailureKind
 from harness.sim import gsm8k_model, moe
 from harness.sim.faults import (
     active_fault,
+    call_ids,
     corrupt_arguments,
     render,
     should_loop,
@@ -63,20 +68,28 @@ from harness.sim.model import (
     plan_for,
 )
 from harness.sim.profiles import SimProfile, get_profile
+from harness.sim.stats import STATS_PATH, SimStats
 from harness.sim.tokens import count_tokens, prompt_tokens, truncate_tokens
 from harness.sim.wire import Reply, WireCall, completion_body, sse, stream_events
 
-__all__ = ["MODEL_NAME", "SimState", "create_app"]
+__all__ = ["MODEL_NAME", "ConnectionDropped", "SimState", "create_app"]
 
 #: The model id the server reports and answers as (any requested model is accepted).
 MODEL_NAME = "harness-sim"
 GENERIC_TEXT = " I am the harness reference server and have no answer for this prompt.\n\n"
 RELOAD_CHECK_S = 1.0
 GARBAGE_BODY = '<html><body>502 Bad Gateway</body></html>\n{"choices": [{"mess'
+#: the body length a ``connection-drop`` response promises (it sends far less)
+DROP_LENGTH = 1000
 
 
 class BadRequest(HarnessError):
     """A request the server rejects with HTTP 400."""
+
+
+class ConnectionDropped(HarnessError):
+    """Raised inside a response on purpose (``connection-drop``): the ASGI server then
+    closes the connection mid-body. Not logged (see :mod:`harness.sim.server`)."""
 
 
 @dataclass
@@ -91,7 +104,7 @@ class SimState:
     capture: bool = False
     rng: random.Random = field(default_factory=random.Random)
     flaky_seen: set[str] = field(default_factory=set)
-    requests: int = 0
+    stats: SimStats = field(default_factory=SimStats)
     scenarios_dir: str | Path | None = None
     fingerprint: tuple[tuple[str, int, int], ...] = ()
     checked_at: float = 0.0
@@ -262,7 +275,8 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
     ]
     id_turn = 0 if active_fault(profile, FailureKind.REPEATED_IDS, nonce, turn) else turn
     ids = [call_id(nonce, id_turn, i) for i in range(len(decision.calls))]
-    reply = render(profile, decision, nonce=nonce, turn=turn, ids=ids)
+    wire_ids = call_ids(profile, ids, nonce=nonce, turn=turn)
+    reply = render(profile, decision, nonce=nonce, turn=turn, ids=wire_ids)
     stops = _stops(body.get("stop"))
     if reply.content and stops and not reply.tool_calls:
         reply.content = _cut(reply.content, stops, None)[0]
@@ -310,7 +324,29 @@ async def _infra_fault(state: SimState, body: dict[str, Any], obj: str) -> Respo
                 iter([sse(empty), sse("[DONE]")]), media_type="text/event-stream"
             )
         return JSONResponse(empty)
+    if infra == "connection-drop":
+        return _DroppingResponse(stream)
     return None
+
+
+class _DroppingResponse(Response):
+    """Status 200 and headers promising :data:`DROP_LENGTH` bytes, the first bytes of the
+    body, then the connection is closed (the ASGI server closes it when the app raises
+    after the response started)."""
+
+    def __init__(self, stream: bool) -> None:
+        super().__init__(
+            status_code=200,
+            headers={"content-length": str(DROP_LENGTH)},
+            media_type="text/event-stream" if stream else "application/json",
+        )
+        self.part = b'data: {"id":"chatcmpl-' if stream else b'{"id":"chatcmpl-'
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+        await send(start)
+        await send({"type": "http.response.body", "body": self.part, "more_body": True})
+        raise ConnectionDropped("connection-drop: closed mid-body on purpose")
 
 
 def _new_id(prefix: str) -> str:
@@ -327,11 +363,14 @@ def _state(request: Request) -> SimState:
 
 async def _prelude(request: Request, obj: str) -> tuple[SimState, dict[str, Any], Response | None]:
     state = _state(request)
-    state.requests += 1
     body = await _json_body(request)
+    state.stats.record(request.url.path, body)
     if state.latency_ms:
         await asyncio.sleep(state.latency_ms / 1000)
-    return state, body, await _infra_fault(state, body, obj)
+    fault = await _infra_fault(state, body, obj)
+    if fault is not None:
+        state.stats.faults_served += 1
+    return state, body, fault
 
 
 def _experts(state: SimState, body: dict[str, Any], prompt: int, completion: int) -> dict[str, Any]:
@@ -457,6 +496,29 @@ async def model_info(request: Request) -> Response:
     return JSONResponse(moe.model_info(_state(request).profile))
 
 
+async def sim_stats(request: Request) -> Response:
+    """``GET /sim/stats`` (the reference server's own; see :mod:`harness.sim.stats`)."""
+    return JSONResponse(_state(request).stats.model_dump(mode="json"))
+
+
+class _CountPosts:
+    """ASGI middleware: counts POST requests from arrival to the last byte sent
+    (``SimStats.requests``, ``in_flight``, ``max_in_flight``)."""
+
+    def __init__(self, app: Any, stats: SimStats) -> None:
+        self.app, self.stats = app, stats
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        self.stats.started()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.stats.finished()
+
+
 async def _bad_request(request: Request, exc: Exception) -> Response:
     return _error(400, str(exc))
 
@@ -471,6 +533,7 @@ ROUTES = [
     Route("/server_info", server_info, methods=["GET"]),
     Route("/get_server_info", server_info, methods=["GET"]),
     Route("/model_info", model_info, methods=["GET"]),
+    Route(STATS_PATH, sim_stats, methods=["GET"]),
 ]
 
 
@@ -510,6 +573,10 @@ def create_app(
         capture=capture,
         rng=random.Random(seed),
     )
-    app = Starlette(routes=ROUTES, exception_handlers={BadRequest: _bad_request})
+    app = Starlette(
+        routes=ROUTES,
+        exception_handlers={BadRequest: _bad_request},
+        middleware=[Middleware(_CountPosts, stats=state.stats)],
+    )
     app.state.sim = state
     return app

@@ -9,7 +9,7 @@ messages already in it; ``end_turn`` exclusive, ``None`` = no end).
 
 Kinds (``Fault.kind``, :data:`FAULT_KINDS`) are named like the
 :class:`harness.kinds.FailureKind` each one exercises (what the kind means is there); a
-fault that is not a failure kind would be listed in :data:`SIM_ONLY_FAULTS` (none is).
+fault that is not a failure kind is listed in :data:`SIM_ONLY_FAULTS` (``empty_stop``).
 What each does to a turn:
 
 =========================  =================================================================
@@ -46,7 +46,18 @@ What each does to a turn:
 ``empty_arguments``        streaming only: a call whose arguments are ``{}`` gets no
                            ``arguments`` delta, so it assembles to ``""``
 ``index_offset``           streaming only: tool_call delta indices start at 1, not 0
+``missing_call_id``        tool calls carry no ``id`` (streaming: no delta has one)
+``object_not_string``      ``arguments`` sent as a JSON object, not as a string holding one
+                           (streaming: the whole object in the call's first delta)
+``empty_stop``             the model stops with nothing: ``content: ""``, no tool calls,
+                           finish_reason ``stop`` (a run ends with stop reason
+                           ``empty_stop`` and shows ``missing_final_answer``)
 =========================  =================================================================
+
+Every kind but ``empty_stop`` is the name of the
+:class:`~harness.kinds.FailureKind` the fault shows; ``empty_stop`` is named after the
+termination it causes. Without ids (``missing_call_id``) later turns cannot recover the
+run's nonce from them: an unseeded sampled run draws a new one each turn.
 """
 
 from __future__ import annotations
@@ -70,6 +81,7 @@ __all__ = [
     "SIM_ONLY_FAULTS",
     "Fault",
     "active_fault",
+    "call_ids",
     "corrupt_arguments",
     "render",
     "should_loop",
@@ -98,11 +110,13 @@ FAULT_KINDS: tuple[FailureKind, ...] = (
     FailureKind.ENUM_VIOLATION,
     FailureKind.INT_AS_FLOAT,
     FailureKind.SPURIOUS_CALLS,
+    FailureKind.MISSING_CALL_ID,
+    FailureKind.OBJECT_NOT_STRING,
 )
-#: faults that are not failure kinds: none today. A fault that no scoring code finds
-#: (a pure sim behaviour) is named here, never in FailureKind; infrastructure faults
-#: are :attr:`harness.sim.profiles.SimProfile.infra`, not faults.
-SIM_ONLY_FAULTS: tuple[str, ...] = ()
+#: faults that are not failure kinds: model behaviours that scoring names by their
+#: consequence (``empty_stop``, an empty reply, is scored ``missing_final_answer``).
+#: Infrastructure faults are :attr:`harness.sim.profiles.SimProfile.infra`, not faults.
+SIM_ONLY_FAULTS: tuple[str, ...] = ("empty_stop",)
 
 UNEXPECTED_KEY = "unexpected_option"
 
@@ -254,17 +268,24 @@ def _markup(calls: list[PlannedCall]) -> str:
     return "\n".join(parts)
 
 
+def call_ids(profile: SimProfile, ids: list[str], *, nonce: str, turn: int) -> list[str | None]:
+    """The tool_call ids sent: ``ids``, or none at all under ``missing_call_id``."""
+    if active_fault(profile, FailureKind.MISSING_CALL_ID, nonce, turn):
+        return [None] * len(ids)
+    return list(ids)
+
+
 def render(
-    profile: SimProfile, decision: Decision, *, nonce: str, turn: int, ids: list[str]
+    profile: SimProfile, decision: Decision, *, nonce: str, turn: int, ids: list[str | None]
 ) -> Reply:
     """The assistant message on the wire: ``decision`` after the message-level faults.
 
-    ``ids`` are the tool_call ids to use (one per call, already chosen by the caller;
-    ``repeated_ids`` is applied by the caller when choosing them). Arguments are
-    serialised as compact JSON (``separators=(",", ":")``).
+    ``ids`` are the tool_call ids to use (one per call, already chosen by the caller with
+    ``repeated_ids`` and :func:`call_ids` applied). Arguments are serialised as compact
+    JSON (``separators=(",", ":")``).
     """
 
-    def on(kind: FailureKind) -> bool:
+    def on(kind: FailureKind | str) -> bool:
         return active_fault(profile, kind, nonce, turn) is not None
 
     reasoning, content = decision.reasoning, decision.content
@@ -284,6 +305,8 @@ def render(
     if on(FailureKind.REASONING_LEAK) and reasoning:
         content = f"<think>{reasoning}</think>\n\n{content or ''}".rstrip()
         reasoning = None
+    if on("empty_stop"):
+        content, calls, finish = "", [], "stop"
     return Reply(
         content=content,
         reasoning=reasoning if profile.reasoning else None,
@@ -292,4 +315,5 @@ def render(
         drop_last_arg_piece=on(FailureKind.STREAM_TRUNCATED_ARGS),
         drop_empty_args=on(FailureKind.EMPTY_ARGUMENTS),
         index_base=1 if on(FailureKind.INDEX_OFFSET) else 0,
+        object_arguments=on(FailureKind.OBJECT_NOT_STRING),
     )

@@ -39,6 +39,9 @@ name                       behaviour
 ``enum-violation``         string arguments capitalised (``"celsius"`` -> ``"Celsius"``)
 ``int-as-float``           integer arguments sent as floats (``4.0``)
 ``spurious-calls``         one needless call (first tool, ``{}``) before each answer
+``missing-call-id``        tool calls without ``id``
+``object-not-string``      ``arguments`` sent as a JSON object, not a string
+``empty-stop``             every reply is empty: no content, no tool calls, ``stop``
 ``gsm8k-drop``             GSM8K accuracy 0.81, nothing else
 ``experts-dup-shared``     routed experts: shared expert id in two columns (fusion on)
 ``capture-crash``          boot crash when capture is enabled (fusion on)
@@ -50,7 +53,15 @@ name                       behaviour
 ``slow``                   infrastructure: every POST sleeps ``delay_s`` (3 s) first
 ``invalid-json``           infrastructure: 200 with a body that is not JSON
 ``no-choices``             infrastructure: 200 with ``"choices": []``
+``connection-drop``        infrastructure: 200, headers and the first bytes of the body,
+                           then the connection is closed (streaming too)
 =========================  ==============================================================
+
+Single-fault profiles are named after their fault (``_`` as ``-``), and the fault after
+the :class:`~harness.kinds.FailureKind` it shows (``empty-stop`` is named after the
+termination it causes). What the rest of the runner tests need is an option, not a
+profile: ``latency_ms`` (``--latency-ms``, a delay before every POST answer) and the
+request's own ``max_tokens`` (finish_reason ``length`` past it).
 
 Noise (temperature > 0 only, see :mod:`harness.sim.model`): ``noise_optional_rate``
 (0.25), ``noise_reorder_rate`` (0.1), ``noise_failure_rate`` (0.02 per run).
@@ -68,7 +79,9 @@ from harness.sim.faults import Fault
 
 __all__ = ["INFRA_FAULTS", "PROFILES", "SimProfile", "UnknownProfileError", "get_profile"]
 
-InfraFault = Literal["http-500", "flaky-500", "slow", "invalid-json", "no-choices"]
+InfraFault = Literal[
+    "http-500", "flaky-500", "slow", "invalid-json", "no-choices", "connection-drop"
+]
 INFRA_FAULTS: tuple[str, ...] = InfraFault.__args__  # type: ignore[attr-defined]
 
 
@@ -91,7 +104,7 @@ class SimProfile:
     noise_failure_rate: float = 0.02
 
 
-def _single(name: str, kind: FailureKind, description: str, **kw: object) -> SimProfile:
+def _single(name: str, kind: FailureKind | str, description: str, **kw: object) -> SimProfile:
     return SimProfile(name=name, description=description, faults=(Fault(kind),), **kw)  # type: ignore[arg-type]
 
 
@@ -152,6 +165,9 @@ _LIST: list[SimProfile] = [
     _single(
         "spurious-calls", FailureKind.SPURIOUS_CALLS, "a needless tool call before a plain answer"
     ),
+    _single("missing-call-id", FailureKind.MISSING_CALL_ID, "tool calls without an id"),
+    _single("object-not-string", FailureKind.OBJECT_NOT_STRING, "arguments sent as an object"),
+    _single("empty-stop", "empty_stop", "every reply is empty (no content, no tool calls)"),
     SimProfile(name="gsm8k-drop", gsm8k_accuracy=0.81, description="GSM8K accuracy 0.81"),
     SimProfile(
         name="experts-dup-shared",
@@ -172,6 +188,11 @@ _LIST: list[SimProfile] = [
     SimProfile(name="slow", infra="slow", description="every POST sleeps delay_s first"),
     SimProfile(name="invalid-json", infra="invalid-json", description="200 with a non-JSON body"),
     SimProfile(name="no-choices", infra="no-choices", description='200 with "choices": []'),
+    SimProfile(
+        name="connection-drop",
+        infra="connection-drop",
+        description="200, part of the body, then the connection closes",
+    ),
 ]
 
 #: Profiles by name.

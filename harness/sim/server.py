@@ -4,11 +4,17 @@
 event loop, waits until it is listening, reads the port it bound from its
 sockets (``port=0`` = a free port) and yields the base URL
 ``http://127.0.0.1:PORT`` (the OpenAI ``base_url`` is that plus ``/v1``). On exit
-it asks uvicorn to stop and joins the thread.
+it asks uvicorn to stop and joins the thread. What the server has seen is at
+``GET /sim/stats`` (:func:`harness.sim.stats.fetch_stats`).
+
+The ``connection-drop`` profile closes connections by raising
+:class:`~harness.sim.app.ConnectionDropped` inside a started response; uvicorn's error
+log of it is filtered out (it is the profile working, not a server bug).
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -20,12 +26,27 @@ import uvicorn
 
 from harness.errors import SimBootCrash
 from harness.sim import moe
-from harness.sim.app import create_app
+from harness.sim.app import ConnectionDropped, create_app
 from harness.sim.profiles import SimProfile, get_profile
 
 __all__ = ["SimBootCrash", "bound_port", "make_server", "serve_in_thread"]
 
 STARTUP_TIMEOUT_S = 20.0
+
+
+class _QuietDrops(logging.Filter):
+    """Drops uvicorn's "Exception in ASGI application" record of a deliberate drop."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, ConnectionDropped)
+
+
+def _quiet_drops() -> None:
+    """Install :class:`_QuietDrops` on uvicorn's error logger (once)."""
+    log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietDrops) for f in log.filters):
+        log.addFilter(_QuietDrops())
 
 
 class _Server(uvicorn.Server):
@@ -73,6 +94,7 @@ def make_server(
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
     )
+    _quiet_drops()  # after uvicorn.Config, which configures uvicorn's loggers
     server = _Server(config)
     server.on_started = on_started
     return server

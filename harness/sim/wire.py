@@ -12,6 +12,10 @@ Shapes follow the OpenAI API reference (``chat.completion`` and
   by the arguments in several pieces, a last chunk with an empty delta and the
   finish_reason, and, when ``stream_options.include_usage`` is set, a chunk with
   ``choices: []`` and the usage.
+
+Faults change the shapes only where a real server did: a call without ``id``
+(``missing_call_id``), ``arguments`` as an object (``object_not_string``: streamed whole
+in the call's first delta), see :mod:`harness.sim.faults`.
 """
 
 from __future__ import annotations
@@ -21,14 +25,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Reply", "WireCall", "completion_body", "split_pieces", "sse", "stream_events"]
+__all__ = [
+    "Reply",
+    "WireCall",
+    "completion_body",
+    "split_pieces",
+    "sse",
+    "stream_events",
+    "wire_arguments",
+]
 
 
 @dataclass
 class WireCall:
-    """One tool call as sent: ``arguments`` is the raw string (may be invalid JSON)."""
+    """One tool call as sent: ``arguments`` is the raw string (may be invalid JSON);
+    ``id`` ``None`` = the call is sent without one."""
 
-    id: str
+    id: str | None
     name: str
     arguments: str
 
@@ -44,6 +57,24 @@ class Reply:
     drop_last_arg_piece: bool = False  # stream_truncated_args (streaming only)
     drop_empty_args: bool = False  # empty_arguments (streaming only): no "{}" delta
     index_base: int = 0  # index_offset (streaming only): first tool_call delta index
+    object_arguments: bool = False  # object_not_string: arguments as a JSON object
+
+
+def wire_arguments(reply: Reply, call: WireCall) -> str | Any:
+    """``call.arguments`` as sent: the string, or (``object_arguments``) the object it
+    holds; a string that does not parse is sent as is."""
+    if not reply.object_arguments:
+        return call.arguments
+    try:
+        return json.loads(call.arguments)
+    except ValueError:
+        return call.arguments
+
+
+def _wire_call(call: WireCall, arguments: str | Any) -> dict[str, Any]:
+    """A ``tool_calls`` entry: ``id`` (when the call has one), ``type``, ``function``."""
+    head = {} if call.id is None else {"id": call.id}
+    return {**head, "type": "function", "function": {"name": call.name, "arguments": arguments}}
 
 
 def _message(reply: Reply) -> dict[str, Any]:
@@ -51,14 +82,7 @@ def _message(reply: Reply) -> dict[str, Any]:
     if reply.reasoning is not None:
         msg["reasoning_content"] = reply.reasoning
     if reply.tool_calls:
-        msg["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            }
-            for c in reply.tool_calls
-        ]
+        msg["tool_calls"] = [_wire_call(c, wire_arguments(reply, c)) for c in reply.tool_calls]
     return msg
 
 
@@ -104,16 +128,11 @@ def _deltas(reply: Reply) -> Iterator[dict[str, Any]]:
     for piece in split_pieces(reply.content or "", 4):
         yield {"content": piece}
     for index, call in enumerate(reply.tool_calls, start=reply.index_base):
-        yield {
-            "tool_calls": [
-                {
-                    "index": index,
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": ""},
-                }
-            ]
-        }
+        args = wire_arguments(reply, call)
+        whole = not isinstance(args, str)  # an object goes whole in the first delta
+        yield {"tool_calls": [{"index": index, **_wire_call(call, args if whole else "")}]}
+        if whole:
+            continue
         pieces = split_pieces(call.arguments, 3)
         if reply.drop_last_arg_piece and len(pieces) > 1:
             pieces = pieces[:-1]
