@@ -253,7 +253,21 @@ class RunFolder:
         return manifest
 
     def _write_manifest(self, manifest: RunManifest) -> None:
-        self.manifest_path.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+        self.write_model(self.MANIFEST, manifest)
+
+    def set_target_models(self, models: Mapping[tuple[str, str | None], str]) -> None:
+        """Fill in the manifest's targets' ``model`` ((label, side) -> the model id a
+        server named once asked; the manifest is written before they are asked)."""
+        manifest = self.manifest()
+        if manifest is None:
+            return
+        changed = False
+        for info in manifest.targets:
+            model = models.get((info.label, info.side))
+            if model and not info.model:
+                info.model, changed = model, True
+        if changed:
+            self._write_manifest(manifest)
 
     def add_targets(self, infos: Sequence[TargetInfo]) -> None:
         """Add the targets' self-description to the manifest (once per side and label)."""
@@ -355,10 +369,37 @@ class RunFolder:
 
     def write_summary(self, summary: Summary) -> Path:
         """Write ``summary.json`` (indented, atomically); returns its path."""
-        tmp = self.summary_path.with_name(self.SUMMARY + ".tmp")
-        tmp.write_text(summary.model_dump_json(indent=2), encoding="utf-8")
-        tmp.replace(self.summary_path)
-        return self.summary_path
+        return self.write_model(self.SUMMARY, summary)
+
+    # ------------------------------------------------------------------ other files
+
+    def write_model(self, name: str, model: BaseModel) -> Path:
+        """Write ``model`` as indented JSON to file ``name`` (atomically); returns its path."""
+        path = self.path / name
+        tmp = path.with_name(name + ".tmp")
+        tmp.write_text(model.model_dump_json(indent=2), encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    def read_model(self, name: str, cls: type[BaseModel]) -> Any:
+        """The ``cls`` in file ``name``, or None if there is no such file.
+
+        Raises:
+            RunFolderError: the file is there but unreadable or from another version.
+        """
+        path = self.path / name
+        if not path.is_file():
+            return None
+        return self._read_model(path, cls, "re-create it with the command that wrote it")
+
+    def append_line(self, name: str, item: BaseModel) -> None:
+        """Append ``item`` as one JSON line to file ``name``, flushed and fsynced."""
+        _append_line(self.path / name, item)
+
+    def lines(self, name: str, cls: type[BaseModel]) -> Iterator[Any]:
+        """Every ``cls`` of the JSON-lines file ``name``, streaming (none if it is absent)."""
+        for _, item in self._jsonl(self.path / name, cls, None):
+            yield item
 
     # ------------------------------------------------------------------ resume
 

@@ -120,6 +120,12 @@ class TargetInfo(_Model):
     models: Any = None  # what GET /v1/models answered
     server_info: dict[str, Any] | None = None
 
+    @property
+    def key(self) -> str:
+        """The column this target's runs belong to: ``baseline``/``candidate`` in a
+        comparison, else its label (the first part of their ``run_key``)."""
+        return self.side or self.label
+
 
 class RunRecord(_Model):
     """One run of one scenario against one target (one line of transcripts.jsonl)."""
@@ -147,9 +153,8 @@ class RunRecord(_Model):
 
     @property
     def side(self) -> str:
-        """The column this run belongs to: ``baseline``/``candidate`` in a comparison, else
-        the target's label (the first part of ``run_key``)."""
-        return self.target.side or self.target.label
+        """The column this run belongs to (:attr:`TargetInfo.key`)."""
+        return self.target.key
 
     def request_messages(self, turn: int) -> list[dict[str, Any]]:
         """The full ``messages`` list sent at ``turn`` (rebuilt from ``new_messages``)."""

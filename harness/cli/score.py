@@ -76,7 +76,9 @@ def _gsm8k(folder: Path) -> int:
 
 def _not_a_run_folder(folder: Path) -> int:
     what = (
-        "a boot folder (boot.json)" if (folder / "boot.json").exists() else "no transcripts.jsonl"
+        "a boot folder (boot.json)"
+        if RunFolder(folder).has(RunFolder.BOOT)
+        else "no transcripts.jsonl"
     )
     print(
         f"error: {folder}: {what}; `harness score` re-scores run/compare/matrix folders "

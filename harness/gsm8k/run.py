@@ -65,7 +65,7 @@ from harness.gsm8k.models import (
 from harness.gsm8k.stats import paired_comparison, side_summary
 from harness.present.report import write_report_or_warning
 from harness.runfolder import RunFolder
-from harness.transcript import RunManifest, TargetInfo
+from harness.transcript import TargetInfo
 
 __all__ = [
     "GSM8K_TIMEOUT_S",
@@ -301,10 +301,15 @@ def _run_side(
 
 
 def read_gsm8k_records(run_dir: str | Path) -> list[GSM8KRecord]:
-    """The records of ``run_dir/gsm8k.jsonl`` (in file order)."""
-    path = Path(run_dir) / "gsm8k.jsonl"
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return [GSM8KRecord.model_validate_json(line) for line in lines if line.strip()]
+    """The records of the run folder's ``gsm8k.jsonl`` (in file order).
+
+    Raises:
+        FileNotFoundError: the folder has no GSM8K records.
+    """
+    folder = RunFolder(run_dir)
+    if not folder.has(RunFolder.GSM8K_RECORDS):
+        raise FileNotFoundError(f"{folder.file(RunFolder.GSM8K_RECORDS)}: no GSM8K records")
+    return list(folder.lines(RunFolder.GSM8K_RECORDS, GSM8KRecord))
 
 
 def _infra_reason(summaries: list[Any], max_error_rate: float) -> str | None:
@@ -365,7 +370,7 @@ def _run_all(
     targets: list[TargetConfig], plan: _Plan, out: Path, show_progress: bool
 ) -> list[GSM8KRecord]:
     records: list[GSM8KRecord] = []
-    with (out / "gsm8k.jsonl").open("w", encoding="utf-8") as sink:
+    with RunFolder(out).file(RunFolder.GSM8K_RECORDS).open("w", encoding="utf-8") as sink:
         progress = Progress(transient=False) if show_progress else None
         if progress is not None:
             progress.start()
@@ -386,15 +391,16 @@ def _execute(targets: list[TargetConfig], opts: GSM8KOptions) -> GSM8KSummary:
     infos = [
         TargetInfo(label=t.label, side=t.side, base_url=t.base_url, model=t.model) for t in targets
     ]
-    out = RunFolder.create(
+    folder = RunFolder.create(
         "gsm8k", results=opts.results, run_id=opts.run_id, targets=infos,
         args={"targets": [t.base_url for t in targets], **plan.config.model_dump()},
         extra={"gsm8k_config": plan.config.model_dump(mode="json")},
-    ).path  # fmt: skip
+    )  # fmt: skip
+    out = folder.path
     records = _run_all(targets, plan, out, opts.progress)
     _record_models(out, targets)
     summary = summarize(records, run_id=out.name, config=plan.config, targets=targets)
-    (out / "gsm8k.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+    folder.write_model(RunFolder.GSM8K_SUMMARY, summary)
     if opts.report:  # a view: the results are on disk, a report bug is only a warning
         _, warning = write_report_or_warning(out)
         if warning:
@@ -403,18 +409,9 @@ def _execute(targets: list[TargetConfig], opts: GSM8KOptions) -> GSM8KSummary:
 
 
 def _record_models(folder: Path, targets: list[TargetConfig]) -> None:
-    """Write the model ids found by ``GET /v1/models`` into ``manifest.json``'s targets
+    """Write the model ids found by ``GET /v1/models`` into the manifest's targets
     (the manifest is written before the servers are asked)."""
-    path = folder / "manifest.json"
-    manifest = RunManifest.model_validate_json(path.read_text("utf-8"))
-    found = {(t.label, t.side): t.model for t in targets if t.model}
-    changed = False
-    for info in manifest.targets:
-        model = found.get((info.label, info.side))
-        if model and not info.model:
-            info.model, changed = model, True
-    if changed:
-        path.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+    RunFolder(folder).set_target_models({(t.label, t.side): t.model for t in targets if t.model})
 
 
 def rescore(run_dir: str | Path, *, write: bool = True) -> GSM8KSummary:
@@ -422,18 +419,20 @@ def rescore(run_dir: str | Path, *, write: bool = True) -> GSM8KSummary:
 
     Raises FileNotFoundError if the run folder lacks either file.
     """
-    folder = Path(run_dir)
-    manifest = RunManifest.model_validate_json((folder / "manifest.json").read_text("utf-8"))
+    folder = RunFolder(run_dir)
+    manifest = folder.manifest()
+    if manifest is None:
+        raise FileNotFoundError(f"{folder.manifest_path}: no manifest (not a GSM8K run folder)")
     config = GSM8KConfig.model_validate(manifest.extra["gsm8k_config"])
     targets = [
         TargetConfig(t.base_url, model=t.model, label=t.label, side=t.side)
         for t in manifest.targets
     ]
     summary = summarize(
-        read_gsm8k_records(folder), run_id=manifest.run_id, config=config, targets=targets
+        read_gsm8k_records(folder.path), run_id=manifest.run_id, config=config, targets=targets
     )
     if write:
-        (folder / "gsm8k.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+        folder.write_model(RunFolder.GSM8K_SUMMARY, summary)
     return summary
 
 

@@ -557,17 +557,23 @@ def run_matrix(
 
 
 def read_matrix(run_dir: str | Path) -> MatrixResult:
-    """``<run_dir>/matrix.json``. Raises FileNotFoundError / pydantic.ValidationError."""
-    p = Path(run_dir)
-    path = p if p.is_file() else p / "matrix.json"
-    return MatrixResult.model_validate_json(path.read_text(encoding="utf-8"))
+    """The run folder's ``matrix.json``.
+
+    Raises:
+        FileNotFoundError: the folder has no ``matrix.json``.
+        RunFolderError: it cannot be read.
+    """
+    result: MatrixResult | None = RunFolder(run_dir).read_model(RunFolder.MATRIX, MatrixResult)
+    if result is None:
+        raise FileNotFoundError(f"{RunFolder(run_dir).file(RunFolder.MATRIX)}: no matrix result")
+    return result
 
 
 def _gsm8k_on_disk(folder: Path) -> dict[str, tuple[float, int]]:
     from harness.gsm8k.models import GSM8KSummary
 
     out: dict[str, tuple[float, int]] = {}
-    for f in sorted((folder / "gsm8k").glob("*/gsm8k.json")):
+    for f in sorted((folder / "gsm8k").glob(f"*/{RunFolder.GSM8K_SUMMARY}")):
         s = GSM8KSummary.model_validate_json(f.read_text(encoding="utf-8")).sides[0]
         if s.n:
             out[s.label] = (s.accuracy, s.n)
@@ -579,7 +585,7 @@ def _gsm8k_records(folder: Path, spec: MatrixSpec) -> dict[str, list[GSM8KRecord
 
     out = {}
     for d in spec.deployments:
-        if (folder / "gsm8k" / d.label / "gsm8k.jsonl").is_file():
+        if RunFolder(folder / "gsm8k" / d.label).has(RunFolder.GSM8K_RECORDS):
             out[d.label] = read_gsm8k_records(folder / "gsm8k" / d.label)
     return out
 
@@ -623,5 +629,5 @@ def rescore_matrix(
         gsm8k=gsm8k if gsm8k is not None else _gsm8k_on_disk(folder), records=records,
         gsm8k_records=_gsm8k_records(folder, spec),
     )  # fmt: skip
-    (folder / "matrix.json").write_text(result.model_dump_json(indent=2), encoding="utf-8")
+    rf.write_model(RunFolder.MATRIX, result)
     return result

@@ -206,7 +206,16 @@ class HarnessState:
         if self.summary is not None:
             self.notes += [f"warning: {w}" for w in self.summary.warnings]
             self.notes.append(f"summary: {self._run_dir / 'summary.json'}")
-        if any((self._run_dir / f).exists() for f in _REPORTABLE):
+        from harness.runfolder import RunFolder
+
+        folder = RunFolder(self._run_dir)
+        reportable = (
+            RunFolder.TRANSCRIPTS,
+            RunFolder.SUMMARY,
+            RunFolder.GSM8K_SUMMARY,
+            RunFolder.BOOT,
+        )
+        if any(folder.has(name) for name in reportable):
             self.notes.append(write_html(self._run_dir, self.settings.html))
 
     def _write_summary(self, run_dir: Path) -> Summary | None:
@@ -226,10 +235,6 @@ class HarnessState:
 
 
 # ---------------------------------------------------------------- seams to other modules
-
-
-#: files of a run folder the HTML report renders (any one is enough)
-_REPORTABLE = ("transcripts.jsonl", "summary.json", "gsm8k.json", "boot.json")
 
 
 def write_html(run_dir: Path, html: str | None) -> str:

@@ -77,7 +77,7 @@ def pair_runs(records: Iterable[RunRecord]) -> list[tuple[RunRecord, RunRecord]]
     latest = {r.run_key: r for r in records if not r.is_infra_error}
     by: dict[tuple[str, str, int], dict[bool, RunRecord]] = {}
     for r in latest.values():
-        key = (r.target.side or r.target.label, r.scenario_id, r.repeat)
+        key = (r.side, r.scenario_id, r.repeat)
         by.setdefault(key, {})[r.stream] = r
     return [(m[True], m[False]) for _, m in sorted(by.items()) if len(m) == 2]
 
@@ -145,7 +145,7 @@ def _diff(
     where = "end of run" if turn is None else f"turn {turn}"
     where += f" call {idx}" if idx is not None else ""
     return ParityDiff(
-        target=run.target.side or run.target.label,
+        target=run.side,
         scenario_id=run.scenario_id,
         repeat=run.repeat,
         turn=turn,

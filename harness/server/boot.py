@@ -35,6 +35,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from harness.client.target import server_root
+from harness.runfolder import RunFolder
 from harness.server.experts import ExpertsProbeResult, probe_routed_experts
 from harness.server.fusion import FusionEngagement, collect_engagement
 
@@ -423,18 +424,14 @@ def _server_checks(
 
 
 def write_boot_report(report: BootReport, run_dir: str | Path) -> Path:
-    """Write ``<run_dir>/boot.json``; returns its path."""
-    path = Path(run_dir) / "boot.json"
-    path.write_text(report.model_dump_json(indent=2), encoding="utf-8")
-    return path
+    """Write the run folder's ``boot.json``; returns its path."""
+    return RunFolder(run_dir).write_model(RunFolder.BOOT, report)
 
 
 def _run_dir(run_dir: str | Path | None, results: str | Path | None, args: dict[str, Any]) -> Path:
     if run_dir is not None:
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         return Path(run_dir)
-    from harness.runfolder import RunFolder
-
     return RunFolder.create("boot", results=results, args=args).path
 
 
@@ -530,7 +527,7 @@ def boot(
     with contextlib.suppress(FileNotFoundError):  # else the launch check FAILs, naming it
         argv = resolve_command(argv)
     folder = _run_dir(run_dir, results, {"cmd": argv, "timeout_s": timeout_s, "probe": probe})
-    log, ignore = folder / "server.log", tuple(ignore_errors)
+    log, ignore = RunFolder(folder).file(RunFolder.SERVER_LOG), tuple(ignore_errors)
     report, t0 = BootReport(command=argv, log_path=str(log)), time.monotonic()
     proc = _launch(argv, log)
     if isinstance(proc, Check):

@@ -19,6 +19,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from harness.present.report.context import build_report
 from harness.present.report.load import load_run_folder
+from harness.runfolder import RunFolder
 
 __all__ = [
     "environment",
@@ -113,11 +114,14 @@ def write_report(run_dir: str | Path, *, markdown: bool = True) -> Path:
     folder = Path(run_dir)
     report = build_report(load_run_folder(folder))
     env = environment()
-    out = folder / "report.html"
+    out = RunFolder(folder).file(RunFolder.REPORT_HTML)
     _write(out, env.get_template("report.html").render(r=report))
     if markdown:
         md = env.get_template("report.md").render(r=report)
-        _write(folder / "report.md", re.sub(r"\n{3,}", "\n\n", md).strip() + "\n")
+        _write(
+            RunFolder(folder).file(RunFolder.REPORT_MD),
+            re.sub(r"\n{3,}", "\n\n", md).strip() + "\n",
+        )
     return out
 
 

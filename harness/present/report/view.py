@@ -172,7 +172,7 @@ def build_sides(
     """Columns in display order: baseline, candidate, then other labels as first seen."""
     seen: dict[str, TargetInfo] = {}
     for t in manifest.targets if manifest else []:
-        seen.setdefault(t.side or t.label, t)
+        seen.setdefault(t.key, t)
     for r in records:
         seen.setdefault(r.side, r.target)
     keys = sorted(seen, key=lambda k: (_ROLE_ORDER.get(k, 2), list(seen).index(k)))
