@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.options import add_argument, http_url
+from harness.present.checks import print_boot
 from harness.present.report import write_report_or_warning
-from harness.server.boot import BootReport, boot, check_running, resolve_command
+from harness.server.boot import boot, check_running, resolve_command
 from harness.server.experts import MoeShape, load_model_config, moe_shape_from_config
 
 HELP = "Launch a server command (or check a running server): health, log, fusion, routed experts."
@@ -145,16 +146,6 @@ def _usage_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def print_report(report: BootReport, out: Any = None) -> None:
-    """One line per check (verdict, name, detail), evidence lines indented below."""
-    out = out or sys.stdout
-    for c in report.checks:
-        print(f"{c.verdict:<4}  {c.name}: {c.detail}", file=out)
-        for ln in c.evidence[:8]:
-            print(f"        | {ln}", file=out)
-    print(f"boot: {report.verdict}", file=out)
-
-
 def _render(run_dir: Path) -> None:
     """``report.html`` beside ``boot.json``; a report bug is a warning, the verdict stands."""
     _, warning = write_report_or_warning(run_dir)
@@ -187,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         report = boot(args.cmd, timeout_s=args.boot_timeout, url=args.url, **common)
     else:
         report = check_running(args.target, log_path=args.log, **common)
-    print_report(report)
+    print_boot(report)
     if report.run_dir:
         print(f"results: {report.run_dir}")
         _render(Path(report.run_dir))

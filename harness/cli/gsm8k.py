@@ -6,15 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-
 from harness.client.target import TargetConfig
 from harness.gsm8k.data import GSM8KDataError
-from harness.gsm8k.models import GSM8KSummary
 from harness.gsm8k.run import GSM8K_TIMEOUT_S, compare_gsm8k, run_gsm8k
 from harness.options import add_argument, positive_int
+from harness.present.checks import render_gsm8k
+from harness.present.console import make_console
 from harness.runfolder import DEFAULT_RESULTS
 
 HELP = (
@@ -78,29 +75,6 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _print(summary: GSM8KSummary, console: Console) -> None:
-    table = Table(title=f"GSM8K {summary.run_id}", box=box.SIMPLE_HEAD)
-    for col in ("server", "n", "acc", "95% CI", "invalid", "strict", "flex", "err", "s", "tok/s"):
-        table.add_column(col, no_wrap=True, min_width=8 if col == "server" else None)
-    for s in summary.sides:
-        ci = s.accuracy_interval
-        table.add_row(
-            s.label, str(s.n), f"{s.accuracy:.3f}", f"{ci.low:.3f}-{ci.high:.3f}",
-            f"{s.invalid_rate:.3f}", f"{s.accuracy_strict:.3f}", f"{s.accuracy_flexible:.3f}",
-            str(s.n_errors), f"{s.latency_s:.1f}", f"{s.output_throughput:.0f}",
-        )  # fmt: skip
-    console.print(table)
-    p = summary.paired
-    if p is not None:
-        ci = p.diff_interval
-        console.print(
-            f"pairs {p.n_pairs}: both correct {p.both_correct}, baseline only {p.b}, "
-            f"candidate only {p.c}; McNemar p={p.mcnemar_p:.3g}; difference "
-            f"{p.accuracy_diff:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}]"
-        )
-        console.print(f"verdict: [bold]{p.verdict}[/bold] ({p.reason})")
-
-
 def run(args: argparse.Namespace) -> int:
     problem = _check(args)
     if problem:
@@ -124,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     except GSM8KDataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    _print(summary, Console(width=None if sys.stdout.isatty() else 120))  # logs: no wrapping
+    render_gsm8k(summary, make_console())
     root = Path(args.results) if args.results else DEFAULT_RESULTS
     print(f"results: {root / summary.run_id}/gsm8k.json")
     return summary.exit_code

@@ -14,8 +14,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from rich.console import Console
-
 from harness.cli import ExitCode
 from harness.cli._common import exit_code
 from harness.pipeline import score_folder
@@ -61,15 +59,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _gsm8k(folder: Path) -> int:
     """A ``harness gsm8k`` folder: recompute ``gsm8k.json`` (:func:`harness.gsm8k.run.rescore`)."""
-    from harness.cli.gsm8k import _print
     from harness.gsm8k.run import rescore
+    from harness.present.checks import render_gsm8k
 
     try:
         summary = rescore(folder)
     except (OSError, ValueError, KeyError) as exc:
         print(f"error: {folder}: cannot re-score this GSM8K run ({exc})", file=sys.stderr)
         return ExitCode.USAGE_ERROR
-    _print(summary, Console(width=None if sys.stdout.isatty() else 120))
+    render_gsm8k(summary, make_console())
     print(f"summary: {folder / 'gsm8k.json'}")
     return int(summary.exit_code)
 
