@@ -44,6 +44,12 @@ COMPARE_ARGS = $(strip $(if $(UNFUSED),--baseline $(UNFUSED) --baseline-label un
   $(if $(AA),--aa) $(if $(STREAM),--stream $(STREAM)) $(SCENARIOS))
 
 compare: $(STAMP)
+	@if [ -n "$(FUSED)" ] && [ -z "$(UNFUSED)" ] && [ -z "$(AA)" ]; then \
+	  echo "make compare: UNFUSED= is missing: give both servers (make compare FUSED=url UNFUSED=url)," >&2; \
+	  echo "  or AA=1 to compare FUSED with itself, or neither URL for the built-in reference servers" >&2; exit 2; fi
+	@if [ -n "$(UNFUSED)" ] && [ -z "$(FUSED)" ] && [ -z "$(AA)" ]; then \
+	  echo "make compare: FUSED= is missing: give both servers (make compare FUSED=url UNFUSED=url)," >&2; \
+	  echo "  or AA=1 to compare UNFUSED with itself, or neither URL for the built-in reference servers" >&2; exit 2; fi
 	@echo "harness compare $(COMPARE_ARGS)"
 	@$(HARNESS) compare $(COMPARE_ARGS)
 

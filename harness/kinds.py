@@ -39,6 +39,7 @@ __all__ = [
     "failure_kind",
     "is_failure_kind",
     "label",
+    "plural",
 ]
 
 
@@ -319,3 +320,8 @@ def did_you_mean(name: str) -> str:
     """`` (did you mean 'collapse'?)`` for the closest failure kind, or ``""``."""
     close = difflib.get_close_matches(name, list(_KINDS), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 scenario``, ``17 scenarios`` (``many`` for an irregular plural)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"

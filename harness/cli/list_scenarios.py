@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.cli import ExitCode
-from harness.kinds import FailureKind
+from harness.kinds import FailureKind, plural
 from harness.scenario.model import load_scenarios
 
 HELP = "List scenarios (id, targeted failure kinds, tools, tags); --kinds: the failure kinds."
@@ -53,7 +53,7 @@ def scenarios_table(console: Console, paths: list[str]) -> Table:
     """
     scenarios = load_scenarios(paths)
     wide = console.width >= 140  # tags and descriptions only where they fit
-    table = Table(title=f"{len(scenarios)} scenarios", show_lines=not wide)
+    table = Table(title=plural(len(scenarios), "scenario"), show_lines=not wide)
     widest_id = max((len(sc.id) for sc in scenarios), default=2)
     table.add_column("id", no_wrap=True, min_width=widest_id)
     table.add_column("targets (failure kinds)", ratio=3)

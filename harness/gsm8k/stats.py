@@ -22,7 +22,7 @@ from harness.gsm8k.models import (
     GSM8KSideSummary,
     Interval,
 )
-from harness.kinds import VerdictName
+from harness.kinds import VerdictName, plural
 from harness.stats.tests import mcnemar_exact, newcombe_paired_interval, wilson_interval
 
 __all__ = ["DISCORDANT_SHOWN", "paired_comparison", "side_summary"]
@@ -82,9 +82,15 @@ def _verdict(
     if n_pairs == 0:
         return "INCONCLUSIVE", "no question answered by both sides"
     if p < alpha and b > c:
-        return "REGRESSION", f"candidate lost {b} questions and won {c} (McNemar p={p:.2g})"
+        return (
+            "REGRESSION",
+            f"candidate lost {plural(b, 'question')} and won {c} (McNemar p={p:.2g})",
+        )
     if p < alpha and c > b:
-        return "IMPROVEMENT", f"candidate won {c} questions and lost {b} (McNemar p={p:.2g})"
+        return (
+            "IMPROVEMENT",
+            f"candidate won {plural(c, 'question')} and lost {b} (McNemar p={p:.2g})",
+        )
     return "NO CHANGE", f"{b} lost, {c} won: not significant (McNemar p={p:.2g} >= {alpha})"
 
 

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.gsm8k.models import GSM8KSummary
+from harness.kinds import plural
 from harness.matrix.run import DeploymentResult, MatrixResult
 from harness.server.boot import BootReport
 
@@ -145,7 +146,7 @@ def render_matrix(result: MatrixResult, console: Console, *, outcome: bool = Tru
         console.print(
             f"GSM8K, {escape(result.compare_baseline or '?')} (baseline) vs "
             f"{escape(result.compare_candidate or '?')}: {g.verdict} — McNemar exact b={g.b}, "
-            f"c={g.c}, p={g.mcnemar_p:.2g}, difference {g.accuracy_diff:+.3f} over {g.n_pairs} questions",
+            f"c={g.c}, p={g.mcnemar_p:.2g}, difference {g.accuracy_diff:+.3f} over {plural(g.n_pairs, 'question')}",
             soft_wrap=True,
         )
     if outcome:

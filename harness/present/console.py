@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from harness.kinds import plural
 from harness.present.views import (
     ScenarioRow,
     TableRow,
@@ -34,7 +35,6 @@ from harness.present.views import (
     ending_text,
     metric_rows,
     p_legend,
-    plural,
     scenario_name,
     scenario_rows,
 )

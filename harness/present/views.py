@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from harness.kinds import COUNT_METRICS, label
+from harness.kinds import COUNT_METRICS, label, plural
 from harness.scoring.models import CallScore, RunScore
 from harness.stats.tests import format_p
 from harness.summary import Aggregate, ScenarioComparison, Summary, scenario_name
@@ -40,7 +40,6 @@ __all__ = [
     "format_p",
     "metric_rows",
     "p_legend",
-    "plural",
     "scenario_name",
     "scenario_rows",
 ]
@@ -49,11 +48,6 @@ __all__ = [
 KEY_METRICS = ["tool_calls", "repeated_calls", "malformed_args", "drift", "final_answer", "passed"]
 #: longest line of a drifted-argument trace (longer ones end with "…")
 TRACE_WIDTH = 160
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 scenario``, ``17 scenarios`` (``many`` for irregular plurals)."""
-    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 # ------------------------------------------------------------------ metric tables
@@ -122,7 +116,7 @@ def metric_rows(
 def p_legend(summary: Summary) -> str:
     """The one-line legend of the p columns and of ``*`` (console, HTML and Markdown)."""
     family = max((c.holm_tests or 0 for c in summary.comparisons), default=0)
-    over = f" over the {family} tests that decide the verdict" if family else ""
+    over = f" over the {plural(family, 'test')} that decide the verdict" if family else ""
     return (
         "p (one-sided): Fisher's exact test for rates, Mann-Whitney U for counts; "
         f"p adj. (Holm): Holm-adjusted{over} (blank: not among them); "

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.kinds import COUNT_METRICS, SUCCESS_METRICS, VerdictName, label
+from harness.kinds import COUNT_METRICS, SUCCESS_METRICS, VerdictName, label, plural
 from harness.stats.tests import (
     Alternative,
     fisher_one_sided,
@@ -378,9 +378,9 @@ def _worse_note(sid: str, family: int, alpha: float, needed: int | None) -> tupl
     """``(display label, note)`` of an INCONCLUSIVE comparison whose candidate is worse;
     ``family`` 0: its tests cannot reach ``alpha`` with so few runs (left out, Tarone)."""
     alone = " alone" if sid != "*" else ""
-    settle = f"; about {needed} more repeats per side would settle it" if needed else ""
+    settle = f"; about {plural(needed, 'more repeat')} per side would settle it" if needed else ""
     why = (
-        f"after Holm's correction over {family} tests at alpha {alpha:g}"
+        f"after Holm's correction over {plural(family, 'test')} at alpha {alpha:g}"
         if family
         else f"(too few runs for any test to reach alpha {alpha:g})"
     )
@@ -433,7 +433,7 @@ def _overall(comps: list[ScenarioComparison], ctx: _Context) -> Verdict:
     if unsure:
         needs = [c.repeats_needed for c in unsure if c.repeats_needed]
         n = min(needs) if needs else None
-        tail = f"; about {n} more repeats per scenario would settle it" if n else ""
+        tail = f"; about {plural(n, 'more repeat')} per scenario would settle it" if n else ""
         return Verdict(
             verdict="INCONCLUSIVE",
             repeats_needed=n,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.kinds import label
+from harness.kinds import label, plural
 from harness.present.report import charts
 from harness.present.report.annotate import FactsAnnotator, SummaryAnnotator
 from harness.present.report.load import ReportInput
@@ -321,7 +321,7 @@ def _verdict(rf: ReportInput) -> tuple[str | None, str, list[str]]:
         v = rf.summary.verdict
         msg = v.message.removeprefix(f"{v.verdict}: ")
         if v.repeats_needed and v.verdict == "INCONCLUSIVE" and "repeats" not in msg:
-            msg += f" (about {v.repeats_needed} repeats per scenario would settle it)"
+            msg += f" (about {plural(v.repeats_needed, 'repeat')} per scenario would settle it)"
         found.append((v.verdict, msg, list(v.reasons)))
     if rf.summary is not None and rf.summary.outcome is not None:
         o = rf.summary.outcome
