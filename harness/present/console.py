@@ -30,15 +30,14 @@ from harness.kinds import plural
 from harness.present.views import (
     ScenarioRow,
     TableRow,
+    Trace,
     divergence_lines,
-    drift_trace,
     ending_text,
     metric_rows,
     p_legend,
     scenario_name,
     scenario_rows,
 )
-from harness.scoring.models import RunScore
 from harness.summary import Summary
 
 __all__ = [
@@ -65,8 +64,10 @@ VERDICT_STYLE = {
 }
 #: reasons printed under the verdict (the rest are in the report)
 MAX_REASONS = 8
+#: lines of a drifted-argument trace printed (the report shows more)
+CONSOLE_TRACE_LINES = 12
 
-Traces = Mapping[tuple[str, str], RunScore]
+Traces = Mapping[tuple[str, str], Trace]
 
 
 def make_console(*, stderr: bool = False) -> Console:
@@ -228,11 +229,16 @@ def _detail(
     if comp is not None and comp.note and comp.note not in shared:
         _print(console, f"  {comp.note}")
     for s in summary.sides:
-        run = traces.get((s.side, sid))
-        if run is not None:
-            _print(console, f"  drifted arguments, {s.label} ({run.run_key}):")
-            for t in drift_trace(run):
+        trace = traces.get((s.side, sid))
+        if trace is not None:
+            _print(console, f"  drifted arguments, {s.label} ({trace.run_key}):")
+            for t in trace.lines[:CONSOLE_TRACE_LINES]:
                 _print(console, "    " + t.text())
+            if len(trace.lines) > CONSOLE_TRACE_LINES:
+                _print(
+                    console,
+                    f"    ... {len(trace.lines) - CONSOLE_TRACE_LINES} more lines in the report",
+                )
     for i, text in enumerate(divergence_lines(comp, summary)):
         _print(console, ("  " if i == 0 else "    ") + text)
 
@@ -244,7 +250,7 @@ def render_compare(
     summary: Summary, console: Console, traces: Traces | None = None, *, verbose: bool = False
 ) -> None:
     """Print a comparison top-down (see the module docstring). ``traces``: (side,
-    scenario) -> the first drifting run's score (:func:`harness.present.views.first_drift`)."""
+    scenario) -> the first drifting run's trace (:func:`harness.present.views.first_drift`)."""
     traces = traces or {}
     _verdict(summary, console)
     _sides(summary, console)

@@ -32,6 +32,7 @@ __all__ = [
     "TRACE_WIDTH",
     "ScenarioRow",
     "TableRow",
+    "Trace",
     "TraceLine",
     "divergence_lines",
     "drift_trace",
@@ -291,13 +292,22 @@ def drift_trace(run: RunScore, limit: int = 12) -> list[TraceLine]:
     return lines
 
 
-def first_drift(scores: Iterable[RunScore]) -> dict[tuple[str, str], RunScore]:
-    """(side, scenario id) -> the first run with drift, whose trace the views show (one
-    pass over ``scores``, e.g. ``scores.jsonl`` streamed; at most one score kept per pair)."""
-    out: dict[tuple[str, str], RunScore] = {}
+@dataclass
+class Trace:
+    """The drifted-argument trace of one run: its ``run_key`` and its :class:`TraceLine`\\ s."""
+
+    run_key: str
+    lines: list[TraceLine]
+
+
+def first_drift(scores: Iterable[RunScore], limit: int = 40) -> dict[tuple[str, str], Trace]:
+    """(side, scenario id) -> the trace of the first run with drift (one pass over
+    ``scores``, e.g. ``scores.jsonl`` streamed; only the trace lines are kept, at most
+    ``limit`` per run)."""
+    out: dict[tuple[str, str], Trace] = {}
     for s in scores:
-        if s.drift:
-            out.setdefault((s.side, s.scenario_id), s)
+        if s.drift and (s.side, s.scenario_id) not in out:
+            out[(s.side, s.scenario_id)] = Trace(s.run_key, drift_trace(s, limit))
     return out
 
 

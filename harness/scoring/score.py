@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -437,14 +438,22 @@ def _termination(record: RunRecord, calls: list[ParsedCall]) -> Termination:
 # ------------------------------------------------------------------ the score
 
 
-_SCENARIOS: dict[str, Scenario] = {}
+#: parsed scenarios by content hash, most recent last (a few hundred at most: records of
+#: one scenario come together, and a suite of thousands must not stay in memory)
+_SCENARIOS: OrderedDict[str, Scenario] = OrderedDict()
+_SCENARIO_CACHE = 256
 
 
 def _scenario(record: RunRecord) -> Scenario:
     key = record.scenario_hash
-    if key not in _SCENARIOS:
-        _SCENARIOS[key] = Scenario.model_validate(record.scenario)
-    return _SCENARIOS[key]
+    sc = _SCENARIOS.get(key)
+    if sc is None:
+        sc = _SCENARIOS[key] = Scenario.model_validate(record.scenario)
+        if len(_SCENARIOS) > _SCENARIO_CACHE:
+            _SCENARIOS.popitem(last=False)
+    else:
+        _SCENARIOS.move_to_end(key)
+    return sc
 
 
 def _shown(c: ParsedCall) -> str:

@@ -8,6 +8,7 @@ only raw facts of the transcripts (runs, calls made, how each run stopped).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +21,11 @@ from harness.present.report.view import (
     Annotator,
     ScenarioView,
     SideView,
-    build_scenarios,
+    build_scenario,
     build_sides,
+    runs_by_scenario,
 )
-from harness.present.views import TableRow, TraceLine, drift_trace, metric_rows, p_legend
+from harness.present.views import TableRow, TraceLine, metric_rows, p_legend
 from harness.server.fusion import server_args_diff
 from harness.summary import Summary
 
@@ -55,6 +57,35 @@ class ScenarioBlock:
     divergence: Any = None  # harness.summary.Divergence
 
 
+class ScenarioBlocks:
+    """The scenario sections, built one at a time as a template iterates over them, so a
+    report of thousands of scenarios holds one section in memory, not all of them.
+    ``len()`` and truthiness work without building any."""
+
+    def __init__(self, rf: ReportInput, sides: list[SideView], ann: Annotator) -> None:
+        self.rf, self.sides, self.ann = rf, sides, ann
+        self.by_sid = runs_by_scenario(rf)
+        self.records = {(r.scenario_id, r.side, r.repeat, r.stream): r for r in rf.records}
+
+    def __len__(self) -> int:
+        return len(self.by_sid)
+
+    def __iter__(self) -> Iterator[ScenarioBlock]:
+        for sid, runs in self.by_sid.items():
+            view = build_scenario(self.rf, self.sides, self.ann, sid, runs, self.records)
+            yield _block(self.rf, self.sides, view)
+
+    def overviews(self) -> list[OverviewBlock]:
+        """Every scenario's overview table (the overview grid), without the sections."""
+        out = []
+        for sid, runs in self.by_sid.items():
+            desc = str(self.rf.headers.get(sid, {}).get("description") or "")
+            first = desc.split(". ")[0].rstrip(".") + "." if desc else ""
+            by_side = {s.key: [r for r in runs if r.side == s.key] for s in self.sides}
+            out.append(_overview(self.rf.summary, self.sides, sid, sid, first, by_side))
+        return out
+
+
 @dataclass
 class Report:
     title: str
@@ -72,7 +103,8 @@ class Report:
     verdict_reasons: list[str]
     warnings: list[str]
     settings: dict[str, Any]
-    scenarios: list[ScenarioBlock]
+    scenarios: ScenarioBlocks
+    overviews: list[OverviewBlock]  # every scenario's overview table, in order
     pooled: OverviewBlock | None
     end_chart: charts.Chart | None
     summary: Summary | None
@@ -236,9 +268,9 @@ def _traces(
     """The first run with drift on each side, call by call (the console's trace)."""
     out = []
     for s in sides:
-        run = rf.traces.get((s.key, sid))
-        if run is not None:
-            out.append((s.label, run.run_key, drift_trace(run, limit=40)))
+        trace = rf.traces.get((s.key, sid))
+        if trace is not None:
+            out.append((s.label, trace.run_key, trace.lines))
     return out
 
 
@@ -408,7 +440,7 @@ def build_report(rf: ReportInput) -> Report:
     """The whole template context of a run folder (pure function of its files)."""
     sides = build_sides(rf.runs, rf.manifest)
     ann: Annotator = SummaryAnnotator(rf.summary, rf.scores) if rf.scores else FactsAnnotator()
-    views = build_scenarios(rf, sides, ann)
+    blocks = ScenarioBlocks(rf, sides, ann)
     prov = _provenance(rf, sides)
     verdict, msg, reasons = _verdict(rf)
     m = rf.manifest
@@ -417,7 +449,7 @@ def build_report(rf: ReportInput) -> Report:
         by_side.setdefault(r.side, []).append(r)
     pooled = (
         _overview(rf.summary, sides, "*", "All scenarios", "pooled over every scenario", by_side)
-        if len(views) > 1
+        if len(blocks) > 1
         else None
     )
     kind = kind_title(rf)
@@ -437,7 +469,8 @@ def build_report(rf: ReportInput) -> Report:
         verdict_reasons=reasons,
         warnings=_warnings(rf, prov),
         settings=_settings(rf),
-        scenarios=[_block(rf, sides, v) for v in views],
+        scenarios=blocks,
+        overviews=blocks.overviews(),
         pooled=pooled,
         end_chart=_overall_ends(rf, sides),
         summary=rf.summary,

@@ -19,6 +19,7 @@ naming the file and the fix; a missing optional file is simply ``None``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from harness.errors import ReportInputError, RunFolderError
 from harness.gsm8k.models import GSM8KSummary
 from harness.matrix.run import MatrixResult
 from harness.present.report.select import MAX_RUNS, PER_SCENARIO, RunFacts, choose
+from harness.present.views import Trace, first_drift
 from harness.runfolder import RunFolder
 from harness.scoring.models import RunScore
 from harness.server.boot import BootReport
@@ -44,7 +46,7 @@ class ReportInput:
 
     ``runs``: the facts of every run; ``records``/``scores``: only the runs rendered turn
     by turn (scores by ``run_key``); ``shown``: scenario id -> their (repeat, stream)
-    keys; ``traces``: (side, scenario) -> the first drifting run's score; ``headers``:
+    keys; ``traces``: (side, scenario) -> the first drifting run's trace; ``headers``:
     scenario id -> description, targets, opening messages.
     """
 
@@ -54,7 +56,7 @@ class ReportInput:
     runs: list[RunFacts] = field(default_factory=list)
     records: list[RunRecord] = field(default_factory=list)
     scores: dict[str, RunScore] = field(default_factory=dict)
-    traces: dict[tuple[str, str], RunScore] = field(default_factory=dict)
+    traces: dict[tuple[str, str], Trace] = field(default_factory=dict)
     shown: dict[str, list[tuple[int, bool]]] = field(default_factory=dict)
     headers: dict[str, dict[str, Any]] = field(default_factory=dict)
     sampling: dict[str, Any] = field(default_factory=dict)
@@ -85,12 +87,16 @@ def _optional(folder: RunFolder, name: str, cls: type[BaseModel]) -> Any:
 
 def _scan_scores(ri: ReportInput) -> dict[str, tuple[bool | None, int]]:
     """run_key -> (passed, or None for an infrastructure error; byte offset in
-    ``scores.jsonl``); fills ``ri.traces`` with the first drifting run per side x scenario."""
+    ``scores.jsonl``); fills ``ri.traces`` with the first drifting run's trace per side x
+    scenario (:func:`harness.present.views.first_drift`, in the same pass)."""
     heads: dict[str, tuple[bool | None, int]] = {}
-    for offset, score in ri.folder.scores_with_offsets():
-        heads[score.run_key] = (None if score.infra_error else score.passed, offset)
-        if score.drift:
-            ri.traces.setdefault((score.side, score.scenario_id), score)
+
+    def scores() -> Iterator[RunScore]:
+        for offset, score in ri.folder.scores_with_offsets():
+            heads[score.run_key] = (None if score.infra_error else score.passed, offset)
+            yield score
+
+    ri.traces = first_drift(scores())
     return heads
 
 

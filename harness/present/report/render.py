@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,7 @@ def write_report(run_dir: str | Path, *, markdown: bool = True) -> Path:
     report = build_report(load_run_folder(folder))
     env = environment()
     out = RunFolder(folder).file(RunFolder.REPORT_HTML)
-    _write(out, env.get_template("report.html").render(r=report))
+    _write(out, env.get_template("report.html").generate(r=report))
     if markdown:
         md = env.get_template("report.md").render(r=report)
         _write(
@@ -143,7 +144,12 @@ def write_report_or_warning(
         return None, f"report not written: {type(exc).__name__}: {message}"
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` (or its pieces, streamed as a template generates them) atomically."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        if isinstance(text, str):
+            fh.write(text)
+        else:
+            fh.writelines(text)
     tmp.replace(path)

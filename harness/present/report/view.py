@@ -31,9 +31,10 @@ __all__ = [
     "ScenarioView",
     "SideView",
     "TurnView",
-    "build_scenarios",
+    "build_scenario",
     "build_sides",
     "pretty_json",
+    "runs_by_scenario",
 ]
 
 #: characters of a raw JSON block shown before it is cut (the file keeps everything)
@@ -345,44 +346,50 @@ def _run_lists(
     return out
 
 
-def build_scenarios(rf: ReportInput, sides: list[SideView], ann: Annotator) -> list[ScenarioView]:
-    """One view per scenario id (sorted) of a :class:`~harness.present.report.load.ReportInput`.
-
-    One :class:`PairView` per (repeat, mode) key in ``rf.shown`` (the runs rendered turn
-    by turn, from ``rf.records``); every other run goes to a compact :class:`RunList`.
-    """
+def runs_by_scenario(rf: ReportInput) -> dict[str, list[RunFacts]]:
+    """Scenario id (sorted) -> the facts of its runs."""
     by_sid: dict[str, list[RunFacts]] = {}
     for f in rf.runs:
         by_sid.setdefault(f.scenario_id, []).append(f)
-    idx = {(r.scenario_id, r.side, r.repeat, r.stream): r for r in rf.records}
-    out: list[ScenarioView] = []
-    for sid in sorted(by_sid):
-        keys = rf.shown.get(sid, [])
-        pairs = [
-            _pair(
-                f"repeat {rep} · {'streaming' if st else 'non-streaming'}",
-                [idx.get((sid, s.key, rep, st)) for s in sides],
-                ann,
-                sid,
-                rep,
-            )
-            for rep, st in keys
-        ]
-        sc = rf.headers.get(sid, {})
-        runs = by_sid[sid]
-        out.append(
-            ScenarioView(
-                id=sid,
-                description=str(sc.get("description") or ""),
-                kinds=[str(k) for k in sc.get("targets") or []],
-                opening=[
-                    {"role": str(m.get("role")), "content": str(m.get("content"))}
-                    for m in sc.get("messages") or []
-                ],
-                pairs=pairs,
-                runs_by_side={s.key: [r for r in runs if r.side == s.key] for s in sides},
-                listed=_run_lists(runs, set(keys), sides),
-                total_keys=len({r.key for r in runs}),
-            )
+    return dict(sorted(by_sid.items()))
+
+
+def build_scenario(
+    rf: ReportInput,
+    sides: list[SideView],
+    ann: Annotator,
+    sid: str,
+    runs: list[RunFacts],
+    records: dict[tuple[str, str, int, bool], RunRecord],
+) -> ScenarioView:
+    """The view of scenario ``sid`` of a :class:`~harness.present.report.load.ReportInput`.
+
+    One :class:`PairView` per (repeat, mode) key in ``rf.shown`` (the runs rendered turn
+    by turn, from ``records``: (scenario, side, repeat, stream) -> record); every other
+    run goes to a compact :class:`RunList`.
+    """
+    keys = rf.shown.get(sid, [])
+    pairs = [
+        _pair(
+            f"repeat {rep} · {'streaming' if st else 'non-streaming'}",
+            [records.get((sid, s.key, rep, st)) for s in sides],
+            ann,
+            sid,
+            rep,
         )
-    return out
+        for rep, st in keys
+    ]
+    sc = rf.headers.get(sid, {})
+    return ScenarioView(
+        id=sid,
+        description=str(sc.get("description") or ""),
+        kinds=[str(k) for k in sc.get("targets") or []],
+        opening=[
+            {"role": str(m.get("role")), "content": str(m.get("content"))}
+            for m in sc.get("messages") or []
+        ],
+        pairs=pairs,
+        runs_by_side={s.key: [r for r in runs if r.side == s.key] for s in sides},
+        listed=_run_lists(runs, set(keys), sides),
+        total_keys=len({r.key for r in runs}),
+    )
