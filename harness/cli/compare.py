@@ -1,17 +1,21 @@
 """``harness compare``: is the candidate worse than the baseline at multi-turn tool calling?
 
-Runs every scenario ``--repeats`` times against both servers into ``results/<run-id>/``,
-scores the transcripts, tests the differences (:mod:`harness.stats.verdict`), prints the table
-reviewers write by hand and the verdict, and writes ``summary.json`` (and ``report.html``
-when the report module is installed).
+Says where its run folder is (and the command that resumes it) before anything runs,
+then runs every scenario ``--repeats`` times against both servers into it
+(:func:`harness.pipeline.compare`: ``transcripts.jsonl``, ``scores.jsonl``,
+``summary.json``), prints the verdict first, then the pooled table, one line per
+scenario and the evidence of the scenarios that differ (:mod:`harness.present.console`;
+every scenario's full table with ``--verbose``), and writes ``report.html``/``report.md``.
+``--resume RUN_ID`` finishes an interrupted comparison (the same arguments).
 
 Without URLs the built-in reference server plays both sides: profile ``healthy`` as the
 baseline ("unfused") and ``fused-regression`` as the candidate ("fused"); with ``--aa``
 the same target is compared with itself (the noise floor).
 
 Before anything runs, each given URL is asked ``GET /v1/models`` (an unreachable side
-fails at once with exit 3), and ``--run-id`` of an existing folder is refused (exit 2)
-when it was recorded against other URLs, model, repeats, stream mode or scenario files.
+fails at once with exit 3), and ``--resume``/``--run-id`` of an existing folder is refused
+(exit 2) when it was recorded against other URLs, model, repeats, stream mode or scenario
+files.
 
 Exit codes: 0 no regression (also INCONCLUSIVE unless ``--strict``), 1 regression,
 2 usage or configuration error, 3 more than 20% of a side's runs were infrastructure errors.

@@ -1,9 +1,10 @@
 """``harness run``: run scenarios against one server, record, score and report.
 
-Writes ``results/<run-id>/manifest.json`` and ``transcripts.jsonl`` (one record per
-run, appended as each ends), then scores them into ``summary.json``
-(:func:`harness.pipeline.score_dir`), renders ``report.html``/``report.md`` and prints a
-per-scenario table (passed runs, final answers, failure kinds). ``--resume RUN_ID`` (or
+Says where its run folder is (and the command that resumes it) before anything runs;
+records one ``transcripts.jsonl`` line per run as each ends, then scores them
+(:func:`harness.pipeline.score_folder`: ``scores.jsonl``, ``summary.json`` with the run's
+outcome), prints PASSED/FAILED, a per-scenario table (passed runs, failure kinds) and
+renders ``report.html``/``report.md``. ``--resume RUN_ID`` (or
 ``--run-id`` of an existing folder) reuses that folder and runs only what is not
 recorded yet; it refuses a folder recorded against another server, model, label,
 repeats, stream mode or changed scenario files.

@@ -1,9 +1,10 @@
 """``harness score results/<run-id>``: re-score a run folder and rewrite its summary.json.
 
 Scores are pure functions of ``transcripts.jsonl``, so an old run can be re-scored after
-the scoring improves. Settings and fusion engagement recorded in an existing
-``summary.json`` are kept. Prints the same tables and verdict as ``harness compare`` and
-exits with the same codes. A ``harness gsm8k`` folder (``gsm8k.jsonl``) is re-scored
+the scoring improves (:func:`harness.pipeline.score_folder` rewrites ``scores.jsonl`` and
+``summary.json``). Settings and fusion engagement recorded in an existing
+``summary.json`` are kept. Prints the same console as ``harness compare`` (or ``harness
+run`` for a one-sided folder) and exits with the same codes. A ``harness gsm8k`` folder (``gsm8k.jsonl``) is re-scored
 with :func:`harness.gsm8k.run.rescore`; any other folder (``harness boot``) is a usage error
 pointing at ``harness report``.
 """

@@ -123,7 +123,8 @@ def _sides(summary: Summary, console: Console) -> None:
     for s in summary.sides:
         url = s.target.base_url if s.target else "?"
         fusion = f"  fusion {s.fusion.get('state')}" if s.fusion else ""
-        _print(console, f"{s.side}: {s.label}  {url}{fusion}")
+        role = s.side if s.side != s.label else "target"
+        _print(console, f"{role}: {s.label}  {url}{fusion}")
     for w in summary.warnings:
         console.print(f"[bold yellow]warning:[/] {escape(w)}", soft_wrap=True)
     silent = [
@@ -221,7 +222,8 @@ def _detail(
 ) -> None:
     """A scenario's note, (full table), drifted-argument traces and first divergence."""
     comp = summary.comparison(sid)
-    label = comp.label if comp else ""
+    agg = summary.aggregate(summary.sides[0].side, sid) if summary.sides else None
+    label = comp.label if comp else f"{agg.rate('passed').text()} passed" if agg else ""
     if full:
         console.print(_metric_table(summary, sid, metric_rows(summary, sid), f"{sid}  {label}"))
     else:
@@ -282,7 +284,9 @@ def render_compare(
 def render_run(
     summary: Summary, console: Console, traces: Traces | None = None, *, verbose: bool = False
 ) -> None:
-    """Print a one-sided run: outcome, the per-scenario table, infrastructure errors."""
+    """Print a one-sided run: the outcome, the per-scenario table, the traces of the
+    scenarios below the pass rate (every scenario's table with ``verbose``), infrastructure
+    errors."""
     _verdict(summary, console)
     _sides(summary, console)
     rows = scenario_rows(summary)
@@ -297,9 +301,10 @@ def render_run(
                 f"{a.rate('final_answer').text()} reached a final answer, "
                 f"{tool_calls} tool calls; how runs ended: {ending_text(a)}",
             )
-    if verbose:
-        for r in rows:
-            _detail(summary, r.scenario_id, traces or {}, console, full=True)
+    failing = set(summary.outcome.failing) if summary.outcome else set()
+    for r in rows:
+        if verbose or r.scenario_id in failing:
+            _detail(summary, r.scenario_id, traces or {}, console, full=verbose)
     _infra(summary, console)
     render_parity(summary, console)
 
