@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from harness.cli import main
+from harness.cli._common import gsm8k_exit_code
 from harness.client.target import TargetConfig
 from harness.gsm8k.data import load_dataset
 from harness.gsm8k.models import GSM8KSummary
@@ -124,7 +125,7 @@ def test_regression_is_detected_on_200(tmp_path: Path) -> None:
         summary = compare_gsm8k(good, bad, **_opts(tmp_path, num_questions=200))
     p = summary.paired
     assert p is not None and p.n_pairs == 200
-    assert p.verdict == "REGRESSION" and summary.exit_code == 1
+    assert p.verdict == "REGRESSION" and gsm8k_exit_code(summary) == 1
     assert p.c == 0 and p.b > 10 and p.mcnemar_p < 1e-3
     assert p.diff_interval.low < p.accuracy_diff < p.diff_interval.high < 0
     assert p.discordant and all(d.baseline_correct for d in p.discordant)
@@ -134,7 +135,7 @@ def test_two_healthy_servers_show_no_change(tmp_path: Path) -> None:
     with serve(_app(0.88)) as a, serve(_app(0.88)) as b:
         summary = compare_gsm8k(a, b, **_opts(tmp_path, num_questions=100))
     assert summary.paired is not None and summary.paired.b == summary.paired.c == 0
-    assert summary.verdict == "NO CHANGE" and summary.exit_code == 0
+    assert summary.verdict == "NO CHANGE" and gsm8k_exit_code(summary) == 0
 
 
 def test_failed_questions_are_left_out_not_wrong(tmp_path: Path) -> None:
@@ -177,7 +178,7 @@ def test_transient_errors_are_retried(tmp_path: Path) -> None:
 def test_too_many_errors_is_inconclusive(tmp_path: Path) -> None:
     with serve(_app(0.88)) as good, serve(_app(0.88, fail=set(range(10)))) as broken:
         summary = compare_gsm8k(good, broken, **_opts(tmp_path, num_questions=30))
-    assert summary.verdict == "INCONCLUSIVE" and summary.exit_code == 3
+    assert summary.verdict == "INCONCLUSIVE" and gsm8k_exit_code(summary) == 3
 
 
 def test_chat_api_and_exclude_shots(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from harness.cli._common import gsm8k_exit_code
 from harness.client.target import TargetConfig
 from harness.gsm8k.run import compare_gsm8k, read_gsm8k_records, run_gsm8k
 from harness.sim import server
@@ -38,7 +39,7 @@ def test_gsm8k_500_regression_088_vs_081(tmp_path: Path) -> None:
     assert base.n == cand.n == 500 and base.n_errors == cand.n_errors == 0
     assert 0.85 < base.accuracy < 0.92 and 0.77 < cand.accuracy < 0.85
     p = summary.paired
-    assert p is not None and p.verdict == "REGRESSION" and summary.exit_code == 1
+    assert p is not None and p.verdict == "REGRESSION" and gsm8k_exit_code(summary) == 1
     assert p.c == 0 and p.b >= 25 and p.mcnemar_p < 1e-6
     assert p.diff_interval.high < 0
     assert base.output_throughput > 0 and base.completion_tokens > 0
@@ -48,7 +49,7 @@ def test_gsm8k_two_healthy_no_change(tmp_path: Path) -> None:
     with _sim("healthy") as a, _sim("healthy") as b:
         summary = compare_gsm8k(a, b, **_opts(tmp_path, num_questions=200))
     assert summary.paired is not None and summary.paired.b == summary.paired.c == 0
-    assert summary.verdict == "NO CHANGE" and summary.exit_code == 0
+    assert summary.verdict == "NO CHANGE" and gsm8k_exit_code(summary) == 0
 
 
 def test_gsm8k_chat_api_on_sim(tmp_path: Path) -> None:
@@ -72,6 +73,6 @@ def test_gsm8k_broken_server_is_infra_not_wrong(tmp_path: Path, profile: str) ->
         summary = compare_gsm8k(good, cand, **_opts(tmp_path, num_questions=20, run_id=profile))
     side = summary.sides[1]
     assert side.n == 0 and side.n_errors == 20 and side.correct == 0
-    assert summary.verdict == "INCONCLUSIVE" and summary.exit_code == 3
+    assert summary.verdict == "INCONCLUSIVE" and gsm8k_exit_code(summary) == 3
     records = [r for r in read_gsm8k_records(tmp_path / profile) if r.side == "candidate"]
     assert all(r.correct is None and r.error for r in records)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.cli._common import gsm8k_exit_code
 from harness.client.target import TargetConfig
 from harness.gsm8k.models import Extracted, GSM8KConfig, GSM8KRecord
 from harness.gsm8k.run import summarize
@@ -95,14 +96,14 @@ def test_summary_exit_codes() -> None:
     ]
     base, cand = _pairs(60, 20, 0, 20)
     s = summarize(base + cand, run_id="r", config=config, targets=targets)
-    assert s.verdict == "REGRESSION" and s.exit_code == 1
+    assert s.verdict == "REGRESSION" and gsm8k_exit_code(s) == 1
     broken = [
         _rec(r.index, None, side="candidate", label="cand") if r.index < 20 else r for r in cand
     ]
     s = summarize(base + broken, run_id="r", config=config, targets=targets)
     assert (
         s.verdict == "INCONCLUSIVE"
-        and s.exit_code == 3
+        and gsm8k_exit_code(s) == 3
         and "20 of 100" in (s.paired and s.paired.reason or "")
     )
     s = summarize(
@@ -111,7 +112,9 @@ def test_summary_exit_codes() -> None:
         config=config,
         targets=[TargetConfig("http://a", label="base", side="baseline")],
     )
-    assert s.verdict is None and s.exit_code == 0 and s.sides[0].accuracy == pytest.approx(0.8)
+    assert (
+        s.verdict is None and gsm8k_exit_code(s) == 0 and s.sides[0].accuracy == pytest.approx(0.8)
+    )
 
 
 def test_gsm8k_verdict_is_the_shared_verdict_name() -> None:

@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from harness.cli import ExitCode
 from harness.client.target import server_root
+from harness.gsm8k.models import GSM8KSummary
 from harness.options import add_argument
 from harness.present.report import write_report_or_warning
 from harness.runfolder import RunFolder
@@ -131,6 +132,16 @@ def exit_code(summary: Summary, *, strict: bool = False) -> ExitCode:
         if o.infra_limited:
             return ExitCode.INFRA_ERROR
         return ExitCode.OK if o.passed else ExitCode.REGRESSION
+    return ExitCode.OK
+
+
+def gsm8k_exit_code(summary: GSM8KSummary) -> ExitCode:
+    """The exit code of a GSM8K run: 1 REGRESSION; 3 too many infrastructure errors, or a
+    paired comparison that could not decide; else 0."""
+    if summary.verdict == "REGRESSION":
+        return ExitCode.REGRESSION
+    if summary.infra_error or summary.verdict == "INCONCLUSIVE":
+        return ExitCode.INFRA_ERROR
     return ExitCode.OK
 
 

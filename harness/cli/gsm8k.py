@@ -6,13 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.cli._common import gsm8k_exit_code
 from harness.client.target import TargetConfig
 from harness.gsm8k.data import GSM8KDataError
 from harness.gsm8k.run import GSM8K_TIMEOUT_S, compare_gsm8k, run_gsm8k
 from harness.options import add_argument, positive_int
 from harness.present.checks import render_gsm8k
 from harness.present.console import make_console
-from harness.runfolder import DEFAULT_RESULTS
+from harness.runfolder import DEFAULT_RESULTS, RunFolder
 
 HELP = (
     "GSM8K few-shot accuracy (SGLang's benchmark format) of --target; with --baseline, "
@@ -100,5 +101,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     render_gsm8k(summary, make_console())
     root = Path(args.results) if args.results else DEFAULT_RESULTS
-    print(f"results: {root / summary.run_id}/gsm8k.json")
-    return summary.exit_code
+    folder = RunFolder(root / summary.run_id)
+    print(f"results: {folder.file(RunFolder.GSM8K_SUMMARY)}")
+    return gsm8k_exit_code(summary)

@@ -32,6 +32,15 @@ from harness.present.checks import render_matrix, render_outcome
 from harness.present.console import make_console, render_compare
 from harness.runfolder import RunFolder
 
+#: the exit code of each outcome: one carrier (or all pass) 0, none isolated 1, a
+#: deployment not judged 3
+_EXIT = {
+    "CARRIER": ExitCode.OK,
+    "ALL PASS": ExitCode.OK,
+    "NOT ISOLATED": ExitCode.REGRESSION,
+    "INCOMPLETE": ExitCode.INFRA_ERROR,
+}
+
 HELP = "Run several deployments and name the configuration attribute that carries a failure."
 
 
@@ -66,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_report:
         write_report_or_warn(RunFolder(folder), console)
     console.print(f"results: {folder}", soft_wrap=True, markup=False)
-    return result.exit_code
+    return _EXIT[result.outcome]
 
 
 def _render_compare(folder: Path, result: MatrixResult, console: Console) -> None:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import ExitCode
-from harness.cli._common import exit_code
+from harness.cli._common import exit_code, gsm8k_exit_code
 from harness.pipeline import score_folder
 from harness.present.console import make_console, render_compare, render_run
 from harness.present.views import first_drift
@@ -70,7 +70,7 @@ def _gsm8k(folder: Path) -> int:
         return ExitCode.USAGE_ERROR
     render_gsm8k(summary, make_console())
     print(f"summary: {folder / 'gsm8k.json'}")
-    return int(summary.exit_code)
+    return gsm8k_exit_code(summary)
 
 
 def _not_a_run_folder(folder: Path) -> int:

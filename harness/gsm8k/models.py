@@ -173,8 +173,9 @@ class GSM8KPaired(_Model):
 class GSM8KSummary(_Model):
     """``gsm8k.json``: the configuration, one entry per side, the paired comparison.
 
-    ``sides`` holds the target alone, or ``[baseline, candidate]``. ``exit_code``
-    follows harness.cli.ExitCode (0 ok, 1 regression, 3 too many errors).
+    ``sides`` holds the target alone, or ``[baseline, candidate]``; ``infra_error``: why
+    the run cannot be judged (too many questions lost to infrastructure errors), if so.
+    The command line derives its exit code from ``verdict`` and ``infra_error``.
     """
 
     schema_version: int = GSM8K_SCHEMA_VERSION
@@ -185,4 +186,4 @@ class GSM8KSummary(_Model):
     sides: list[GSM8KSideSummary]
     paired: GSM8KPaired | None = None
     verdict: VerdictName | None = None  # None for a single-target run
-    exit_code: int = 0
+    infra_error: str | None = None

@@ -333,8 +333,8 @@ def summarize(
     """The summary of a run: a pure function of its records and configuration.
 
     ``targets`` is ``[target]`` or ``[baseline, candidate]`` (sides ``baseline`` and
-    ``candidate``). Exit code 1 on REGRESSION, 3 when more than ``config.max_error_rate``
-    of a side's questions errored, else 0.
+    ``candidate``). ``infra_error`` says when more than ``config.max_error_rate`` of a
+    side's questions errored.
     """
     sides = []
     for t in targets:
@@ -347,10 +347,10 @@ def summarize(
         cand = [r for r in records if r.side == "candidate"]
         paired = paired_comparison(base, cand, alpha=config.alpha, infra=infra)
     verdict = paired.verdict if paired else None
-    code = 1 if verdict == "REGRESSION" else 3 if infra or verdict == "INCONCLUSIVE" else 0
     return GSM8KSummary(
-        run_id=run_id, config=config, sides=sides, paired=paired, verdict=verdict, exit_code=code
-    )
+        run_id=run_id, config=config, sides=sides, paired=paired, verdict=verdict,
+        infra_error=infra,
+    )  # fmt: skip
 
 
 def _plan(opts: GSM8KOptions) -> _Plan:
@@ -469,8 +469,8 @@ def compare_gsm8k(
 
     Targets as for :func:`run_gsm8k` (their sides are set to ``baseline`` and
     ``candidate``; equal labels get the side appended). Same ``options``.
-    ``summary.verdict`` and ``summary.exit_code`` carry the outcome (1 on REGRESSION, 3
-    on too many infrastructure errors).
+    ``summary.verdict`` and ``summary.infra_error`` carry the outcome (the command line
+    exits 1 on REGRESSION, 3 on too many infrastructure errors).
     """
     b, c = _target(baseline, baseline_label), _target(candidate, candidate_label)
     b.side, c.side = "baseline", "candidate"

@@ -83,7 +83,6 @@ __all__ = [
 MATRIX_SCHEMA_VERSION = 1
 Outcome = Literal["CARRIER", "ALL PASS", "NOT ISOLATED", "INCOMPLETE"]
 Status = Literal["pass", "fail", "error"]
-_EXIT: dict[str, int] = {"CARRIER": 0, "ALL PASS": 0, "NOT ISOLATED": 1, "INCOMPLETE": 3}
 
 
 class DeploymentFacts(BaseModel):
@@ -142,7 +141,6 @@ class MatrixResult(BaseModel):
     compare_candidate: str | None = None
     compare_verdict: Verdict | None = None
     compare_gsm8k: GSM8KPaired | None = None  # two deployments with GSM8K: McNemar
-    exit_code: int = 0
 
     def attribute_names(self) -> list[str]:
         """Every attribute named by a deployment, sorted."""
@@ -291,7 +289,7 @@ def build_result(
     result = MatrixResult(
         run_id=run_id, name=spec.name, spec=spec.model_dump(mode="json"), deployments=rows,
         findings=findings, carriers=[f.attribute for f in findings if f.classification == "carrier"],
-        outcome=outcome, message=message, warnings=_warnings(rows, need), exit_code=_EXIT[outcome],
+        outcome=outcome, message=message, warnings=_warnings(rows, need),
     )  # fmt: skip
     if len(rows) == 2 and records:
         two = two_way_summary(records, rows, run_id=run_id, settings=summary.settings)
