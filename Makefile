@@ -38,8 +38,12 @@ typecheck: $(STAMP)
 check: lint typecheck
 
 # make compare [FUSED=url UNFUSED=url] [REPEATS=n] [MODEL=name] [AA=1] [STREAM=on|both] [SCENARIOS=dir]
-COMPARE_ARGS = $(strip $(if $(UNFUSED),--baseline $(UNFUSED) --baseline-label unfused) \
-  $(if $(FUSED),--candidate $(FUSED) --candidate-label fused) \
+AA_URL = $(or $(UNFUSED),$(FUSED))
+AA_LABEL = $(if $(UNFUSED),unfused,fused)
+SIDES = $(if $(AA),$(if $(AA_URL),--baseline $(AA_URL) --baseline-label $(AA_LABEL)), \
+  $(if $(UNFUSED),--baseline $(UNFUSED) --baseline-label unfused) \
+  $(if $(FUSED),--candidate $(FUSED) --candidate-label fused))
+COMPARE_ARGS = $(strip $(SIDES) \
   $(if $(REPEATS),--repeats $(REPEATS)) $(if $(MODEL),--model $(MODEL)) \
   $(if $(AA),--aa) $(if $(STREAM),--stream $(STREAM)) $(SCENARIOS))
 

@@ -70,7 +70,7 @@ def run(n: int = 500, parallel: int = 64, latency_ms: float = 200, rounds: int =
                     plain_acc = plain_threaded(url, GSM8K, n, parallel)
             with clocks() as hc:
                 s = run_gsm8k(url, data=GSM8K, num_questions=n, parallel=parallel,
-                              results=tmp, run_id=f"r{i}", report=False)  # fmt: skip
+                              results=tmp, run_id=f"r{i}")  # fmt: skip
             if not i % 2:
                 with clocks() as pc:
                     plain_acc = plain_threaded(url, GSM8K, n, parallel)

@@ -64,11 +64,11 @@ class _Previous(BaseModel):
 def _previous_context(folder: RunFolder) -> FolderContext:
     """The context recorded in the folder's ``summary.json`` (of any schema version), or a
     default one."""
-    if not folder.summary_path.exists():
-        return FolderContext()
     try:
-        old = _Previous.model_validate_json(folder.summary_path.read_bytes())
-    except (OSError, ValueError):
+        old: _Previous | None = folder.read_model(RunFolder.SUMMARY, _Previous)
+    except RunFolderError:
+        return FolderContext()
+    if old is None:
         return FolderContext()
     sides = {s.side: s for s in old.sides}
     return FolderContext(old.settings, sides, old.warnings, old.server_args_diff)
@@ -303,6 +303,7 @@ def compare(
         concurrency=settings.concurrency or 8,
         out_dir=folder,
         progress=progress,
+        keep=False,
     )
     sides, warnings, diff = engagement(baseline, candidate, logs, aa=settings.aa)
     return score_folder(folder, FolderContext(settings, sides, warnings, diff))

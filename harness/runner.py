@@ -295,6 +295,7 @@ async def run_many(
     out_dir: RunFolder | str | Path,
     resume: bool = True,
     progress: bool = True,
+    keep: bool = True,
 ) -> list[RunRecord]:
     """Run every scenario x repeat x target (x stream mode) and record each run.
 
@@ -307,9 +308,12 @@ async def run_many(
             self-description is added to its manifest.
         resume: skip ``run_key``\\ s already recorded there.
         progress: show a rich progress bar on a terminal (stderr).
+        keep: return the records; ``False`` keeps none in memory once written (a long
+            run's records are read back from the folder, one at a time).
 
     Returns:
-        The records of the runs made now (not those skipped on resume).
+        The records of the runs made now (not those skipped on resume); ``[]`` with
+        ``keep=False``.
     """
     folder = out_dir if isinstance(out_dir, RunFolder) else RunFolder(out_dir)
     folder.path.mkdir(parents=True, exist_ok=True)
@@ -331,16 +335,17 @@ async def run_many(
         with _progress(progress) as bar:
             task = bar.add_task("", total=len(jobs))
 
-            async def one(ti: int, sc: Scenario, r: int, m: bool) -> RunRecord:
+            async def one(ti: int, sc: Scenario, r: int, m: bool) -> RunRecord | None:
                 async with sem:
                     rec = await run_scenario(
                         sc, targets[ti], repeat=r, stream=m, client=clients[ti], info=infos[ti]
                     )
                 folder.append_record(rec)
                 bar.update(task, advance=1, description=f"{rec.run_key} {rec.stop_reason}")
-                return rec
+                return rec if keep else None
 
-            return list(await asyncio.gather(*(one(*j) for j in jobs)))
+            done_now = await asyncio.gather(*(one(*j) for j in jobs))
+            return [r for r in done_now if r is not None]
     finally:
         for c in clients:
             await c.close()

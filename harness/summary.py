@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness._version import __version__
 from harness.kinds import VerdictName
+from harness.scoring.models import Divergence
 from harness.scoring.parity import ParityDiff
 from harness.transcript import TargetInfo
 
@@ -169,16 +170,6 @@ class MetricRow(_Model):
     test: str
     significant: bool = False
     decisive: bool = False  # part of the family that decides the verdict
-
-
-class Divergence(_Model):
-    """The first turn at which the two sides' call sequences differ."""
-
-    turn: int
-    baseline_run: str
-    candidate_run: str
-    baseline: list[str]  # "tool {args}" per call, or "final answer: ..." / "(ended: ...)"
-    candidate: list[str]
 
 
 class ScenarioComparison(_Model):

@@ -97,7 +97,7 @@ def serve(app: Starlette) -> Iterator[str]:
 
 
 def _opts(tmp_path: Path, **kw: Any) -> dict[str, Any]:
-    return {"data": SHARED, "results": tmp_path, "report": False, **kw}
+    return {"data": SHARED, "results": tmp_path, **kw}
 
 
 def test_single_target_scores_and_writes_records(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ def _sim(profile: str) -> Any:
 
 
 def _opts(tmp_path: Path, **kw: Any) -> dict[str, Any]:
-    return {"data": SHARED, "results": tmp_path, "report": False, **kw}
+    return {"data": SHARED, "results": tmp_path, **kw}
 
 
 def test_gsm8k_500_regression_088_vs_081(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def _slow_app(delay_s: float, state: dict[str, int], q0_s: float | None = None) 
 
 
 def _opts(tmp_path: Path, **kw: Any) -> dict[str, Any]:
-    return {"data": SHARED, "results": tmp_path, "report": False, **kw}
+    return {"data": SHARED, "results": tmp_path, **kw}
 
 
 def test_parallel_requests_in_flight_and_records_as_they_finish(tmp_path: Path) -> None:

@@ -140,7 +140,7 @@ def test_healthy_target_passes_and_writes_a_run_folder(
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["args"]["target"] == healthy
     result.stdout.fnmatch_lines(
-        ["*- harness -*", "*2 passed, 0 failed*", "verdict: PASS", f"results: *{folder.name}"]
+        ["*- harness -*", "*2 passed, 0 failed*", "verdict: PASSED", f"results: *{folder.name}"]
     )
 
 
@@ -164,7 +164,7 @@ def test_fused_regression_fails_with_readable_evidence(
             "*turns 3-11: the same call repeated 9 more times (repeated identical calls)",
         ]
     )
-    assert "verdict: FAIL" in out
+    assert "verdict: FAILED" in out
 
 
 def test_a_broken_report_is_a_warning_and_the_outcomes_stand(

@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 from rich.console import Console
-from rich.markup import escape
 
 from harness.cli import ExitCode
 from harness.client.target import server_root
@@ -146,12 +145,12 @@ def gsm8k_exit_code(summary: GSM8KSummary) -> ExitCode:
 
 
 def write_report_or_warn(folder: RunFolder, console: Console) -> Path | None:
-    """Write the folder's ``report.html`` and ``report.md`` and print where, or the one-line
-    warning of :func:`harness.present.report.write_report_or_warning` (the results stand
-    even if the report cannot be drawn)."""
+    """Write the folder's ``report.html`` and ``report.md`` and print where; if the report
+    cannot be drawn, one ``warning:`` line on stderr naming the exception
+    (:func:`harness.present.report.write_report_or_warning`): the results stand."""
     path, warning = write_report_or_warning(folder.path)
     if warning is not None:
-        console.print(f"[yellow]{escape(warning)}[/]", soft_wrap=True)
+        print(f"warning: {warning}", file=sys.stderr)
     else:
         console.print(f"report: {path}", soft_wrap=True, markup=False, highlight=False)
     return path

@@ -53,7 +53,7 @@ from harness.summary import Settings, Summary
 
 HELP = "Compare a candidate server against a baseline over the scenarios (A/B, with a verdict)."
 
-#: repeats per scenario and side; chosen with harness/_power.py (see the README's figures)
+#: repeats per scenario and side; chosen with bench/power.py (see the README's figures)
 DEFAULT_REPEATS = 5
 
 

@@ -6,14 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.cli._common import gsm8k_exit_code
+from harness.cli import ExitCode
+from harness.cli._common import gsm8k_exit_code, write_report_or_warn
 from harness.client.target import TargetConfig
 from harness.gsm8k.data import GSM8KDataError
 from harness.gsm8k.run import GSM8K_TIMEOUT_S, compare_gsm8k, run_gsm8k
 from harness.options import add_argument, positive_int
 from harness.present.checks import render_gsm8k
 from harness.present.console import make_console
-from harness.runfolder import DEFAULT_RESULTS, RunFolder
+from harness.runfolder import DEFAULT_RESULTS, RunFolder, new_run_id
 
 HELP = (
     "GSM8K few-shot accuracy (SGLang's benchmark format) of --target; with --baseline, "
@@ -80,7 +81,12 @@ def run(args: argparse.Namespace) -> int:
     problem = _check(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE_ERROR
+    root = Path(args.results) if args.results else DEFAULT_RESULTS
+    folder = RunFolder(root / (args.run_id or new_run_id("gsm8k")))
+    console = make_console()
+    console.print(f"run folder: {folder.path}", markup=False, highlight=False, soft_wrap=True)
+    args.run_id = folder.path.name
     options = {
         "data": args.data, "num_questions": args.num_questions, "num_shots": args.num_shots,
         "parallel": args.parallel, "api": args.api, "exclude_shots": args.exclude_shots,
@@ -98,9 +104,8 @@ def run(args: argparse.Namespace) -> int:
             summary = run_gsm8k(target, **options)
     except GSM8KDataError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    render_gsm8k(summary, make_console())
-    root = Path(args.results) if args.results else DEFAULT_RESULTS
-    folder = RunFolder(root / summary.run_id)
-    print(f"results: {folder.file(RunFolder.GSM8K_SUMMARY)}")
+        return ExitCode.USAGE_ERROR
+    render_gsm8k(summary, console)
+    console.print(f"results: {folder.file(RunFolder.GSM8K_SUMMARY)}", markup=False, highlight=False)
+    write_report_or_warn(folder, console)
     return gsm8k_exit_code(summary)

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from harness.cli import ExitCode
 from harness.kinds import FailureKind, plural
+from harness.present.console import make_console
 from harness.scenario.model import load_scenarios
 
 HELP = "List scenarios (id, targeted failure kinds, tools, tags); --kinds: the failure kinds."
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kinds and args.scenarios:
         print("error: --kinds lists the vocabulary; give it no scenario files", file=sys.stderr)
         return ExitCode.USAGE_ERROR
-    console = Console()
+    console = make_console()
     paths = args.scenarios or ["scenarios"]
     console.print(kinds_table() if args.kinds else scenarios_table(console, paths))
     return ExitCode.OK

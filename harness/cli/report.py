@@ -8,6 +8,7 @@ import webbrowser
 
 from harness.cli import ExitCode
 from harness.present.report import ReportInputError, write_report
+from harness.runfolder import RunFolder
 
 HELP = "Write report.html (and report.md with --markdown) for a run folder."
 
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.USAGE_ERROR
     print(f"wrote {html}")
     if args.markdown:
-        print(f"wrote {html.with_name('report.md')}")
+        print(f"wrote {RunFolder(html.parent).file(RunFolder.REPORT_MD)}")
     if args.open:
         webbrowser.open(html.resolve().as_uri())
     return ExitCode.OK

@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
             out_dir=folder,
             resume=True,
             progress=not args.no_progress,
+            keep=False,
         )
     except KeyboardInterrupt:
         print(

@@ -32,6 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="the run folder, e.g. results/compare-20260101-120000-1234")
     p.add_argument("--quiet", action="store_true", help="print only the verdict line")
     p.add_argument("--strict", action="store_true", help="exit 1 on INCONCLUSIVE too")
+    p.add_argument(
+        "--verbose", action="store_true", help="every scenario's full table, trace and divergence"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(summary.outcome.message, markup=False)
     else:
         render = render_compare if summary.kind == "compare" else render_run
-        render(summary, console, first_drift(s for _, s in rf.scores_with_offsets()))
+        traces = first_drift(s for _, s in rf.scores_with_offsets())
+        render(summary, console, traces, verbose=args.verbose)
     console.print(f"summary: {rf.summary_path}", markup=False)
     return exit_code(summary, strict=args.strict)
 
@@ -69,7 +73,7 @@ def _gsm8k(folder: Path) -> int:
         print(f"error: {folder}: cannot re-score this GSM8K run ({exc})", file=sys.stderr)
         return ExitCode.USAGE_ERROR
     render_gsm8k(summary, make_console())
-    print(f"summary: {folder / 'gsm8k.json'}")
+    print(f"summary: {RunFolder(folder).file(RunFolder.GSM8K_SUMMARY)}")
     return gsm8k_exit_code(summary)
 
 

@@ -30,7 +30,6 @@ import dataclasses
 import hashlib
 import json
 import ssl
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -63,7 +62,6 @@ from harness.gsm8k.models import (
     GSM8KSummary,
 )
 from harness.gsm8k.stats import paired_comparison, side_summary
-from harness.present.report import write_report_or_warning
 from harness.runfolder import RunFolder
 from harness.transcript import TargetInfo
 
@@ -89,7 +87,7 @@ class GSM8KOptions:
     official test split), the prompt (``num_shots``, ``api``, ``max_tokens``), the
     client (``parallel`` requests in flight per server), the verdict (``alpha``,
     ``max_error_rate``) and the output (``results`` root, ``run_id``, rich ``progress``
-    bar, HTML ``report`` via harness.present.report)."""
+    bar). The report is the caller's (``harness gsm8k`` writes it after the run)."""
 
     data: str | Path | None = None
     num_questions: int = 500
@@ -103,7 +101,6 @@ class GSM8KOptions:
     results: str | Path | None = None
     run_id: str | None = None
     progress: bool = False
-    report: bool = True
 
 
 @dataclass
@@ -401,10 +398,6 @@ def _execute(targets: list[TargetConfig], opts: GSM8KOptions) -> GSM8KSummary:
     _record_models(out, targets)
     summary = summarize(records, run_id=out.name, config=plan.config, targets=targets)
     folder.write_model(RunFolder.GSM8K_SUMMARY, summary)
-    if opts.report:  # a view: the results are on disk, a report bug is only a warning
-        _, warning = write_report_or_warning(out)
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
     return summary
 
 

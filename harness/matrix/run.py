@@ -473,7 +473,7 @@ def _gsm8k(spec: MatrixSpec, t: TargetConfig, folder: Path) -> tuple[float, int]
         s = run_gsm8k(
             replace(t, timeout_s=max(t.timeout_s, GSM8K_TIMEOUT_S)),
             data=g.data, num_questions=g.questions, num_shots=g.shots, parallel=g.parallel,
-            results=folder / "gsm8k", run_id=t.label, report=False,
+            results=folder / "gsm8k", run_id=t.label,
         )  # fmt: skip
     except Exception as exc:  # the scenario results stand; the row shows GSM8K as missing
         print(f"warning: GSM8K of {t.label} failed: {type(exc).__name__}: {exc}", file=sys.stderr)

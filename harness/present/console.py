@@ -33,6 +33,7 @@ from harness.present.views import (
     Trace,
     divergence_lines,
     ending_text,
+    headline,
     metric_rows,
     p_legend,
     scenario_name,
@@ -86,27 +87,9 @@ def _print(console: Console, text: str, style: str | None = None) -> None:
 
 
 def verdict_banner(summary: Summary) -> tuple[str, str, str]:
-    """``(banner, style, message)`` of the summary's verdict or run outcome."""
-    v, o = summary.verdict, summary.outcome
-    if v is not None:
-        message = v.message.removeprefix(v.verdict).lstrip(": ")
-        if v.infra_limited and v.verdict != "REGRESSION":
-            return (
-                "TOO MANY INFRASTRUCTURE ERRORS",
-                VERDICT_STYLE["TOO MANY INFRASTRUCTURE ERRORS"],
-                message,
-            )
-        return v.verdict, VERDICT_STYLE[v.verdict], message
-    if o is not None:
-        banner = (
-            "PASSED"
-            if o.passed
-            else "TOO MANY INFRASTRUCTURE ERRORS"
-            if o.infra_limited
-            else "FAILED"
-        )
-        return banner, VERDICT_STYLE[banner], o.message
-    return "NOT JUDGED", "bold", "no comparison and no outcome"
+    """``(banner, style, message)``: :func:`harness.present.views.headline` with its style."""
+    banner, message = headline(summary)
+    return banner, VERDICT_STYLE.get(banner, "bold"), message
 
 
 def _verdict(summary: Summary, console: Console) -> None:
@@ -123,7 +106,7 @@ def _sides(summary: Summary, console: Console) -> None:
     for s in summary.sides:
         url = s.target.base_url if s.target else "?"
         fusion = f"  fusion {s.fusion.get('state')}" if s.fusion else ""
-        role = s.side if s.side != s.label else "target"
+        role = s.side if s.side in ("baseline", "candidate") else "target"
         _print(console, f"{role}: {s.label}  {url}{fusion}")
     for w in summary.warnings:
         console.print(f"[bold yellow]warning:[/] {escape(w)}", soft_wrap=True)
@@ -144,7 +127,7 @@ def _sides(summary: Summary, console: Console) -> None:
 def _metric_table(summary: Summary, sid: str, rows: list[TableRow], title: str) -> Table:
     tested = summary.comparison(sid) is not None
     table = Table(title=title, title_justify="left")
-    table.add_column("", no_wrap=True)
+    table.add_column("", min_width=12)
     for s in summary.sides:
         table.add_column(escape(s.label), justify="right", no_wrap=True)
     if tested:
@@ -180,15 +163,16 @@ def _pooled(summary: Summary, console: Console) -> None:
 def _scenario_table(summary: Summary, rows: list[ScenarioRow]) -> Table:
     compared = summary.kind == "compare"
     table = Table(title=f"per scenario ({plural(len(rows), 'scenario')})", title_justify="left")
-    table.add_column("scenario", no_wrap=True)
+    table.add_column("scenario", min_width=10)
     for s in summary.sides:
         table.add_column(f"{escape(s.label)} passed", justify="right", no_wrap=True)
-    table.add_column("failure kinds only one side shows" if compared else "failure kinds")
+    table.add_column(
+        "failure kinds only one side shows" if compared else "failure kinds", min_width=20
+    )
     if compared:
-        table.add_column("verdict", no_wrap=True)
+        table.add_column("verdict", min_width=9)
     for r in rows:
-        kinds = r.only if compared else _kinds(summary, r.scenario_id)
-        cells = [escape(r.scenario_id), *r.passed, escape(kinds)]
+        cells = [escape(r.scenario_id), *r.passed, escape(r.only)]
         if compared:
             style = VERDICT_STYLE.get(r.verdict, "bold yellow" if r.differs else "")
             cells.append(f"[{style}]{escape(r.verdict)}[/]" if style else escape(r.verdict))
@@ -196,19 +180,10 @@ def _scenario_table(summary: Summary, rows: list[ScenarioRow]) -> Table:
     return table
 
 
-def _kinds(summary: Summary, sid: str) -> str:
-    a = summary.aggregate(summary.sides[0].side, sid) if summary.sides else None
-    if a is None:
-        return ""
-    return ", ".join(
-        f"{k} {a.rates[k].k}" for k in sorted(a.failing_kinds(), key=lambda k: -a.rates[k].k)
-    )
-
-
-def _shared_notes(summary: Summary, rows: list[ScenarioRow]) -> set[str]:
+def _shared_notes(summary: Summary, rows: list[ScenarioRow]) -> frozenset[str]:
     """Notes that several scenarios share (printed once, under the compact table)."""
     notes = [c.note for r in rows if (c := summary.comparison(r.scenario_id)) and c.note]
-    return {n for n in notes if notes.count(n) > 1}
+    return frozenset(n for n in notes if notes.count(n) > 1)
 
 
 def _detail(
@@ -218,7 +193,7 @@ def _detail(
     console: Console,
     *,
     full: bool,
-    shared: set[str] = frozenset(),  # type: ignore[assignment]
+    shared: frozenset[str] = frozenset(),
 ) -> None:
     """A scenario's note, (full table), drifted-argument traces and first divergence."""
     comp = summary.comparison(sid)
@@ -271,10 +246,8 @@ def render_compare(
             }
             _print(console, f"  {', '.join(sorted(labels))}: {note}")
     for r in rows:
-        if verbose or (r.differs and len(rows) > 1):
+        if verbose or r.differs or (len(rows) == 1 and traces):
             _detail(summary, r.scenario_id, traces, console, full=verbose, shared=shared)
-    if len(rows) == 1 and traces:
-        _detail(summary, rows[0].scenario_id, traces, console, full=False)
     if summary.comparisons:
         _print(console, p_legend(summary), style="dim")
     _infra(summary, console)

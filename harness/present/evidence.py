@@ -18,6 +18,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 
+from harness.kinds import plural
 from harness.present.views import divergence_lines, drift_trace, metric_rows
 from harness.scenario.model import Scenario
 from harness.scoring.models import RunScore
@@ -54,14 +55,15 @@ def expected_sequence(scenario: Scenario) -> list[str]:
 
 
 def run_line(score: RunScore) -> str:
-    """One line per run: ``run 0 [stream]: turn_cap after 12 turns, 36 calls (33 repeated) ...``."""
+    """One line per run: ``candidate run 0 [stream]: stop reason turn_cap after 12 turns;
+    36 tool calls (33 repeated); no acceptable final answer; failed: repeat_loop, ...``."""
     mode = " [stream]" if score.stream else ""
     head = f"{score.side} run {score.repeat}{mode}"
     if score.infra_error is not None:
         err = score.infra_error
         return f"{head}: infrastructure error ({err.kind}): {_cut(err.message, 160)}"
     parts = [f"stop reason {score.termination} after {score.turns} turns"]
-    parts.append(f"{score.tool_calls} tool calls ({score.repeated_calls} repeated)")
+    parts.append(f"{plural(score.tool_calls, 'tool call')} ({score.repeated_calls} repeated)")
     parts.append("final answer ok" if score.final_answer_ok else "no acceptable final answer")
     verdict = "passed" if score.passed else "failed: " + ", ".join(score.failures or ["?"])
     return f"{head}: {'; '.join(parts)}; {verdict}"

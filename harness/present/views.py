@@ -38,6 +38,7 @@ __all__ = [
     "drift_trace",
     "ending_text",
     "first_drift",
+    "headline",
     "format_p",
     "metric_rows",
     "p_legend",
@@ -131,8 +132,9 @@ def p_legend(summary: Summary) -> str:
 @dataclass
 class ScenarioRow:
     """One scenario in the compact table: passed runs per side (``5/5``), the failure
-    kinds only one side showed (``fused: collapse, repeat_loop``), and the verdict label
-    (``WORSE (not significant alone)``; ``""`` without a comparison)."""
+    kinds only one side showed (``fused: collapse, repeat_loop``; without a comparison,
+    each side's kinds and their runs), and the verdict label (``WORSE (not significant
+    alone)``; ``""`` without a comparison)."""
 
     scenario_id: str
     passed: list[str]
@@ -141,13 +143,29 @@ class ScenarioRow:
     differs: bool  # the verdict is not NO CHANGE: traces and divergence are shown
 
 
+def _kinds_text(a: Aggregate | None) -> str:
+    """A side's failure kinds with the runs showing each, most first (``collapse 2``)."""
+    if a is None:
+        return ""
+    ranked = sorted(a.failing_kinds(), key=lambda k: (-a.rate(k).k, k))
+    return ", ".join(f"{k} {a.rate(k).k}" for k in ranked)
+
+
 def _only(summary: Summary, aggs: Sequence[Aggregate | None]) -> str:
+    """In a comparison, the kinds only one side showed (``fused: collapse``); else each
+    side's kinds with their runs (``collapse 2``, prefixed by the side's label when there
+    are several sides)."""
+    if summary.kind != "compare":
+        texts = [(s.label, _kinds_text(a)) for s, a in zip(summary.sides, aggs, strict=True)]
+        if len(texts) == 1:
+            return texts[0][1]
+        return "; ".join(f"{label}: {t}" for label, t in texts if t)
     kinds = [set(a.failing_kinds()) if a else set() for a in aggs]
     parts = []
     for i, s in enumerate(summary.sides):
         others = set().union(*(k for j, k in enumerate(kinds) if j != i))
         mine = sorted(kinds[i] - others)
-        if mine and len(aggs) > 1:
+        if mine:
             parts.append(f"{s.label}: {', '.join(mine)}")
     return "; ".join(parts)
 
@@ -173,14 +191,35 @@ def scenario_rows(summary: Summary) -> list[ScenarioRow]:
 
 
 def ending_text(agg: Aggregate) -> str:
-    """``15 passed, 70 failed (65 turn cap, 5 final answer)``: how a side's runs ended,
-    by passed or not, then the stop reasons of the failed runs (most first)."""
-    failed = agg.termination_failed
+    """``15 passed, 70 failed (65 turn cap, 5 final answer), 2 infrastructure errors``: how
+    a side's runs ended, by passed or not, then the stop reasons of the failed runs (most
+    first); infrastructure errors apart, as they are left out of every rate."""
+    failed = {k: n for k, n in agg.termination_failed.items() if k != "error"}
     total = sum(failed.values())
     why = ", ".join(
         f"{n} {k.replace('_', ' ')}" for k, n in sorted(failed.items(), key=lambda x: -x[1])
     )
-    return f"{agg.runs - total} passed" + (f", {total} failed ({why})" if total else "")
+    text = f"{agg.scored - total} passed" + (f", {total} failed ({why})" if total else "")
+    if agg.infra_errors:
+        text += f", {plural(agg.infra_errors, 'infrastructure error')}"
+    return text
+
+
+def headline(summary: Summary) -> tuple[str, str]:
+    """``(banner, message)`` of a summary, as the console and the report show it: the
+    comparison's verdict (``TOO MANY INFRASTRUCTURE ERRORS`` when a side could not be
+    judged and nothing regressed), else the one-sided run's ``PASSED``/``FAILED``."""
+    v, o = summary.verdict, summary.outcome
+    if v is not None:
+        message = v.message.removeprefix(v.verdict).lstrip(": ")
+        if v.infra_limited and v.verdict != "REGRESSION":
+            return "TOO MANY INFRASTRUCTURE ERRORS", message
+        return v.verdict, message
+    if o is not None:
+        if o.passed:
+            return "PASSED", o.message
+        return ("TOO MANY INFRASTRUCTURE ERRORS" if o.infra_limited else "FAILED"), o.message
+    return "NOT JUDGED", "no comparison and no outcome"
 
 
 # ------------------------------------------------------------------ traces
@@ -294,20 +333,23 @@ def drift_trace(run: RunScore, limit: int = 12) -> list[TraceLine]:
 
 @dataclass
 class Trace:
-    """The drifted-argument trace of one run: its ``run_key`` and its :class:`TraceLine`\\ s."""
+    """The drifted-argument trace of one run: its ``run_key``, (repeat, stream) and its
+    :class:`TraceLine`\\ s."""
 
     run_key: str
     lines: list[TraceLine]
+    key: tuple[int, bool] = (0, False)
 
 
 def first_drift(scores: Iterable[RunScore], limit: int = 40) -> dict[tuple[str, str], Trace]:
-    """(side, scenario id) -> the trace of the first run with drift (one pass over
-    ``scores``, e.g. ``scores.jsonl`` streamed; only the trace lines are kept, at most
-    ``limit`` per run)."""
+    """(side, scenario id) -> the trace of its lowest drifting repeat (non-streamed
+    first), whatever order the runs finished in (one pass over ``scores``, e.g.
+    ``scores.jsonl`` streamed; only the lines are kept, at most ``limit`` per run)."""
     out: dict[tuple[str, str], Trace] = {}
     for s in scores:
-        if s.drift and (s.side, s.scenario_id) not in out:
-            out[(s.side, s.scenario_id)] = Trace(s.run_key, drift_trace(s, limit))
+        key, at = (s.repeat, s.stream), (s.side, s.scenario_id)
+        if s.drift and (at not in out or key < out[at].key):
+            out[at] = Trace(s.run_key, drift_trace(s, limit), key)
     return out
 
 

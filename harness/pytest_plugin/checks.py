@@ -85,7 +85,7 @@ class GSM8KItem(_CheckItem):
         folder = state.run_dir()
         opts: dict[str, Any] = dict(
             data=s.gsm8k_data, num_questions=s.gsm8k_questions, num_shots=s.gsm8k_shots,
-            results=folder.parent, run_id=folder.name, progress=False, report=False,
+            results=folder.parent, run_id=folder.name, progress=False,
         )  # fmt: skip
         try:
             summary = self._run(state, opts)

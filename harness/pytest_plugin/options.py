@@ -105,7 +105,7 @@ OPTIONS: tuple[Option, ...] = (
 )  # fmt: skip
 
 #: what the plugin's command line says beyond the shared help text
-_NOTES = {"stream": "; here --stream for on, --stream-both for both"}
+_NOTES = {"stream": "; --stream alone is on, --stream=both as on the command line"}
 
 _SPECS = {opt.name: opt for opt in OPTIONS}
 
@@ -188,9 +188,13 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 def _shape(opt: Option) -> dict[str, Any]:
-    """A switch stores ``opt.switch`` (env/ini take a value); any other flag takes text."""
-    if opt.switch is not None:
+    """A switch stores ``opt.switch`` (env/ini take a value); a switch whose value has a
+    parser (``--stream``, ``--stream=both``) takes an optional value, as on the command
+    line; any other flag takes text."""
+    if opt.switch is not None and opt.parse is boolean:
         return {"action": "store_const", "const": opt.switch}
+    if opt.switch is not None:
+        return {"action": "store", "nargs": "?", "const": opt.switch, "metavar": "MODE"}
     return {"action": "store", "metavar": opt.metavar or opt.name.upper()}
 
 
@@ -204,8 +208,12 @@ def _value(config: pytest.Config, opt: Option) -> Any:
     Env and ini are read under the option's name, then under its ``old_names``.
     """
     cli = config.getoption(_dest(opt), None)
+    if cli is not None and opt.switch is not None and not isinstance(cli, str):
+        return cli
+    if cli is not None and opt.switch is not None and _path_after_switch(config, cli):
+        return opt.switch  # `--stream scenarios/`: the path is a place to collect from
     if cli is not None:
-        return cli if opt.switch is not None else _parse(opt, str(cli), opt.flag)
+        return _parse(opt, str(cli), opt.flag)
     for env in [opt.env, *("HARNESS_" + old.upper() for old in opt.old_names)]:
         value = os.environ.get(env)
         if value is not None and value.strip() != "":
@@ -215,6 +223,20 @@ def _value(config: pytest.Config, opt: Option) -> Any:
         if value.strip():
             return _parse(opt, value, f"ini option {ini}")
     return None
+
+
+def _path_after_switch(config: pytest.Config, value: str) -> bool:
+    """A bare switch followed by a path (``--stream scenarios/``) took the path as its
+    value: give the path back to the paths pytest collects from, as the CLI does."""
+    if value.strip().lower() in ("on", "off", "both", "true", "false", "yes", "no", "1", "0"):
+        return False
+    if not Path(value).exists():
+        return False
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        config.args.append(value)
+    else:  # no path was left on the command line: pytest fell back to testpaths or "."
+        config.args[:] = [value]
+    return True
 
 
 def _parse(opt: Option, text: str, source: str) -> Any:

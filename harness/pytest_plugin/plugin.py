@@ -151,15 +151,15 @@ def summary_lines(state: HarnessState) -> list[str]:
 
 
 def session_verdict(state: HarnessState) -> str:
-    """``PASS``/``FAIL``/``ERROR (infrastructure)`` of the tests, and with a baseline the
+    """``PASSED``/``FAILED``/``ERROR (infrastructure)`` of the tests, and with a baseline the
     overall compare verdict of ``summary.json`` (all scenarios pooled)."""
     outcomes = {r.outcome for r in state.results}
     verdict = (
-        "FAIL"
+        "FAILED"
         if "failed" in outcomes
         else "ERROR (infrastructure)"
         if "infra" in outcomes
-        else "PASS"
+        else "PASSED"
     )
     compared = state.summary.verdict if state.summary is not None else None
     if compared is not None:

@@ -197,18 +197,18 @@ class HarnessState:
 
     def finish(self) -> None:
         """Write ``summary.json`` and the HTML report into the run folder (if one was made)."""
+        from harness.runfolder import RunFolder
+
         if self._run_dir is None:
             return
+        folder = RunFolder(self._run_dir)
         try:
             self.summary = self._write_summary(self._run_dir)
         except Exception as exc:  # a summary problem must not hide the test results
             self.notes.append(f"summary: not written ({type(exc).__name__}: {exc})")
         if self.summary is not None:
             self.notes += [f"warning: {w}" for w in self.summary.warnings]
-            self.notes.append(f"summary: {self._run_dir / 'summary.json'}")
-        from harness.runfolder import RunFolder
-
-        folder = RunFolder(self._run_dir)
+            self.notes.append(f"summary: {folder.summary_path}")
         reportable = (
             RunFolder.TRANSCRIPTS,
             RunFolder.SUMMARY,

@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 
 from harness.scoring.drift import canonical_json, excerpt
-from harness.summary import Divergence
+from harness.scoring.models import Divergence
 from harness.transcript import RunRecord, TurnRecord
 
 __all__ = ["first_divergence", "pick_pair", "turn_calls"]

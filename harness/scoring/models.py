@@ -1,6 +1,6 @@
 """Per-run scores: the models of one line of ``scores.jsonl`` (:class:`RunScore`).
 
-:func:`harness.scoring.score_run` builds a :class:`RunScore` from one
+:func:`harness.scoring.score.score_run` builds a :class:`RunScore` from one
 :class:`harness.transcript.RunRecord`; ``harness score`` and ``harness compare`` write
 one per run to ``results/<run-id>/scores.jsonl`` (streamed, in transcript order; see
 :class:`harness.runfolder.RunFolder`). Failure kinds are the values of
@@ -19,6 +19,7 @@ from harness.transcript import InfraError
 __all__ = [
     "SCORE_SCHEMA_VERSION",
     "CallScore",
+    "Divergence",
     "DriftFinding",
     "MalformedCall",
     "ProtocolViolation",
@@ -155,3 +156,13 @@ class RunScore(_Model):
         findings / ``schema_violations``."""
         value = getattr(self, metric)
         return len(value) if isinstance(value, list) else int(value)
+
+
+class Divergence(_Model):
+    """The first turn at which the two sides' call sequences differ."""
+
+    turn: int
+    baseline_run: str
+    candidate_run: str
+    baseline: list[str]  # "tool {args}" per call, or "final answer: ..." / "(ended: ...)"
+    candidate: list[str]

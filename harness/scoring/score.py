@@ -509,7 +509,7 @@ def score_run(record: RunRecord) -> RunScore:
     """Score one run (pure; no network, no files).
 
     Returns:
-        The :class:`~harness.summary.RunScore`; ``passed`` is True iff ``failures`` is empty.
+        The :class:`~harness.scoring.models.RunScore`; ``passed`` is True iff ``failures`` is empty.
         A run with an infrastructure error gets termination ``error``, ``passed=False``
         and no failures (callers exclude it from rates).
     """

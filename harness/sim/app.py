@@ -40,7 +40,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -133,6 +133,8 @@ async def _json_body(request: Request) -> dict[str, Any]:
         body = await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise BadRequest("request body is not valid JSON") from None
+    except ClientDisconnect:  # the client went away mid-request: nobody to answer, no traceback
+        raise BadRequest("client disconnected before sending its request") from None
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
     return body

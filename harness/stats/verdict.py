@@ -366,7 +366,7 @@ def _scenario_comparison(
 def _more_repeats(
     sid: str, suggest: list[_Test], base: Aggregate, cand: Aggregate, ctx: _Context
 ) -> int | None:
-    """About how many more repeats per side would settle the suggestive tests."""
+    """About how many more repeats per scenario and side would settle the suggestive tests."""
     share = ctx.alpha / max(1, len(ctx.worse_adj))
     pooled = ctx.n_scenarios if sid == "*" else 1
     have = min(base.scored, cand.scored) // pooled
@@ -378,7 +378,11 @@ def _worse_note(sid: str, family: int, alpha: float, needed: int | None) -> tupl
     """``(display label, note)`` of an INCONCLUSIVE comparison whose candidate is worse;
     ``family`` 0: its tests cannot reach ``alpha`` with so few runs (left out, Tarone)."""
     alone = " alone" if sid != "*" else ""
-    settle = f"; about {plural(needed, 'more repeat')} per side would settle it" if needed else ""
+    settle = (
+        f"; about {plural(needed, 'more repeat')} per scenario and side would settle it"
+        if needed
+        else ""
+    )
     why = (
         f"after Holm's correction over {plural(family, 'test')} at alpha {alpha:g}"
         if family
@@ -433,7 +437,9 @@ def _overall(comps: list[ScenarioComparison], ctx: _Context) -> Verdict:
     if unsure:
         needs = [c.repeats_needed for c in unsure if c.repeats_needed]
         n = min(needs) if needs else None
-        tail = f"; about {plural(n, 'more repeat')} per scenario would settle it" if n else ""
+        tail = (
+            f"; about {plural(n, 'more repeat')} per scenario and side would settle it" if n else ""
+        )
         return Verdict(
             verdict="INCONCLUSIVE",
             repeats_needed=n,

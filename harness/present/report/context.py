@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.kinds import label, plural
+from harness.kinds import label
 from harness.present.report import charts
 from harness.present.report.annotate import FactsAnnotator, SummaryAnnotator
 from harness.present.report.load import ReportInput
@@ -25,7 +25,15 @@ from harness.present.report.view import (
     build_sides,
     runs_by_scenario,
 )
-from harness.present.views import TableRow, TraceLine, metric_rows, p_legend
+from harness.present.views import (
+    ScenarioRow,
+    TableRow,
+    TraceLine,
+    headline,
+    metric_rows,
+    p_legend,
+    scenario_rows,
+)
 from harness.server.fusion import server_args_diff
 from harness.summary import Summary
 
@@ -90,6 +98,7 @@ class ScenarioBlocks:
 class Report:
     title: str
     run_id: str
+    folder: str  # the run folder's path, as given (what `harness score`/`report` take)
     created_at: str
     harness_version: str
     git_revision: str | None
@@ -106,6 +115,8 @@ class Report:
     scenarios: ScenarioBlocks
     overviews: list[OverviewBlock]  # every scenario's overview table, in order
     pooled: OverviewBlock | None
+    #: one line per scenario, as the console's compact table (empty for one scenario)
+    scenario_rows: list[ScenarioRow]
     end_chart: charts.Chart | None
     summary: Summary | None
     gsm8k: Any
@@ -126,7 +137,8 @@ def kind_title(rf: ReportInput) -> str:
         return "boot report"
     if rf.gsm8k is not None:
         return "GSM8K report"
-    if rf.summary is not None and rf.summary.kind == "compare":
+    compared = rf.summary.kind == "compare" if rf.summary is not None else None
+    if compared or (compared is None and {"baseline", "candidate"} <= {r.side for r in rf.runs}):
         return "compare report"
     return "run report"
 
@@ -141,9 +153,6 @@ def _headline(rf: ReportInput, verdict: str | None) -> str:
         if mx.outcome == "CARRIER" and mx.carriers:
             return f"CARRIER FOUND: {', '.join(mx.carriers)}"
         return str(mx.outcome)
-    outcome = rf.summary.outcome if rf.summary is not None else None
-    if outcome is not None:
-        return "PASSED" if outcome.passed else "FAILED"
     return "ONE SIDE" if rf.summary is not None else "NOT SCORED"
 
 
@@ -349,15 +358,10 @@ def _verdict(rf: ReportInput) -> tuple[str | None, str, list[str]]:
     """Headline verdict: the comparison's, else GSM8K's, else the boot checks'; the other
     sources' verdicts join the reasons."""
     found: list[tuple[str, str, list[str]]] = []
-    if rf.summary is not None and rf.summary.verdict is not None:
-        v = rf.summary.verdict
-        msg = v.message.removeprefix(f"{v.verdict}: ")
-        if v.repeats_needed and v.verdict == "INCONCLUSIVE" and "repeats" not in msg:
-            msg += f" (about {plural(v.repeats_needed, 'repeat')} per scenario would settle it)"
-        found.append((v.verdict, msg, list(v.reasons)))
-    if rf.summary is not None and rf.summary.outcome is not None:
-        o = rf.summary.outcome
-        found.append(("PASSED" if o.passed else "FAILED", o.message, []))
+    summary = rf.summary
+    if summary is not None and rf.matrix is None and (summary.verdict or summary.outcome):
+        banner, msg = headline(summary)  # the console's headline, word for word
+        found.append((banner, msg, list(summary.verdict.reasons) if summary.verdict else []))
     if rf.gsm8k is not None and rf.gsm8k.verdict is not None:
         p = rf.gsm8k.paired
         found.append((rf.gsm8k.verdict, "GSM8K: " + (p.reason if p else ""), []))
@@ -372,8 +376,6 @@ def _verdict(rf: ReportInput) -> tuple[str | None, str, list[str]]:
         )
     if found:
         head, msg, reasons = found[0]
-        if head in ("PASSED", "FAILED"):
-            return None, msg, [f"{m} ({v})" for v, m, _ in found[1:]] + reasons
         return head, msg, [f"{m} ({v})" for v, m, _ in found[1:]] + reasons
     if len({r.side for r in rf.runs}) > 1:
         return None, "transcripts only: no summary.json, so no scores and no verdict", []
@@ -456,6 +458,7 @@ def build_report(rf: ReportInput) -> Report:
     return Report(
         title=f"harness {kind} · {m.run_id if m else rf.path.name}",
         run_id=m.run_id if m else rf.path.name,
+        folder=str(rf.path),
         created_at=(m.created_at if m else "")[:19].replace("T", " ") + (" UTC" if m else ""),
         harness_version=m.harness_version if m else "",
         git_revision=m.git_revision if m else None,
@@ -472,6 +475,7 @@ def build_report(rf: ReportInput) -> Report:
         scenarios=blocks,
         overviews=blocks.overviews(),
         pooled=pooled,
+        scenario_rows=scenario_rows(rf.summary) if rf.summary and len(blocks) > 1 else [],
         end_chart=_overall_ends(rf, sides),
         summary=rf.summary,
         gsm8k=rf.gsm8k,

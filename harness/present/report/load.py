@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
 from harness.errors import ReportInputError, RunFolderError
 from harness.gsm8k.models import GSM8KSummary
 from harness.matrix.run import MatrixResult
@@ -67,22 +65,6 @@ class ReportInput:
     @property
     def path(self) -> Path:
         return self.folder.path
-
-
-def _optional(folder: RunFolder, name: str, cls: type[BaseModel]) -> Any:
-    """The model in file ``name``, or None if the folder has no such file."""
-    path = folder.file(name)
-    if not path.is_file():
-        return None
-    try:
-        return cls.model_validate_json(path.read_bytes())
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        why = "not valid JSON" if err["type"] == "json_invalid" else f"{loc}: {err['msg']}"
-        raise ReportInputError(
-            f"{path}: {why}; re-create it with the command that wrote it"
-        ) from None
 
 
 def _scan_scores(ri: ReportInput) -> dict[str, tuple[bool | None, int]]:
@@ -141,9 +123,9 @@ def load_run_folder(
     try:
         folder = RunFolder.open(path)
         ri = ReportInput(folder=folder, manifest=folder.manifest(), summary=folder.read_summary())
-        ri.gsm8k = _optional(folder, RunFolder.GSM8K_SUMMARY, GSM8KSummary)
-        ri.boot = _optional(folder, RunFolder.BOOT, BootReport)
-        ri.matrix = _optional(folder, RunFolder.MATRIX, MatrixResult)
+        ri.gsm8k = folder.read_model(RunFolder.GSM8K_SUMMARY, GSM8KSummary)
+        ri.boot = folder.read_model(RunFolder.BOOT, BootReport)
+        ri.matrix = folder.read_model(RunFolder.MATRIX, MatrixResult)
         _scan_transcripts(ri, _scan_scores(ri))
         _load_rendered(ri, per_scenario, max_runs)
     except ReportInputError:

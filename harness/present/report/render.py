@@ -1,6 +1,6 @@
 """Render a run folder to ``report.html`` (self-contained) and ``report.md``.
 
-Templates live in ``harness/report/templates`` and are loaded with jinja2's
+Templates live in ``harness/present/report/templates`` and are loaded with jinja2's
 ``PackageLoader``; ``.html`` templates are autoescaped (``select_autoescape(["html"])``),
 and model text is never marked safe. The Markdown template neutralises HTML and
 table pipes through the ``md``/``cell``/``code``/``fence`` filters.
