@@ -10,10 +10,14 @@ send the same request bodies (same keys and values; checked by tests/test_bench.
   ``choices[0].message``, appending the assistant message (``content`` ``""`` for null,
   as the runner sends it) and one ``tool`` message per call. The tool results are those
   the harness recorded, so the requests carry the same messages.
-- sdk: the same loop, posting through the openai SDK exactly as the runner does
-  (:func:`harness.client.target.make_client`, ``client.post("/chat/completions",
-  body=..., cast_to=<raw HTTP response>, stream=True)``, the body read and parsed with
-  ``json.loads``): the SDK's request path alone, no harness code.
+- sdk: the same loop, posting through the openai SDK's documented generic request
+  with the runner's client (:func:`harness.client.target.make_client`,
+  ``client.post("/chat/completions", body=..., cast_to=<raw HTTP response>,
+  stream=True)``, the body read and parsed with ``json.loads``): the SDK's request path
+  alone, no harness code. The SDK encodes the whole body each turn, as the plain loop's
+  httpx does; the runner sends its own bytes, each message encoded once
+  (:class:`harness.client.completions.ConversationBody`, ``content=``), so "ours" below
+  is net of that saving.
 - harness: :func:`harness.runner.run_many` (openai SDK, transcripts written and fsynced,
   scenario tools simulated), ``concurrency=1``.
 
