@@ -95,7 +95,7 @@ class _Call:
 @dataclass
 class InProcessClient:
     """Stands in for ``openai.AsyncOpenAI`` where the runner uses it:
-    ``client.post("/chat/completions", body=..., cast_to=..., stream=True)`` (and
+    ``client.post("/chat/completions", content=... or body=..., cast_to=..., stream=True)`` (and
     ``client.chat.completions.with_streaming_response.create(**params)``)."""
 
     state: SimState
@@ -116,8 +116,11 @@ class InProcessClient:
 
         self.chat = _Chat()
 
-    async def post(self, path: str, *, body: dict[str, Any], **_: Any) -> _Response:
-        return await _Call(self.state, body).__aenter__()
+    async def post(
+        self, path: str, *, body: dict[str, Any] | None = None, content: bytes = b"", **_: Any
+    ) -> _Response:
+        # the runner sends its encoded body as ``content`` (harness.client.completions)
+        return await _Call(self.state, body or json.loads(content)).__aenter__()
 
     async def close(self) -> None:
         return None

@@ -39,7 +39,7 @@ from openai import AsyncOpenAI
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.client.completions import RequestFailed, post_completion
+from harness.client.completions import ConversationBody, RequestFailed, post_completion
 from harness.client.target import TargetConfig, fetch_target_info, make_client
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario
@@ -73,14 +73,19 @@ def run_key(target: TargetConfig, scenario_id: str, repeat: int, stream: bool) -
 
 
 async def _request(
-    client: AsyncOpenAI, params: dict[str, Any], target: TargetConfig, turn: int
+    client: AsyncOpenAI,
+    params: dict[str, Any],
+    target: TargetConfig,
+    turn: int,
+    content: bytes | None = None,
 ) -> ResponseRecord | InfraError:
-    """One request with retries of transient failures (exponential backoff)."""
+    """One request with retries of transient failures (exponential backoff). ``content``:
+    ``params``' body already encoded (:class:`ConversationBody`), or ``None``."""
     attempts = 0
     while True:
         attempts += 1
         try:
-            return await post_completion(client, params)
+            return await post_completion(client, params, content)
         except RequestFailed as f:
             if not f.transient or attempts > target.max_retries:
                 kind: Any = f.kind
@@ -128,6 +133,7 @@ class _Loop:
         self.scenario, self.client, self.target, self.params = scenario, client, target, params
         self.messages: list[dict[str, Any]] = [m.model_dump() for m in scenario.messages]
         self.pending: list[dict[str, Any]] = list(self.messages)
+        self.body = ConversationBody(params, self.messages)  # each message encoded once
         self.turns: list[TurnRecord] = []
         self.calls_per_tool: Counter[str] = Counter()
         self.segment = 0
@@ -143,9 +149,8 @@ class _Loop:
             )
             self.turns.append(rec)
             self.pending = []
-            result = await _request(
-                self.client, {**self.params, "messages": list(self.messages)}, self.target, turn
-            )
+            params = {**self.params, "messages": list(self.messages)}
+            result = await _request(self.client, params, self.target, turn, self.body.content())
             if isinstance(result, InfraError):
                 rec.error = result
                 return "error", None, result
@@ -226,6 +231,11 @@ class _Loop:
         return simulate(tool, call.arguments, index)
 
 
+def _scenario_facts(scenario: Scenario) -> tuple[str, dict[str, Any]]:
+    """``(content_hash(), model_dump(mode="json"))``: what every record of it carries."""
+    return scenario.content_hash(), scenario.model_dump(mode="json")
+
+
 async def run_scenario(
     scenario: Scenario,
     target: TargetConfig,
@@ -234,11 +244,14 @@ async def run_scenario(
     stream: bool,
     client: AsyncOpenAI,
     info: TargetInfo | None = None,
+    facts: tuple[str, dict[str, Any]] | None = None,
 ) -> RunRecord:
     """Run ``scenario`` once against ``target`` and return its transcript.
 
     ``info`` (from :func:`harness.client.target.fetch_target_info`) is stored in the record and
     supplies the model name when ``target.model`` is ``None`` (else ``"default"``).
+    ``facts`` is ``(scenario.content_hash(), scenario.model_dump(mode="json"))`` when the
+    caller has them (:func:`run_many` computes them once per scenario, not once per run).
     Server failures do not raise: they end the run with ``stop_reason="error"``.
     """
     info = info or TargetInfo(
@@ -250,11 +263,12 @@ async def run_scenario(
     t0 = time.perf_counter()
     loop = _Loop(scenario, client, target, params)
     stop, final, error = await loop.run()
+    scenario_hash, scenario_json = facts or _scenario_facts(scenario)
     return RunRecord(
         run_key=run_key(target, scenario.id, repeat, stream),
         scenario_id=scenario.id,
-        scenario_hash=scenario.content_hash(),
-        scenario=scenario.model_dump(mode="json"),
+        scenario_hash=scenario_hash,
+        scenario=scenario_json,
         repeat=repeat,
         stream=stream,
         target=info,
@@ -330,6 +344,7 @@ async def run_many(
         if run_key(t, sc.id, r, m) not in done
     ]
     clients = [make_client(t) for t in targets]
+    facts = {id(sc): _scenario_facts(sc) for sc in scenarios}
     sem = asyncio.Semaphore(max(1, concurrency))
     try:
         with _progress(progress) as bar:
@@ -338,7 +353,13 @@ async def run_many(
             async def one(ti: int, sc: Scenario, r: int, m: bool) -> RunRecord | None:
                 async with sem:
                     rec = await run_scenario(
-                        sc, targets[ti], repeat=r, stream=m, client=clients[ti], info=infos[ti]
+                        sc,
+                        targets[ti],
+                        repeat=r,
+                        stream=m,
+                        client=clients[ti],
+                        info=infos[ti],
+                        facts=facts[id(sc)],
                     )
                 folder.append_record(rec)
                 bar.update(task, advance=1, description=f"{rec.run_key} {rec.stop_reason}")

@@ -12,27 +12,55 @@ import pytest
 
 from bench import client_overhead, run, scale
 from bench.common import SCENARIO, SCENARIOS, Row
-from harness.client.target import TargetConfig
+from harness.client import completions
+from harness.client.target import TargetConfig, make_client
 from harness.pipeline import score_folder
 from harness.runfolder import RunFolder
 from harness.runner import run_many_sync
 from harness.scenario.model import load_scenario
 
 
-def test_plain_loop_makes_the_same_turns_as_the_runner(sim_url: Any, tmp_path: Path) -> None:
+def test_plain_and_sdk_loops_send_the_runners_requests(
+    sim_url: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # benchmark 1 compares the clients on the same work: same turns, same JSON bodies
     url = sim_url("repeat-loop", scenarios_dir=SCENARIOS)
     sc = load_scenario(SCENARIO)
-    rec = run_many_sync([sc], [TargetConfig(url)], repeats=1, out_dir=tmp_path, progress=False)[0]
+    harness: list[Any] = []
+    post = completions._post
 
-    async def plain() -> int:
+    async def spy(client: Any, params: dict[str, Any], content: bytes | None) -> Any:
+        harness.append(json.loads(content) if content else completions.request_body(params))
+        return await post(client, params, content)
+
+    monkeypatch.setattr(completions, "_post", spy)
+    rec = run_many_sync([sc], [TargetConfig(url)], repeats=1, out_dir=tmp_path, progress=False)[0]
+    inputs = client_overhead._plain_inputs(rec)
+
+    def recording(post: client_overhead.Post, bodies: list[Any]) -> client_overhead.Post:
+        async def record(body: dict[str, Any]) -> Any:
+            bodies.append(json.loads(json.dumps(body)))
+            return await post(body)
+
+        return record
+
+    async def loops() -> tuple[list[Any], list[Any]]:
+        plain: list[Any] = []
+        sdk: list[Any] = []
         async with httpx.AsyncClient() as client:
-            inputs = client_overhead._plain_inputs(rec)
-            return await client_overhead._plain_run(
-                client, url + "/v1/chat/completions", inputs, sc.max_turns
-            )
+            p = client_overhead.plain_post(client, url + "/v1/chat/completions")
+            assert await client_overhead._conversation(recording(p, plain), inputs, 12) == 12
+        client = make_client(TargetConfig(url))
+        try:
+            s = client_overhead.sdk_post(client)
+            assert await client_overhead._conversation(recording(s, sdk), inputs, 12) == 12
+        finally:
+            await client.close()
+        return plain, sdk
 
     assert rec.stop_reason == "turn_cap" and len(rec.turns) == sc.max_turns == 12
-    assert asyncio.run(plain()) == len(rec.turns)
+    plain, sdk = asyncio.run(loops())
+    assert len(harness) == 12 and plain == harness and sdk == harness
 
 
 def test_scale_folder_copies_records_with_unique_ids(sim_url: Any, tmp_path: Path) -> None:

@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from harness.client.completions import RequestFailed, StreamAssembler, parse_completion, read_sse
+from harness.client.completions import (
+    ConversationBody,
+    RequestFailed,
+    StreamAssembler,
+    parse_completion,
+    read_sse,
+    request_body,
+)
 from harness.runfolder import RunFolder
 
 
@@ -156,3 +163,39 @@ def test_finished_keys_cuts_a_truncated_last_line(tmp_path: Path) -> None:
     path.write_text(json.dumps(good) + "\n" + '{"run_key": "a/s/1/nos')
     assert RunFolder(tmp_path).finished_keys() == {"a/s/0/nostream"}
     assert path.read_text() == json.dumps(good) + "\n"
+
+
+def _sdk_bytes(params: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
+    """The body as the SDK encodes ``body=`` (``openapi_dumps``: compact, UTF-8, no NaN)."""
+    body = request_body({**params, "messages": messages})
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def test_conversation_body_is_the_sdk_encoding_of_each_request() -> None:
+    params = {
+        "model": "m", "temperature": 0.5, "stream": False,
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        "extra_body": {"top_k": 3, "temperature": 0.1},  # overrides in place, adds at the end
+    }  # fmt: skip
+    messages: list[dict[str, Any]] = [{"role": "user", "content": 'é "q" \\ \n \u2028 😀'}]
+    body = ConversationBody(params, messages)
+    for i in range(3):
+        assert body.content() == _sdk_bytes(params, messages)
+        messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": f"c{i}"}]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": str(i)})
+    assert body.content() == _sdk_bytes(params, messages)
+    assert json.loads(body.content() or b"")["messages"] == messages
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"model": "m", "extra_body": {"messages": []}}, {}),  # extra_body sets messages
+        ({"model": "m", "temperature": float("nan")}, {}),  # the SDK refuses NaN itself
+        ({"model": "m"}, {"content": b"bytes"}),  # not JSON: the SDK's encoder decides
+    ],
+)
+def test_conversation_body_leaves_what_it_cannot_encode_to_the_sdk(
+    params: dict[str, Any], message: dict[str, Any]
+) -> None:
+    assert ConversationBody(params, [{"role": "user", **message}]).content() is None

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from harness.client import completions
 from harness.client.target import TargetConfig
 from harness.runfolder import RunFolder
 from harness.runner import run_many_sync
@@ -71,3 +73,33 @@ def test_broken_sim_profiles_are_infrastructure_errors(
     assert rec.stop_reason == "error", (rec.stop_reason, rec.turns[-1].response)
     assert rec.error is not None
     assert rec.error.kind == ("http_status" if profile == "http-500" else "invalid_body")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_each_request_is_the_sdk_encoding_of_the_conversation_so_far(
+    sim_url: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    # the runner encodes each message once (ConversationBody) and posts the bytes; they
+    # must be what the SDK would have sent for the same body (follow-ups, extra_body too)
+    sent: list[tuple[bytes | None, bytes]] = []
+    post = completions._post
+
+    async def spy(client: Any, params: dict[str, Any], content: bytes | None) -> Any:
+        body = completions.request_body(params)
+        sdk = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        sent.append((content, sdk.encode()))
+        return await post(client, params, content)
+
+    monkeypatch.setattr(completions, "_post", spy)
+    url = sim_url("healthy", scenarios_dir=REPO / "scenarios")
+    scs = [s for s in SCENARIOS if s.id in STARTERS]
+    tgt = TargetConfig(base_url=url, label="h", extra_body={"top_k": 1, "note": "é"})
+    recs = run_many_sync(scs, [tgt], repeats=2, stream=stream, out_dir=tmp_path, progress=False)
+    assert all(r.stop_reason == "final_answer" for r in recs)
+    assert len(sent) == sum(len(r.turns) for r in recs) > len(recs)
+    # an SDK without ``content=`` gets ``body=`` and encodes it itself (same bytes)
+    fast = completions._POST_TAKES_CONTENT
+    assert all(content == (sdk if fast else None) for content, sdk in sent)
+    for rec in recs:  # the scenario's hash and JSON, computed once per scenario
+        sc = next(s for s in scs if s.id == rec.scenario_id)
+        assert (rec.scenario_hash, rec.scenario) == (sc.content_hash(), sc.model_dump(mode="json"))

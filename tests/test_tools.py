@@ -221,3 +221,16 @@ def test_builtins_table_lists_the_documented_functions() -> None:
     assert {"add", "subtract", "multiply", "divide", "entropy", "mean", "sort", "echo"} <= set(
         BUILTINS
     )
+
+
+def test_the_same_arguments_are_checked_against_each_tools_own_schema() -> None:
+    # schema verdicts are kept per (schema, argument text): a second tool with another
+    # schema must not get the first one's verdict for the same string
+    strict = tool({"builtin": "echo"}, ENTROPY_PARAMS)
+    loose = tool({"builtin": "echo"}, {"type": "object", "properties": {}})
+    raw = '{"values": "[0.5, 0.5]"}'
+    for _ in range(2):
+        assert simulate(strict, raw, 0) == ToolOutcome(
+            "Error: invalid arguments: values: '[0.5, 0.5]' is not of type 'array'", True
+        )
+        assert simulate(loose, raw, 0) == ToolOutcome('{"values":"[0.5, 0.5]"}')

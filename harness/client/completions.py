@@ -23,8 +23,10 @@ in the body, anything else). ``RequestFailed.transient`` says whether a retry ma
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -43,6 +45,7 @@ from harness.transcript import ResponseRecord, ToolCallRecord
 
 __all__ = [
     "TRANSIENT_STATUS",
+    "ConversationBody",
     "RequestFailed",
     "StreamAssembler",
     "parse_completion",
@@ -274,24 +277,94 @@ def request_body(params: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-async def post_completion(client: AsyncOpenAI, params: dict[str, Any]) -> ResponseRecord:
+#: whether ``client.post`` takes an encoded body, ``content=`` (openai's ``AsyncAPIClient.post``
+#: warns "Please pass raw bytes via the `content` parameter" for bytes given as ``body``);
+#: SDKs without it get ``body=`` and encode it themselves
+_POST_TAKES_CONTENT = "content" in inspect.signature(AsyncOpenAI.post).parameters
+
+
+def _dumps(value: Any) -> bytes:
+    """JSON as the SDK encodes a request body: compact, UTF-8, NaN refused (ValueError)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+class ConversationBody:
+    """The request bodies of one conversation, encoded incrementally.
+
+    An agent loop only appends to ``messages``, so each message is encoded once and each
+    request is the encoded fields around the joined messages: the bytes :func:`_dumps`
+    makes of ``request_body({**params, "messages": messages})``, which is what the SDK
+    would send, without encoding the whole conversation again every turn (the SDK's
+    ``openapi_dumps`` was ~5% of the runner's CPU per turn over 12 turns: make bench,
+    benchmark 1). ``messages`` must not be changed, only appended to.
+    """
+
+    def __init__(self, params: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+        self.messages = messages
+        self._frame = _frame(params)
+        self._encoded: list[bytes] = []
+
+    def content(self) -> bytes | None:
+        """The next request's body, or ``None`` where it is not encoded here (the SDK has no
+        ``content=``, ``extra_body`` sets ``messages``, a value is not plain JSON): then
+        the SDK encodes ``request_body`` itself, and refuses what it refuses."""
+        if self._frame is None:
+            return None
+        try:
+            for msg in self.messages[len(self._encoded) :]:
+                self._encoded.append(_dumps(msg))
+        except (TypeError, ValueError):
+            return None
+        head, tail = self._frame
+        return b"".join((head, b"[", b",".join(self._encoded), b"]", tail))
+
+
+def _frame(params: dict[str, Any]) -> tuple[bytes, bytes] | None:
+    """The encoded body before and after the value of ``messages`` (see ConversationBody)."""
+    if not _POST_TAKES_CONTENT:
+        return None
+    token = f"messages-{uuid.uuid4().hex}"
+    body = request_body({**params, "messages": token})
+    if body.get("messages") is not token:
+        return None
+    try:
+        head, *tail = _dumps(body).split(_dumps(token))
+    except (TypeError, ValueError):
+        return None
+    return (head, tail[0]) if len(tail) == 1 else None
+
+
+async def _post(client: AsyncOpenAI, params: dict[str, Any], content: bytes | None) -> Any:
+    """``client.post`` of one chat completion: ``content`` as sent, else ``params``' body."""
+    if content is not None:
+        return await client.post(
+            "/chat/completions", content=content, cast_to=_RAW_RESPONSE, stream=True
+        )
+    return await client.post(
+        "/chat/completions", body=request_body(params), cast_to=_RAW_RESPONSE, stream=True
+    )
+
+
+async def post_completion(
+    client: AsyncOpenAI, params: dict[str, Any], content: bytes | None = None
+) -> ResponseRecord:
     """One attempt. Raises :class:`RequestFailed` classifying any failure.
 
     Sent with the SDK's own request method, ``client.post("/chat/completions",
     cast_to=<http response>, stream=True)`` (the SDK's documented way to make a request
-    with a body of one's own): same base URL, API key, headers, timeout and error
-    classes (``APIStatusError`` for a non-2xx answer) as ``chat.completions.create``,
-    without ``create``'s per-request work the harness does not use: the TypedDict
-    transform of every field (``_transform_recursive``; ``model`` alone is checked
-    against a ``Literal`` of every OpenAI model name), and the response wrapper. Together
-    they were ~25% of the client's CPU per turn (make bench, benchmark 1). The body is
-    sent exactly as given and read raw by us.
+    with a body of one's own, README "Undocumented endpoints"): same base URL, API key,
+    headers, timeout and error classes (``APIStatusError`` for a non-2xx answer) as
+    ``chat.completions.create``, without ``create``'s per-request work the harness does
+    not use: the TypedDict transform of every field (``_transform_recursive``; ``model``
+    alone is checked against a ``Literal`` of every OpenAI model name), and the response
+    wrapper. Together they were ~25% of the client's CPU per turn (make bench, benchmark
+    1). The body is ``content`` when given (the encoded ``request_body(params)``, from
+    :class:`ConversationBody`), else ``request_body(params)``, sent exactly as given;
+    the response is read raw by us.
     """
     t0 = time.perf_counter()
     try:
-        resp = await client.post(
-            "/chat/completions", body=request_body(params), cast_to=_RAW_RESPONSE, stream=True
-        )
+        resp = await _post(client, params, content)
         try:
             if params.get("stream"):
                 state = StreamAssembler()

@@ -73,11 +73,29 @@ def parse_arguments(tool: Tool, arguments_raw: Any) -> tuple[dict[str, Any] | No
     if not isinstance(args, dict):
         return None, f"expected a JSON object, got {_type_name(args)}"
     schema = json.dumps(tool.parameters, sort_keys=True)
-    err = best_match(_validator(schema).iter_errors(args))
+    if isinstance(arguments_raw, str):
+        problem = _cached_problem(schema, arguments_raw)
+    else:
+        problem = _schema_problem(schema, args)
+    return (args, None) if problem is None else (None, problem)
+
+
+def _schema_problem(schema_json: str, args: dict[str, Any]) -> str | None:
+    """The most relevant schema error (``"path: message"``), or ``None`` if valid."""
+    err = best_match(_validator(schema_json).iter_errors(args))
     if err is None:
-        return args, None
+        return None
     path = ".".join(str(p) for p in err.absolute_path)
-    return None, f"{path}: {err.message}" if path else err.message
+    return f"{path}: {err.message}" if path else err.message
+
+
+@lru_cache(maxsize=1024)
+def _cached_problem(schema_json: str, arguments_json: str) -> str | None:
+    """:func:`_schema_problem` of a JSON object's text (a pure function of the two
+    strings), kept: every repeat and both sides send the same argument strings, and a
+    schema check costs ~40 us, the largest part of the runner's own CPU per turn
+    (make bench, benchmark 1)."""
+    return _schema_problem(schema_json, json.loads(arguments_json))
 
 
 def simulate(tool: Tool, arguments_raw: Any, call_index: int) -> ToolOutcome:
