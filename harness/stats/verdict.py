@@ -98,12 +98,14 @@ def judge_run(
 ) -> RunOutcome:
     """The outcome of a one-sided run: every scenario's pass rate (passed / scored runs)
     at least ``min_pass_rate`` (scenarios with no scored run are not judged), and no side
-    over the infrastructure-error limit (:func:`over_infra_limit`)."""
-    failing = [
-        a
-        for a in aggregates
-        if a.scenario_id != "*" and a.scored and a.rate("passed").k / a.scored < min_pass_rate
-    ]
+    over the infrastructure-error limit (:func:`over_infra_limit`).
+
+    With several sides (``harness run`` against several targets, the matrix's
+    deployments) each failing scenario is named with its side's label
+    (``s on fused (0/2 passed)``); ``failing`` lists each scenario once.
+    """
+    aggregates = [a for a in aggregates if a.scenario_id != "*"]
+    failing = [a for a in aggregates if a.scored and a.rate("passed").k / a.scored < min_pass_rate]
     over = [s for s in sides if over_infra_limit(s.runs, s.infra_errors, infra_error_limit)]
     parts = []
     if over:
@@ -111,19 +113,26 @@ def judge_run(
         parts.append(
             f"too many infrastructure errors ({names} runs; limit {infra_error_limit:.0%})"
         )
+    scenarios = list(dict.fromkeys(a.scenario_id for a in failing))
     if failing:
-        n = len(failing)
+        several = len({a.side for a in aggregates}) > 1
         parts.append(
-            f"{n} scenario{'s' if n != 1 else ''} below pass rate {min_pass_rate:g}: "
-            + ", ".join(f"{a.scenario_id} ({a.rate('passed').text()} passed)" for a in failing)
+            f"{plural(len(scenarios), 'scenario')} below pass rate {min_pass_rate:g}: "
+            + ", ".join(_below(a, several) for a in failing)
         )
     return RunOutcome(
         passed=not parts,
         message="; ".join(parts) or f"every scenario reached pass rate {min_pass_rate:g}",
         min_pass_rate=min_pass_rate,
-        failing=[a.scenario_id for a in failing],
+        failing=scenarios,
         infra_limited=[s.label for s in over],
     )
+
+
+def _below(a: Aggregate, name_side: bool) -> str:
+    """``s (0/2 passed)``, or with ``name_side`` ``s on fused (0/2 passed)``."""
+    where = f"{a.scenario_id} on {a.label}" if name_side else a.scenario_id
+    return f"{where} ({a.rate('passed').text()} passed)"
 
 
 @dataclass
