@@ -48,7 +48,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.runfolder import RunFolder
-from harness.server.boot import find_failure, health_status, stop_group
+from harness.server.process import find_failure, health_status, stop_group
 from harness.transcript import RunRecord
 
 __all__ = [
@@ -145,7 +145,7 @@ def serve(cmd: Sequence[str], log: Path, *, timeout_s: float = 300.0) -> Iterato
 
     Yields the base URL ``http://127.0.0.1:PORT`` once ``GET /v1/models`` answers 200;
     stdout and stderr go to ``log``. The whole process group is stopped on exit
-    (:func:`harness.server.boot.stop_group`: SIGTERM, then SIGKILL).
+    (:func:`harness.server.process.stop_group`: SIGTERM, then SIGKILL).
 
     Raises:
         E2EError: the process exits before answering, or ``timeout_s`` passes.

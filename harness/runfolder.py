@@ -12,6 +12,8 @@ back through :class:`RunFolder`. Layout::
     gsm8k.json         harness gsm8k: GSM8KSummary
     boot.json          harness boot: BootReport; server.log the server's output
     matrix.json        harness matrix: MatrixResult
+    gsm8k/<label>/     harness matrix: each deployment's GSM8K run, a run folder of its own
+                       (gsm8k.jsonl, gsm8k.json; RunFolder.sub(RunFolder.GSM8K_DIR, label))
 
 Records and scores are read streaming (one line in memory at a time); a truncated last
 line (a run killed while writing) is skipped, and cut off before anything is appended
@@ -137,6 +139,8 @@ class RunFolder:
     BOOT = "boot.json"
     SERVER_LOG = "server.log"
     MATRIX = "matrix.json"
+    #: harness matrix: the folder holding each deployment's GSM8K run folder
+    GSM8K_DIR = "gsm8k"
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -232,6 +236,11 @@ class RunFolder:
         except RunFolderError:
             manifest = None
         return manifest.run_id if manifest is not None else self.path.name
+
+    def sub(self, *parts: str) -> RunFolder:
+        """The run folder ``<this folder>/<parts...>`` (e.g. ``sub(GSM8K_DIR, label)``: a
+        matrix deployment's GSM8K run); not created here (its command creates it)."""
+        return RunFolder(self.path.joinpath(*parts))
 
     def has(self, name: str) -> bool:
         """Whether the folder holds file ``name``."""

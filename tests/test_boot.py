@@ -11,16 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.server.boot import (
-    BootReport,
-    boot,
-    check_running,
-    find_failure,
-    group_members,
-    url_from_command,
-    url_from_log,
-)
+from harness.cli import ExitCode, main
+from harness.runfolder import RunFolder
+from harness.server.boot import BootReport, boot, check_running
+from harness.server.process import find_failure, group_members, url_from_command, url_from_log
 from harness.sim.moe import boot_log_lines
 from harness.sim.profiles import get_profile
 from harness.sim.server import serve_in_thread
@@ -287,6 +281,8 @@ def test_cli_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["boot", "--cmd", "python 'x"]) == 2
     assert "check the quotes" in capsys.readouterr().err
     assert main(["boot", "--target", "http://127.0.0.1:9", "--url", "http://y"]) == 2
+    assert main(["boot", "--cmd", "x", "--log", "f", "--results", str(tmp_path)]) == 2
+    assert not list(tmp_path.iterdir())  # a usage error creates no run folder
 
 
 def test_cli_prints_checks_and_exits_1_on_failure(
@@ -304,9 +300,13 @@ def test_cli_prints_checks_and_exits_1_on_failure(
         ]
     )
     out = capsys.readouterr().out
-    assert code == 1
+    assert code == ExitCode.REGRESSION
     assert "FAIL  health: the server exited with code 4" in out and "boot: FAIL" in out
-    assert list(tmp_path.glob("boot-*/boot.json"))
+    (saved,) = tmp_path.glob("boot-*/boot.json")
+    # the run folder is said first, before the server is launched (a killed boot is found)
+    assert out.startswith(f"run folder: {saved.parent}\n")
+    manifest = RunFolder(saved.parent).manifest()
+    assert manifest is not None and manifest.args["boot_timeout"] == 20.0
 
 
 def test_cli_target_with_model_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,8 +16,8 @@ from harness.present.console import render_compare
 from harness.present.views import drift_trace
 from harness.runfolder import RunFolder
 from harness.scoring.models import CallScore, RunScore
-from harness.server.boot import resolve_command
 from harness.server.fusion import server_args_diff
+from harness.server.process import resolve_command
 from harness.summary import SideInfo, Summary
 from tests.test_compare import CLOCK
 

@@ -6,7 +6,8 @@ from harness.pipeline import summarize
 from harness.scoring.divergence import first_divergence
 from harness.scoring.models import RunScore
 from harness.stats.aggregate import aggregate
-from harness.stats.verdict import decide
+from harness.stats.verdict import decide, judge_run
+from harness.summary import SideInfo
 from tests.test_scoring import GOOD, make_record
 
 
@@ -97,3 +98,22 @@ def test_first_divergence_and_one_sided_summary() -> None:
     assert one.kind == "run" and one.verdict is None and one.comparisons == []
     assert one.outcome is not None and one.outcome.failing == ["entropy_array"]
     assert one.aggregate("candidate", "entropy_array") is not None
+
+
+def test_one_sided_outcome_names_the_side_of_each_failing_scenario() -> None:
+    """Several sides judged at once (the matrix's deployments): a scenario failing on two
+    of them is named twice, each time with its side; ``failing`` lists it once."""
+    aggs = [
+        aggregate(label, label, "s", _scores(label, "s", failures))
+        for label, failures in (("fused", [["collapse"]] * 2), ("loop", [["repeat_loop"]] * 2),
+                                ("ok", CLEAN))
+    ]  # fmt: skip
+    sides = [SideInfo(side=a.side, label=a.label, runs=a.runs) for a in aggs]
+    out = judge_run(aggs, sides, min_pass_rate=0.8)
+    assert not out.passed and out.failing == ["s"] and out.min_pass_rate == 0.8
+    assert out.message == (
+        "1 scenario below pass rate 0.8: s on fused (0/2 passed), s on loop (0/2 passed)"
+    )
+    alone = judge_run(aggs[:1], sides[:1], min_pass_rate=0.8)
+    assert alone.message == "1 scenario below pass rate 0.8: s (0/2 passed)"
+    assert judge_run(aggs, sides, min_pass_rate=0.0).passed

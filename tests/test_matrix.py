@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
+import harness.matrix.result
+from harness import pipeline
 from harness.cli import main
-from harness.matrix.run import read_matrix, rescore_matrix
+from harness.matrix.result import read_matrix
+from harness.matrix.run import rescore_matrix
 from harness.matrix.spec import MatrixError, load_matrix
 from harness.runfolder import RunFolder
 
@@ -75,6 +78,11 @@ def test_seed_case_names_fusion_as_carrier_and_rules_out_the_kernel_config(
     assert labels == set(status)
     summary = json.loads((folder / "summary.json").read_text())
     assert {s["side"] for s in summary["sides"]} == set(status)
+    # the summary's one-sided outcome is judged at the matrix's criterion and names each side
+    outcome = summary["outcome"]
+    assert outcome["min_pass_rate"] == 0.8 and outcome["failing"] == ["sensor_entropy_pipeline"]
+    assert "sensor_entropy_pipeline on fused-E129 (0/2 passed)" in outcome["message"]
+    assert "sensor_entropy_pipeline on fused-none (0/2 passed)" in outcome["message"]
     assert "Isolation matrix" in (folder / "report.html").read_text()
     md = (folder / "report.md").read_text()
     assert "**moe\\_config**: ruled out" in md and "CARRIER" in md
@@ -84,8 +92,15 @@ def test_seed_case_names_fusion_as_carrier_and_rules_out_the_kernel_config(
 
 
 def test_two_deployments_reduce_to_compare(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    decided: list[int] = []
+
+    def summarize(records: Any, **kw: Any) -> Any:
+        decided.append(len({r.target.label for r in records}))
+        return pipeline.summarize(records, **kw)
+
+    monkeypatch.setattr(harness.matrix.result, "summarize", summarize)
     path = _write(
         tmp_path,
         [
@@ -103,6 +118,9 @@ def test_two_deployments_reduce_to_compare(
     assert result.compare_verdict is not None
     assert result.compare_verdict.verdict in ("REGRESSION", "INCONCLUSIVE")
     assert "compare: the two deployments" in out and "repeat" in out
+    # the console shows the verdict the matrix decided (decided once, not again to print it)
+    assert decided == [2] and result.compare_verdict.message.split(": ", 1)[1] in out
+    assert "compare" not in json.loads((folder / "matrix.json").read_text())
 
 
 def test_attributes_that_vary_together_are_not_isolated(tmp_path: Path) -> None:
@@ -214,6 +232,16 @@ def test_bad_matrix_file_is_one_line_naming_file_and_field(
     assert str(err.value).startswith(f"{path}: {field}: ") and "\n" not in str(err.value)
 
 
+def test_unknown_key_points_at_the_format(tmp_path: Path) -> None:
+    path = _write(tmp_path, [{"label": "a", "sim": "healthy", "colour": 1}, B])
+    with pytest.raises(MatrixError) as err:
+        load_matrix(path)
+    assert "harness/matrix/spec.py" in err.value.reason
+    assert "examples/matrix-seed-case.yaml" in err.value.reason
+    assert (ROOT / "harness" / "matrix" / "spec.py").is_file()
+    assert (ROOT / "examples" / "matrix-seed-case.yaml").is_file()
+
+
 def test_bad_matrix_file_exits_2_without_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -245,6 +273,8 @@ def test_gsm8k_accuracy_per_deployment(tmp_path: Path) -> None:
     for d in result.deployments:
         assert d.gsm8k_questions == 8 and d.gsm8k_accuracy is not None
         assert (folder / "gsm8k" / d.label / "gsm8k.json").is_file()
+        sub = RunFolder(folder).sub(RunFolder.GSM8K_DIR, d.label)  # the same folder, by name
+        assert sub.path == folder / "gsm8k" / d.label and sub.has(RunFolder.GSM8K_RECORDS)
     assert rescore_matrix(folder).deployments == result.deployments
     assert result.compare_gsm8k is not None and result.compare_gsm8k.n_pairs == 8
     md = (folder / "report.md").read_text()
@@ -256,3 +286,86 @@ def test_example_matrix_file_loads() -> None:
     assert len(spec.deployments) == 5 and all(Path(s).exists() for s in spec.scenarios)
     fusion = {d.attributes["fusion"] for d in spec.deployments}
     assert fusion == {"on", "off"}
+
+
+def test_score_of_a_matrix_folder_rescores_it_as_a_matrix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``harness score results/matrix-...`` re-writes matrix.json, prints the matrix console
+    and exits as the matrix does (CARRIER: 0), not as a one-sided run (FAILED: 1)."""
+    path = _write(
+        tmp_path,
+        [
+            {"label": "fused", "sim": "repeat-loop", "attributes": {"fusion": "on"}},
+            {"label": "unfused", "sim": "healthy", "attributes": {"fusion": "off"}},
+            {"label": "unfused2", "sim": "healthy", "attributes": {"fusion": "off"}},
+        ],
+    )
+    code, folder = _run(path, tmp_path, "--no-report")
+    assert code == 0 and read_matrix(folder).outcome == "CARRIER"
+    capsys.readouterr()
+    stale = read_matrix(folder).model_copy(update={"outcome": "NOT ISOLATED", "message": "stale"})
+    RunFolder(folder).write_model(RunFolder.MATRIX, stale)
+    assert main(["score", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "CARRIER" in out and "fusion: carrier" in out and "FAILED" not in out
+    again = read_matrix(folder)
+    assert again.outcome == "CARRIER" and again.message != "stale"
+    assert main(["score", str(folder), "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("CARRIER: fusion carries the failure")
+
+
+def test_summary_outcome_uses_the_matrix_pass_criterion(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        [
+            {"label": "loop", "sim": "repeat-loop", "attributes": {"fusion": "on"}},
+            {"label": "ok", "sim": "healthy", "attributes": {"fusion": "off"}},
+        ],
+        pass_criterion={"min_pass_rate": 0.0},
+    )
+    code, folder = _run(path, tmp_path, "--no-report")
+    assert code == 0 and read_matrix(folder).outcome == "ALL PASS"
+    summary = RunFolder(folder).read_summary()
+    assert summary is not None and summary.outcome is not None
+    assert summary.outcome.passed and summary.outcome.min_pass_rate == 0.0
+    assert summary.settings.infra_error_limit == 0.2
+
+
+def test_a_deployment_whose_every_run_failed_is_not_judged_even_at_limit_1(
+    tmp_path: Path,
+) -> None:
+    """One infrastructure-error rule (harness.stats.verdict.over_infra_limit): every run
+    an infrastructure error is too many to judge, whatever the limit."""
+    path = _write(
+        tmp_path,
+        [
+            {"label": "broken", "sim": "invalid-json", "attributes": {"fusion": "on"}},
+            {"label": "ok", "sim": "healthy", "attributes": {"fusion": "off"}},
+        ],
+        pass_criterion={"max_infra_error_rate": 1.0},
+    )
+    code, folder = _run(path, tmp_path, "--no-report")
+    result = read_matrix(folder)
+    broken = next(d for d in result.deployments if d.label == "broken")
+    assert broken.runs == broken.infra_errors == 1 and broken.status == "error"
+    assert "infrastructure errors (limit 100%)" in broken.reasons[0]
+    assert code == 3 and result.outcome == "INCOMPLETE"
+
+
+def test_run_folder_is_printed_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(
+        tmp_path,
+        [
+            {"label": "a", "sim": "healthy", "attributes": {"k": "x"}},
+            {"label": "b", "sim": "healthy", "attributes": {"k": "y"}},
+        ],
+    )
+    code, folder = _run(path, tmp_path, "--no-report", "--repeats", "2")
+    out = capsys.readouterr().out
+    assert code == 0 and out.startswith(f"run folder: {folder}\n")
+    manifest = RunFolder(folder).manifest()
+    assert manifest is not None and manifest.args["repeats"] == 2
+    assert "argv" not in manifest.args and read_matrix(folder).deployments[0].runs == 2

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from harness.matrix.run import DeploymentFacts, DeploymentResult, _warnings
+from harness.matrix.result import DeploymentFacts, DeploymentResult, _warnings
 from harness.present.console import render_compare
 from harness.present.report import render_html, render_markdown
 from harness.present.report.charts import outcome_bars

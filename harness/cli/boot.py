@@ -7,6 +7,9 @@ Examples::
         --forbid-log "Shared experts fusion optimization is disabled"
     harness boot --target http://127.0.0.1:30000 --log server.log --expect-fusion on
 
+The run folder (``boot.json``, ``server.log``, the report) is printed as soon as it
+exists, before the server is launched, so a killed boot can be found.
+
 Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 usage error.
 """
 
@@ -19,11 +22,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.cli import ExitCode
+from harness.cli._common import recorded_args
 from harness.options import add_argument, http_url
 from harness.present.checks import print_boot
 from harness.present.report import write_report_or_warning
-from harness.server.boot import boot, check_running, resolve_command
+from harness.runfolder import RunFolder
+from harness.server.boot import boot, check_running
 from harness.server.experts import MoeShape, load_model_config, moe_shape_from_config
+from harness.server.process import resolve_command
 
 HELP = "Launch a server command (or check a running server): health, log, fusion, routed experts."
 
@@ -160,15 +167,17 @@ def run(args: argparse.Namespace) -> int:
         problem = problem or shape
     if problem:
         print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE_ERROR
     opts: dict[str, Any] = {"endpoint": args.probe_endpoint}
     if isinstance(shape, MoeShape):
         opts["shape"] = shape
+    folder = RunFolder.create("boot", results=args.results, args=recorded_args(args))
+    print(f"run folder: {folder.path}", flush=True)
     common: dict[str, Any] = dict(
         expect_log=args.expect_log,
         forbid_log=args.forbid_log,
         probe=args.probe,
-        results=args.results,
+        run_dir=folder.path,
         health_path=args.health_path,
         expect_fusion=args.expect_fusion,
         probe_opts=opts,
@@ -179,7 +188,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         report = check_running(args.target, log_path=args.log, **common)
     print_boot(report)
-    if report.run_dir:
-        print(f"results: {report.run_dir}")
-        _render(Path(report.run_dir))
-    return 1 if report.verdict == "FAIL" else 0
+    print(f"results: {folder.path}")
+    _render(folder.path)
+    return ExitCode.REGRESSION if report.verdict == "FAIL" else ExitCode.OK

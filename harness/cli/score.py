@@ -4,9 +4,12 @@ Scores are pure functions of ``transcripts.jsonl``, so an old run can be re-scor
 the scoring improves (:func:`harness.pipeline.score_folder` rewrites ``scores.jsonl`` and
 ``summary.json``). Settings and fusion engagement recorded in an existing
 ``summary.json`` are kept. Prints the same console as ``harness compare`` (or ``harness
-run`` for a one-sided folder) and exits with the same codes. A ``harness gsm8k`` folder (``gsm8k.jsonl``) is re-scored
-with :func:`harness.gsm8k.run.rescore`; any other folder (``harness boot``) is a usage error
-pointing at ``harness report``.
+run`` for a one-sided folder) and exits with the same codes. A ``harness matrix`` folder
+(its manifest's ``extra`` has ``matrix``) is re-scored with
+:func:`harness.matrix.run.rescore_matrix` (``summary.json`` and ``matrix.json``), printed
+with the matrix console and exits as ``harness matrix`` does. A ``harness gsm8k`` folder
+(``gsm8k.jsonl``) is re-scored with :func:`harness.gsm8k.run.rescore`; any other folder
+(``harness boot``) is a usage error pointing at ``harness report``.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {folder}: no such run folder (give results/<run-id>)", file=sys.stderr)
         return ExitCode.USAGE_ERROR
     rf = RunFolder(folder)
+    manifest = rf.manifest()  # RunFolderError (unreadable) -> exit 2 via harness.cli
+    if manifest is not None and "matrix" in manifest.extra:
+        return _matrix(rf, quiet=args.quiet)
     if not rf.transcripts.exists():
         if rf.has(RunFolder.GSM8K_RECORDS):
             return _gsm8k(folder)
@@ -60,6 +66,23 @@ def run(args: argparse.Namespace) -> int:
         render(summary, console, traces, verbose=args.verbose)
     console.print(f"summary: {rf.summary_path}", markup=False)
     return exit_code(summary, strict=args.strict)
+
+
+def _matrix(folder: RunFolder, *, quiet: bool) -> int:
+    """A ``harness matrix`` folder: :func:`harness.matrix.run.rescore_matrix` rewrites its
+    ``summary.json`` and ``matrix.json``; printed and exited as ``harness matrix`` does."""
+    from harness.cli.matrix import exit_code as matrix_exit_code
+    from harness.cli.matrix import print_result
+    from harness.matrix.run import rescore_matrix
+
+    result = rescore_matrix(folder.path)
+    console = make_console()
+    if quiet:
+        console.print(f"{result.outcome}: {result.message}", markup=False)
+    else:
+        print_result(result, console)
+    console.print(f"matrix: {folder.file(RunFolder.MATRIX)}", markup=False)
+    return matrix_exit_code(result)
 
 
 def _gsm8k(folder: Path) -> int:

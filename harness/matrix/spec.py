@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,12 @@ class DeploymentSpec(_Strict):
     def source(self) -> str:
         """``"url"``, ``"launch"`` or ``"sim"``."""
         return "url" if self.url is not None else "launch" if self.launch is not None else "sim"
+
+    def launch_argv(self) -> list[str]:
+        """The ``launch`` command as an argument list (a string is split like a shell,
+        :func:`shlex.split`); empty for ``url`` and ``sim`` deployments."""
+        cmd = self.launch or []
+        return shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
 
 
 class GSM8KSpec(_Strict):
@@ -202,7 +209,10 @@ def matrix_from_data(data: Any, path: str | Path | None = None) -> MatrixSpec:
         err = exc.errors()[0]
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key; check its spelling (see harness/matrix_spec.py for the format)"
+            msg = (
+                "unknown key; check its spelling (the format: the docstring of "
+                "harness/matrix/spec.py; an example: examples/matrix-seed-case.yaml)"
+            )
         raise MatrixError(path, _loc(err["loc"]), msg) from None
     seen: set[str] = set()
     for i, d in enumerate(spec.deployments):

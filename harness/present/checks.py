@@ -18,7 +18,7 @@ from rich.table import Table
 
 from harness.gsm8k.models import GSM8KSummary
 from harness.kinds import plural
-from harness.matrix.run import DeploymentResult, MatrixResult
+from harness.matrix.result import DeploymentResult, MatrixResult
 from harness.server.boot import BootReport
 
 __all__ = ["deployments_table", "print_boot", "render_gsm8k", "render_matrix", "render_outcome"]

@@ -97,6 +97,36 @@ def _cut_short(exc: Exception, text: str) -> bool:
     return getattr(exc, "pos", -1) >= len(text) - 1 or msg.startswith("Unterminated string")
 
 
+def _decode_json(text: str, stream: bool) -> tuple[Any, FailureKind | None, str]:
+    """``(arguments, failure kind or None, reason)`` of non-blank argument text.
+
+    JSON ``null`` decodes to None without a failure kind (scored as unusable, not malformed).
+    """
+    try:
+        args = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        kind = FailureKind.MALFORMED_JSON
+        if _THINK.search(text[:200]):
+            kind = FailureKind.REASONING_LEAK_ARGS
+        elif stream and _cut_short(exc, text):
+            kind = FailureKind.STREAM_TRUNCATED_ARGS
+        return None, kind, f"arguments are not valid JSON: {exc}"
+    if args is not None and not isinstance(args, dict):
+        return None, FailureKind.NOT_AN_OBJECT, "arguments are not a JSON object"
+    return args, None, ""
+
+
+def _decode(raw: Any, stream: bool) -> tuple[Any, FailureKind | None, str]:
+    """``(arguments, failure kind or None, reason)`` of a call's ``arguments`` as received."""
+    if isinstance(raw, dict):
+        return raw, FailureKind.OBJECT_NOT_STRING, "arguments sent as an object, not a JSON string"
+    if isinstance(raw, str) and not raw.strip():
+        return {}, FailureKind.EMPTY_ARGUMENTS, 'arguments "" instead of "{}" (scored as {})'
+    if isinstance(raw, str):
+        return _decode_json(raw.strip(), stream)
+    return None, FailureKind.MALFORMED_JSON, f"arguments of type {type(raw).__name__}"
+
+
 def parse_call(
     call: ToolCallRecord, turn: int, segment: int, idx: int, *, stream: bool, sc: Scenario
 ) -> ParsedCall:
@@ -108,52 +138,12 @@ def parse_call(
     (streaming, cut at the end), ``reasoning_leak_args`` (``<think>`` text before the
     JSON), ``not_an_object``, ``unknown_tool``.
     """
-    raw, bad = call.arguments, None
-    args: Any = None
-    if isinstance(raw, dict):
-        args, bad = (
-            raw,
-            _malformed(
-                FailureKind.OBJECT_NOT_STRING,
-                call,
-                turn,
-                idx,
-                "arguments sent as an object, not a JSON string",
-            ),
-        )
-    elif isinstance(raw, str) and not raw.strip():
-        reason = 'arguments "" instead of "{}" (scored as {})'
-        args, bad = {}, _malformed(FailureKind.EMPTY_ARGUMENTS, call, turn, idx, reason)
-    elif isinstance(raw, str):
-        text = raw.strip()
-        try:
-            args = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            kind = FailureKind.MALFORMED_JSON
-            if _THINK.search(text[:200]):
-                kind = FailureKind.REASONING_LEAK_ARGS
-            elif stream and _cut_short(exc, text):
-                kind = FailureKind.STREAM_TRUNCATED_ARGS
-            bad = _malformed(kind, call, turn, idx, f"arguments are not valid JSON: {exc}")
-        if args is not None and not isinstance(args, dict):
-            bad, args = (
-                _malformed(
-                    FailureKind.NOT_AN_OBJECT, call, turn, idx, "arguments are not a JSON object"
-                ),
-                None,
-            )
-    else:
-        bad = _malformed(
-            FailureKind.MALFORMED_JSON, call, turn, idx, f"arguments of type {type(raw).__name__}"
-        )
+    raw = call.arguments
+    args, kind, reason = _decode(raw, stream)
+    bad = _malformed(kind, call, turn, idx, reason) if kind is not None else None
     if bad is None and (call.name is None or sc.tool(call.name) is None):
-        bad = _malformed(
-            FailureKind.UNKNOWN_TOOL,
-            call,
-            turn,
-            idx,
-            f"no tool named {call.name!r} in the scenario",
-        )
+        reason = f"no tool named {call.name!r} in the scenario"
+        bad = _malformed(FailureKind.UNKNOWN_TOOL, call, turn, idx, reason)
     canon = (
         canonical_json([call.name, args])
         if args is not None

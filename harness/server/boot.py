@@ -5,39 +5,43 @@ routed-experts capture on, the fused MoE build died during CUDA graph capture wi
 ``RuntimeError: The expanded size of the tensor (5) must match the existing size (4)``
 (a capture buffer of width top_k + fused shared experts against top-k ids of width 4).
 
-:func:`boot` launches a command in its own process group (``start_new_session``),
-streams stdout+stderr to ``<run_dir>/server.log``, finds the URL (``--url``,
-``--port N`` in the command, or a ``Uvicorn running on http://...`` /
-``Serving on http://...`` log line), polls ``GET /health`` until 200 (SGLang answers
-503 while starting), fails early when the process exits or prints a Python traceback
-or a CUDA/HIP error (quoting the traceback's last lines), gives up at the timeout,
-and always stops the whole process group (SIGTERM, then SIGKILL). :func:`check_running`
-runs the same checks on a server that is already up. Both write ``boot.json``
-(:class:`BootReport`).
+:func:`boot` launches a command in its own process group and streams stdout+stderr to
+``<run_dir>/server.log`` (:mod:`harness.server.process`: launch, log scanning, URL, stop),
+then :func:`wait_healthy` polls ``GET /health`` until 200 (SGLang answers 503 while
+starting), fails early when the process exits or prints a Python traceback or a CUDA/HIP
+error (quoting the traceback's last lines), gives up at the timeout; the whole process
+group is always stopped (SIGTERM, then SIGKILL). :func:`check_running` runs the same
+checks on a server that is already up. Both write ``boot.json`` (:class:`BootReport`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shlex
-import shutil
-import signal
 import subprocess
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
 from pydantic import BaseModel, Field
 
 from harness.client.target import server_root
 from harness.runfolder import RunFolder
 from harness.server.experts import ExpertsProbeResult, probe_routed_experts
 from harness.server.fusion import FusionEngagement, collect_engagement
+from harness.server.process import (
+    find_failure,
+    health_status,
+    launch,
+    read_lines,
+    resolve_command,
+    stop_group,
+    traceback_pending,
+    url_from_command,
+    url_from_log,
+)
 
 __all__ = [
     "BOOT_SCHEMA_VERSION",
@@ -46,8 +50,7 @@ __all__ = [
     "CheckStatus",
     "boot",
     "check_running",
-    "find_failure",
-    "resolve_command",
+    "wait_healthy",
     "write_boot_report",
 ]
 
@@ -56,20 +59,6 @@ BOOT_SCHEMA_VERSION = 1
 #: harness.kinds.VerdictName). On disk it is the ``verdict`` field of a check in boot.json.
 CheckStatus = Literal["PASS", "FAIL", "WARN", "SKIP"]
 Probe = Literal["routed-experts"]
-
-_TB_START = "Traceback (most recent call last):"
-#: the exception line that ends a traceback, e.g. ``RuntimeError: ...`` or ``torch.OutOfMemoryError``
-_EXC_LINE = re.compile(
-    r"^(?:\[[^\]]*\]\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b"
-)
-_DEVICE_ERROR = re.compile(
-    r"\b(?:CUDA|HIP|NCCL|RCCL|cuBLAS|hipBLAS(?:Lt)?|rocBLAS) error\b|\bhipError\w+|\bcudaError\w+"
-    r"|CUDA out of memory|device-side assert triggered|HSA_STATUS_ERROR\w*",
-    re.I,
-)
-_URL_LINE = re.compile(
-    r"(?:Uvicorn running on|Serving on|Listening on|running on)\s+(https?://[^\s)]+)"
-)
 
 
 class Check(BaseModel):
@@ -107,57 +96,7 @@ class BootReport(BaseModel):
         return self
 
 
-# ---------------------------------------------------------------- log scanning
-
-
-def _tracebacks(lines: list[str]) -> list[list[str]]:
-    """Each Python traceback in ``lines``: from ``Traceback (most recent...`` to its exception line."""
-    out: list[list[str]] = []
-    cur: list[str] | None = None
-    for ln in lines:
-        if _TB_START in ln:
-            cur = [ln]
-            out.append(cur)
-        elif cur is not None:
-            cur.append(ln)
-            if _EXC_LINE.match(ln) and not ln.startswith((" ", "\t")):
-                cur = None
-    return out
-
-
-def _ended(tb: list[str]) -> bool:
-    last = tb[-1]
-    return len(tb) > 1 and bool(_EXC_LINE.match(last)) and not last.startswith((" ", "\t"))
-
-
-def _kept(tbs: list[list[str]], ignore: tuple[str, ...]) -> list[list[str]]:
-    return [tb for tb in tbs if not any(re.search(rx, ln) for rx in ignore for ln in tb)]
-
-
-def find_failure(
-    lines: list[str], *, quote: int = 6, ignore: tuple[str, ...] = ()
-) -> tuple[str, list[str]] | None:
-    """``(summary, quoted lines)`` for the last traceback or the first CUDA/HIP error, else None.
-
-    The summary is the exception line (e.g. ``RuntimeError: The expanded size ...``);
-    the quote is the traceback's last ``quote`` lines. A traceback with a line matching
-    one of the ``ignore`` regexes (or such a CUDA/HIP error line) is not a failure.
-    """
-    tbs = _kept(_tracebacks(lines), ignore)
-    if tbs:
-        tb = tbs[-1]
-        exc = next((ln for ln in reversed(tb) if _EXC_LINE.match(ln)), tb[-1])
-        return exc.strip(), tb[-quote:]
-    for ln in lines:
-        if _DEVICE_ERROR.search(ln) and not any(re.search(rx, ln) for rx in ignore):
-            return ln.strip(), [ln]
-    return None
-
-
-def _traceback_pending(lines: list[str], ignore: tuple[str, ...]) -> bool:
-    """The last (not ignored) traceback has not printed its exception line yet."""
-    tbs = _kept(_tracebacks(lines), ignore)
-    return bool(tbs) and not _ended(tbs[-1])
+# ---------------------------------------------------------------- log checks
 
 
 def _log_checks(
@@ -196,119 +135,6 @@ def _log_checks(
     return checks
 
 
-def _read_lines(path: Path | None) -> list[str]:
-    if path is None or not path.exists():
-        return []
-    return path.read_text(encoding="utf-8", errors="replace").splitlines()
-
-
-# ---------------------------------------------------------------- processes
-
-
-def _proc_stat(pid: int) -> tuple[str, int, int] | None:
-    """``(state, pgid, sid)`` of a live process from ``/proc/<pid>/stat``, else None."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(")") + 2 :].split()
-    return fields[0], int(fields[2]), int(fields[3])
-
-
-def group_members(leader: int) -> list[int]:
-    """Live (non-zombie) pids in process group or session ``leader``, by a /proc scan."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            st = _proc_stat(int(entry))
-            if st and st[0] not in ("Z", "X") and leader in (st[1], st[2]):
-                out.append(int(entry))
-    return out
-
-
-def _signal_all(leader: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(leader, sig)
-    for pid in group_members(leader):  # members that left the group but not the session
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-
-
-def stop_group(proc: subprocess.Popen[bytes], *, grace_s: float = 5.0) -> list[str]:
-    """SIGTERM the process group, SIGKILL what is left after ``grace_s``; reap the leader.
-
-    Returns notes (e.g. ``"SIGKILL needed for 2 process(es)"``; ``"left: [pids]"`` if
-    anything survived).
-    """
-    notes: list[str] = []
-    leader = proc.pid
-    _signal_all(leader, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        proc.poll()
-        if not group_members(leader):
-            break
-        time.sleep(0.05)
-    left = group_members(leader)
-    if left:
-        notes.append(f"SIGKILL needed for {len(left)} process(es)")
-        _signal_all(leader, signal.SIGKILL)
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        notes.append("leader not reaped")
-    for _ in range(40):
-        if not group_members(leader):
-            break
-        time.sleep(0.05)
-    if group_members(leader):
-        notes.append(f"left: {group_members(leader)}")
-    return notes
-
-
-# ---------------------------------------------------------------- URLs and health
-
-
-def url_from_command(argv: list[str]) -> str | None:
-    """``--url U`` or ``--host H --port N`` (N != 0) in a launch command, else None."""
-    opts: dict[str, str] = {}
-    for i, a in enumerate(argv):
-        if a.startswith("--") and "=" in a:
-            k, v = a.split("=", 1)
-            opts[k] = v
-        elif a in ("--url", "--port", "--host") and i + 1 < len(argv):
-            opts[a] = argv[i + 1]
-    if "--url" in opts:
-        return opts["--url"].rstrip("/")
-    port = opts.get("--port", "")
-    if port.isdigit() and int(port) != 0:
-        host = opts.get("--host", "127.0.0.1")
-        return f"http://{_local(host)}:{port}"
-    return None
-
-
-def _local(host: str) -> str:
-    return "127.0.0.1" if host in ("0.0.0.0", "::", "[::]", "") else host
-
-
-def url_from_log(lines: list[str]) -> str | None:
-    """The URL in the last ``Uvicorn running on ...``/``Serving on ...`` line, else None."""
-    for ln in reversed(lines):
-        m = _URL_LINE.search(ln)
-        if m:
-            u = httpx.URL(m.group(1).rstrip(".,;"))
-            return f"{u.scheme}://{_local(u.host)}:{u.port or 80}"
-    return None
-
-
-def health_status(url: str, path: str = "/health", timeout_s: float = 2.0) -> int | None:
-    """HTTP status of ``GET url+path``; None when nothing answers."""
-    try:
-        return httpx.get(url.rstrip("/") + path, timeout=timeout_s).status_code
-    except httpx.HTTPError:
-        return None
-
-
 # ---------------------------------------------------------------- the checks
 
 
@@ -344,7 +170,7 @@ def _timeout_check(
     )
 
 
-def _wait_healthy(
+def wait_healthy(
     proc: subprocess.Popen[bytes],
     log: Path,
     url: str | None,
@@ -353,21 +179,25 @@ def _wait_healthy(
     timeout_s: float,
     ignore: tuple[str, ...],
 ) -> tuple[Check, str | None]:
-    """Poll until /health answers 200, the process fails, or ``timeout_s`` passes.
+    """The ``health`` check of a launched server and the URL it answers on (None if never
+    found): poll ``GET url+health_path`` every 0.25 s until it answers 200 (PASS), the
+    process exits or its ``log`` shows a traceback or CUDA/HIP error not matching an
+    ``ignore`` regex (FAIL, quoting it), or ``timeout_s`` seconds pass (FAIL).
 
-    A traceback fails the boot once its exception line is printed (or 2 s later).
+    ``url`` None: taken from the log (:func:`harness.server.process.url_from_log`). A
+    traceback fails the boot once its exception line is printed (or 2 s later).
     """
     t0 = time.monotonic()
     tb_seen: float | None = None
     last: int | None = None
     while True:
         rc = proc.poll()
-        lines = _read_lines(log)
+        lines = read_lines(log)
         url = url or url_from_log(lines)
         failure = find_failure(lines, ignore=ignore)
         if failure is not None:
             tb_seen = tb_seen or time.monotonic()
-            pending = _traceback_pending(lines, ignore) and time.monotonic() - tb_seen < 2.0
+            pending = traceback_pending(lines, ignore) and time.monotonic() - tb_seen < 2.0
             if rc is not None or not pending:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=3.0)  # a crashing server usually exits: record its code
@@ -435,42 +265,12 @@ def _run_dir(run_dir: str | Path | None, results: str | Path | None, args: dict[
     return RunFolder.create("boot", results=results, args=args).path
 
 
-def resolve_command(argv: list[str]) -> list[str]:
-    """``argv`` with its executable found: on ``PATH``, else beside ``sys.executable``
-    (the virtual environment's ``bin/``, so ``harness sim ...`` works without activating it).
-
-    Raises:
-        FileNotFoundError: one line naming the executable and where it was looked for.
-    """
-    exe = argv[0]
-    if os.sep in exe or (os.altsep and os.altsep in exe):
-        if os.access(exe, os.X_OK) and Path(exe).is_file():
-            return argv
-        raise FileNotFoundError(f"{exe!r}: no such executable file")
-    if shutil.which(exe):
-        return argv
-    beside = shutil.which(exe, path=str(Path(sys.executable).parent))
-    if beside:
-        return [beside, *argv[1:]]
-    raise FileNotFoundError(
-        f"{exe!r}: not found on PATH nor in {Path(sys.executable).parent}; give its full path"
-    )
-
-
 def _launch(argv: list[str], log: Path) -> subprocess.Popen[bytes] | Check:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with open(log, "ab") as fh:
-        try:
-            return subprocess.Popen(
-                argv,
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env=env,
-            )
-        except OSError as exc:
-            return Check(name="launch", verdict="FAIL", detail=f"cannot start {argv[0]!r}: {exc}")
+    """The started process, or the failed ``launch`` check naming why it did not start."""
+    try:
+        return launch(argv, log)
+    except OSError as exc:
+        return Check(name="launch", verdict="FAIL", detail=f"cannot start {argv[0]!r}: {exc}")
 
 
 def _stop_check(proc: subprocess.Popen[bytes], report: BootReport, grace_s: float) -> Check:
@@ -536,7 +336,7 @@ def boot(
     report.pid = proc.pid
     report.checks.append(Check(name="launch", verdict="PASS", detail=f"pid {proc.pid}"))
     try:
-        health, report.url = _wait_healthy(
+        health, report.url = wait_healthy(
             proc, log, url or url_from_command(argv),
             health_path=health_path, timeout_s=timeout_s, ignore=ignore,
         )  # fmt: skip
@@ -550,7 +350,7 @@ def boot(
             _log_only_fusion(report, log)
     finally:
         report.checks.append(_stop_check(proc, report, grace_s))
-    lines = _read_lines(log)
+    lines = read_lines(log)
     report.checks.extend(_log_checks(lines, list(expect_log), list(forbid_log), ignore))
     _quote_once(report.checks)
     return _finish(report, folder, t0)
@@ -620,7 +420,7 @@ def check_running(
     if log is not None:
         if not log.exists():
             report.checks.append(Check(name="log", verdict="FAIL", detail=f"{log}: no such file"))
-        lines = _read_lines(log)
+        lines = read_lines(log)
         report.checks.extend(
             _log_checks(lines, list(expect_log), list(forbid_log), tuple(ignore_errors))
         )

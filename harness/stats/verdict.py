@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.kinds import COUNT_METRICS, SUCCESS_METRICS, VerdictName, label, plural
@@ -98,12 +98,14 @@ def judge_run(
 ) -> RunOutcome:
     """The outcome of a one-sided run: every scenario's pass rate (passed / scored runs)
     at least ``min_pass_rate`` (scenarios with no scored run are not judged), and no side
-    over the infrastructure-error limit (:func:`over_infra_limit`)."""
-    failing = [
-        a
-        for a in aggregates
-        if a.scenario_id != "*" and a.scored and a.rate("passed").k / a.scored < min_pass_rate
-    ]
+    over the infrastructure-error limit (:func:`over_infra_limit`).
+
+    With several sides (``harness run`` against several targets, the matrix's
+    deployments) each failing scenario is named with its side's label
+    (``s on fused (0/2 passed)``); ``failing`` lists each scenario once.
+    """
+    aggregates = [a for a in aggregates if a.scenario_id != "*"]
+    failing = [a for a in aggregates if a.scored and a.rate("passed").k / a.scored < min_pass_rate]
     over = [s for s in sides if over_infra_limit(s.runs, s.infra_errors, infra_error_limit)]
     parts = []
     if over:
@@ -111,19 +113,26 @@ def judge_run(
         parts.append(
             f"too many infrastructure errors ({names} runs; limit {infra_error_limit:.0%})"
         )
+    scenarios = list(dict.fromkeys(a.scenario_id for a in failing))
     if failing:
-        n = len(failing)
+        several = len({a.side for a in aggregates}) > 1
         parts.append(
-            f"{n} scenario{'s' if n != 1 else ''} below pass rate {min_pass_rate:g}: "
-            + ", ".join(f"{a.scenario_id} ({a.rate('passed').text()} passed)" for a in failing)
+            f"{plural(len(scenarios), 'scenario')} below pass rate {min_pass_rate:g}: "
+            + ", ".join(_below(a, several) for a in failing)
         )
     return RunOutcome(
         passed=not parts,
         message="; ".join(parts) or f"every scenario reached pass rate {min_pass_rate:g}",
         min_pass_rate=min_pass_rate,
-        failing=[a.scenario_id for a in failing],
+        failing=scenarios,
         infra_limited=[s.label for s in over],
     )
+
+
+def _below(a: Aggregate, name_side: bool) -> str:
+    """``s (0/2 passed)``, or with ``name_side`` ``s on fused (0/2 passed)``."""
+    where = f"{a.scenario_id} on {a.label}" if name_side else a.scenario_id
+    return f"{where} ({a.rate('passed').text()} passed)"
 
 
 @dataclass
@@ -317,49 +326,75 @@ def _with_infra_limit(verdict: Verdict, sides: Sequence[SideInfo], limit: float)
     return verdict.model_copy(update=update)
 
 
-def _scenario_comparison(
-    sid: str, tests: list[_Test], base: Aggregate, cand: Aggregate, ctx: _Context
-) -> ScenarioComparison:
-    rows = [_rate_row(t, base, cand, ctx.worse_adj, ctx.better_adj, ctx.alpha) for t in tests]
-    rows += [_count_row(m, base, cand) for m in COUNT_METRICS]
-    by_metric = {r.metric: r for r in rows}
-    worse = [r for r in rows if r.significant and r.worse]
-    better = [r for r in rows if r.significant and r.worse is False]
-    new = [t.metric for t in tests if t.metric not in SUCCESS_METRICS and t.k_c and not t.k_b]
-    suggest = [
+def _suggestive(tests: list[_Test]) -> list[_Test]:
+    """The tests whose outcome is worse in the candidate with unadjusted one-sided
+    ``p < SUGGESTIVE_P``, or fails every candidate run and no baseline run (rule 5)."""
+    return [
         t
         for t in tests
         if t.metric != "final_answer"
         and t.k_c * t.n_b > t.k_b * t.n_c
         and (t.p_worse < SUGGESTIVE_P or (t.k_c == t.n_c > 0 and t.k_b == 0))
     ]
+
+
+@dataclass
+class _Judged:
+    """One scenario's verdict and what explains it (the verdict fields of a comparison)."""
+
     verdict: VerdictName = "NO CHANGE"
-    reasons: list[str] = []
-    needed: int | None = None
-    display = note = None
-    family = len(ctx.worse_adj)
+    reasons: list[str] = field(default_factory=list)
+    repeats_needed: int | None = None
+    display: str | None = None
+    note: str | None = None
+
+
+def _judge_scenario(
+    sid: str,
+    tests: list[_Test],
+    rows: list[MetricRow],
+    base: Aggregate,
+    cand: Aggregate,
+    ctx: _Context,
+) -> _Judged:
+    """Rule 5 for one scenario: REGRESSION, IMPROVEMENT, INCONCLUSIVE or NO CHANGE."""
+    worse = [r for r in rows if r.significant and r.worse]
+    better = [r for r in rows if r.significant and r.worse is False]
     if base.scored == 0 or cand.scored == 0:
-        verdict, reasons = "INCONCLUSIVE", ["no scored runs on one side (infrastructure errors)"]
-    elif worse:
-        verdict, reasons = "REGRESSION", [_reason(r, base, cand) for r in worse]
-    elif better:
-        verdict, reasons = "IMPROVEMENT", [_reason(r, base, cand) for r in better]
-    elif suggest:
-        needed = _more_repeats(sid, suggest, base, cand, ctx)
-        verdict = "INCONCLUSIVE"
-        reasons = [_reason(by_metric[t.metric], base, cand) for t in suggest]
-        tested = any((t.scenario, t.metric) in ctx.worse_adj for t in suggest)
-        display, note = _worse_note(sid, family if tested else 0, ctx.alpha, needed)
+        return _Judged("INCONCLUSIVE", ["no scored runs on one side (infrastructure errors)"])
+    if worse:
+        return _Judged("REGRESSION", [_reason(r, base, cand) for r in worse])
+    if better:
+        return _Judged("IMPROVEMENT", [_reason(r, base, cand) for r in better])
+    suggest = _suggestive(tests)
+    if not suggest:
+        return _Judged()
+    needed = _more_repeats(sid, suggest, base, cand, ctx)
+    by_metric = {r.metric: r for r in rows}
+    tested = any((t.scenario, t.metric) in ctx.worse_adj for t in suggest)
+    display, note = _worse_note(sid, len(ctx.worse_adj) if tested else 0, ctx.alpha, needed)
+    reasons = [_reason(by_metric[t.metric], base, cand) for t in suggest]
+    return _Judged("INCONCLUSIVE", reasons, needed, display, note)
+
+
+def _scenario_comparison(
+    sid: str, tests: list[_Test], base: Aggregate, cand: Aggregate, ctx: _Context
+) -> ScenarioComparison:
+    """One scenario's table (a row per outcome test, then the counts) and its verdict."""
+    rows = [_rate_row(t, base, cand, ctx.worse_adj, ctx.better_adj, ctx.alpha) for t in tests]
+    rows += [_count_row(m, base, cand) for m in COUNT_METRICS]
+    judged = _judge_scenario(sid, tests, rows, base, cand, ctx)
+    new = [t.metric for t in tests if t.metric not in SUCCESS_METRICS and t.k_c and not t.k_b]
     return ScenarioComparison(
         scenario_id=sid,
         rows=rows,
-        verdict=verdict,
-        reasons=reasons,
+        verdict=judged.verdict,
+        reasons=judged.reasons,
         new_failure_kinds=new,
-        repeats_needed=needed,
-        display=display,
-        note=note,
-        holm_tests=family,
+        repeats_needed=judged.repeats_needed,
+        display=judged.display,
+        note=judged.note,
+        holm_tests=len(ctx.worse_adj),
     )
 
 
@@ -407,26 +442,56 @@ def _reason(r: MetricRow, base: Aggregate, cand: Aggregate) -> str:
     )
 
 
-def _overall(comps: list[ScenarioComparison], ctx: _Context) -> Verdict:
-    alpha = ctx.alpha
-    sig_w = sorted({m for (_, m), p in ctx.worse_adj.items() if p <= alpha} - set(SUCCESS_METRICS))
-    sig_b = sorted({m for (_, m), p in ctx.better_adj.items() if p <= alpha} - set(SUCCESS_METRICS))
+def _significant_kinds(adjusted: dict[tuple[str, str], float], alpha: float) -> list[str]:
+    """The failure kinds with a significant test in a family (sorted; not passed/final)."""
+    return sorted({m for (_, m), p in adjusted.items() if p <= alpha} - set(SUCCESS_METRICS))
+
+
+def _regression(comps: list[ScenarioComparison], ctx: _Context, only: list[str]) -> Verdict:
+    """The overall REGRESSION: the significant kinds and the scenarios that regressed."""
+    sig_w = _significant_kinds(ctx.worse_adj, ctx.alpha)
     bad = [c.scenario_id for c in comps if c.verdict == "REGRESSION" and c.scenario_id != "*"]
-    only = sorted({k for c in comps for k in c.new_failure_kinds} - set(sig_w))
-    also = (
+    where = f"in {', '.join(bad)}" if bad else "pooled over scenarios"
+    msg = f"REGRESSION: {', '.join(sig_w) if sig_w else 'more runs fail'} ({where}){_also(only)}"
+    return Verdict(
+        verdict="REGRESSION",
+        message=msg,
+        regressed_kinds=sig_w,
+        candidate_only_kinds=only,
+        reasons=_where(c for c in comps if c.verdict == "REGRESSION"),
+    )
+
+
+def _inconclusive(unsure: list[ScenarioComparison], only: list[str]) -> Verdict:
+    """The overall INCONCLUSIVE, with the fewest more repeats any scenario needs."""
+    needs = [c.repeats_needed for c in unsure if c.repeats_needed]
+    n = min(needs) if needs else None
+    tail = f"; about {plural(n, 'more repeat')} per scenario and side would settle it" if n else ""
+    return Verdict(
+        verdict="INCONCLUSIVE",
+        repeats_needed=n,
+        message=f"INCONCLUSIVE: differences not significant{tail}{_also(only)}",
+        candidate_only_kinds=only,
+        reasons=_where(unsure),
+    )
+
+
+def _also(only: list[str]) -> str:
+    """The message's tail naming the kinds seen only in the candidate, if any."""
+    return (
         f"; also only in the candidate (not significant alone): {', '.join(only)}" if only else ""
     )
-    if any(p <= alpha for p in ctx.worse_adj.values()):
-        where = f"in {', '.join(bad)}" if bad else "pooled over scenarios"
-        msg = f"REGRESSION: {', '.join(sig_w) if sig_w else 'more runs fail'} ({where}){also}"
-        return Verdict(
-            verdict="REGRESSION",
-            message=msg,
-            regressed_kinds=sig_w,
-            candidate_only_kinds=only,
-            reasons=_where(c for c in comps if c.verdict == "REGRESSION"),
-        )
-    if any(p <= alpha for p in ctx.better_adj.values()):
+
+
+def _overall(comps: list[ScenarioComparison], ctx: _Context) -> Verdict:
+    """Rule 5 over all scenarios: a significant regression anywhere, else a significant
+    improvement, else INCONCLUSIVE if a scenario is, else NO CHANGE."""
+    sig_w = _significant_kinds(ctx.worse_adj, ctx.alpha)
+    only = sorted({k for c in comps for k in c.new_failure_kinds} - set(sig_w))
+    if any(p <= ctx.alpha for p in ctx.worse_adj.values()):
+        return _regression(comps, ctx, only)
+    if any(p <= ctx.alpha for p in ctx.better_adj.values()):
+        sig_b = _significant_kinds(ctx.better_adj, ctx.alpha)
         return Verdict(
             verdict="IMPROVEMENT",
             message="IMPROVEMENT: " + (", ".join(sig_b) or "fewer runs fail"),
@@ -435,21 +500,10 @@ def _overall(comps: list[ScenarioComparison], ctx: _Context) -> Verdict:
         )
     unsure = [c for c in comps if c.verdict == "INCONCLUSIVE"]
     if unsure:
-        needs = [c.repeats_needed for c in unsure if c.repeats_needed]
-        n = min(needs) if needs else None
-        tail = (
-            f"; about {plural(n, 'more repeat')} per scenario and side would settle it" if n else ""
-        )
-        return Verdict(
-            verdict="INCONCLUSIVE",
-            repeats_needed=n,
-            message=f"INCONCLUSIVE: differences not significant{tail}{also}",
-            candidate_only_kinds=only,
-            reasons=_where(unsure),
-        )
+        return _inconclusive(unsure, only)
     return Verdict(
         verdict="NO CHANGE",
-        message=f"NO CHANGE: no significant difference between the sides{also}",
+        message=f"NO CHANGE: no significant difference between the sides{_also(only)}",
         candidate_only_kinds=only,
     )
 

@@ -124,7 +124,7 @@ class Report:
     boot: Any
     facts_only: bool
     notes: list[str] = field(default_factory=list)
-    matrix: Any = None  # harness.matrix.run.MatrixResult (harness matrix)
+    matrix: Any = None  # harness.matrix.result.MatrixResult (harness matrix)
     kind_title: str = "report"  # "compare report", "run report", "GSM8K report", ...
     p_legend: str = ""  # legend of the p columns and of "*" (comparisons only)
 

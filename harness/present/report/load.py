@@ -11,7 +11,7 @@ score):
   picks are parsed whole, with their scores;
 - ``gsm8k.json`` (:class:`harness.gsm8k.models.GSM8KSummary`), ``boot.json``
   (:class:`harness.server.boot.BootReport`), ``matrix.json``
-  (:class:`harness.matrix.run.MatrixResult`).
+  (:class:`harness.matrix.result.MatrixResult`).
 
 A file that is present but unreadable raises :class:`harness.errors.ReportInputError`
 naming the file and the fix; a missing optional file is simply ``None``.
@@ -26,7 +26,7 @@ from typing import Any
 
 from harness.errors import ReportInputError, RunFolderError
 from harness.gsm8k.models import GSM8KSummary
-from harness.matrix.run import MatrixResult
+from harness.matrix.result import MatrixResult
 from harness.present.report.select import MAX_RUNS, PER_SCENARIO, RunFacts, choose
 from harness.present.views import Trace, first_drift
 from harness.runfolder import RunFolder

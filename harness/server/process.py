@@ -1,0 +1,266 @@
+"""A server process: launch it in its own process group, scan its log, find its URL, stop it.
+
+What :mod:`harness.server.boot` (``harness boot``) and the matrix's ``launch`` deployments
+(:mod:`harness.matrix.run`) share, and the end-to-end driver (``e2e/driver.py``) uses:
+
+- :func:`launch` starts a command in its own session and process group
+  (``start_new_session``), stdout and stderr appended to a log file;
+  :func:`stop_group` stops the whole group (SIGTERM, then SIGKILL) and reaps it, also
+  finding members that left the group but not the session (:func:`group_members`, a
+  ``/proc`` scan);
+- :func:`find_failure` finds the last Python traceback or the first CUDA/HIP error line
+  of a log (a traceback's exception line, e.g. ``RuntimeError: The expanded size of the
+  tensor (5) must match the existing size (4)``, quoted with its last lines);
+- :func:`url_from_command` / :func:`url_from_log` find where the server answers
+  (``--url``, ``--host``/``--port N`` in the command, or a ``Uvicorn running on
+  http://...`` / ``Serving on http://...`` log line); :func:`health_status` asks it once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+__all__ = [
+    "find_failure",
+    "group_members",
+    "health_status",
+    "launch",
+    "read_lines",
+    "resolve_command",
+    "stop_group",
+    "traceback_pending",
+    "url_from_command",
+    "url_from_log",
+]
+
+_TB_START = "Traceback (most recent call last):"
+#: the exception line that ends a traceback, e.g. ``RuntimeError: ...`` or ``torch.OutOfMemoryError``
+_EXC_LINE = re.compile(
+    r"^(?:\[[^\]]*\]\s*)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b"
+)
+_DEVICE_ERROR = re.compile(
+    r"\b(?:CUDA|HIP|NCCL|RCCL|cuBLAS|hipBLAS(?:Lt)?|rocBLAS) error\b|\bhipError\w+|\bcudaError\w+"
+    r"|CUDA out of memory|device-side assert triggered|HSA_STATUS_ERROR\w*",
+    re.I,
+)
+_URL_LINE = re.compile(
+    r"(?:Uvicorn running on|Serving on|Listening on|running on)\s+(https?://[^\s)]+)"
+)
+
+
+# ---------------------------------------------------------------- log scanning
+
+
+def read_lines(path: Path | None) -> list[str]:
+    """The lines of a log file (undecodable bytes replaced); none if it does not exist."""
+    if path is None or not path.exists():
+        return []
+    return path.read_text(encoding="utf-8", errors="replace").splitlines()
+
+
+def _tracebacks(lines: list[str]) -> list[list[str]]:
+    """Each Python traceback in ``lines``: from ``Traceback (most recent...`` to its exception line."""
+    out: list[list[str]] = []
+    cur: list[str] | None = None
+    for ln in lines:
+        if _TB_START in ln:
+            cur = [ln]
+            out.append(cur)
+        elif cur is not None:
+            cur.append(ln)
+            if _EXC_LINE.match(ln) and not ln.startswith((" ", "\t")):
+                cur = None
+    return out
+
+
+def _ended(tb: list[str]) -> bool:
+    last = tb[-1]
+    return len(tb) > 1 and bool(_EXC_LINE.match(last)) and not last.startswith((" ", "\t"))
+
+
+def _kept(tbs: list[list[str]], ignore: tuple[str, ...]) -> list[list[str]]:
+    return [tb for tb in tbs if not any(re.search(rx, ln) for rx in ignore for ln in tb)]
+
+
+def find_failure(
+    lines: list[str], *, quote: int = 6, ignore: tuple[str, ...] = ()
+) -> tuple[str, list[str]] | None:
+    """``(summary, quoted lines)`` for the last traceback or the first CUDA/HIP error, else None.
+
+    The summary is the exception line (e.g. ``RuntimeError: The expanded size ...``);
+    the quote is the traceback's last ``quote`` lines. A traceback with a line matching
+    one of the ``ignore`` regexes (or such a CUDA/HIP error line) is not a failure.
+    """
+    tbs = _kept(_tracebacks(lines), ignore)
+    if tbs:
+        tb = tbs[-1]
+        exc = next((ln for ln in reversed(tb) if _EXC_LINE.match(ln)), tb[-1])
+        return exc.strip(), tb[-quote:]
+    for ln in lines:
+        if _DEVICE_ERROR.search(ln) and not any(re.search(rx, ln) for rx in ignore):
+            return ln.strip(), [ln]
+    return None
+
+
+def traceback_pending(lines: list[str], ignore: tuple[str, ...]) -> bool:
+    """The last (not ignored) traceback has not printed its exception line yet."""
+    tbs = _kept(_tracebacks(lines), ignore)
+    return bool(tbs) and not _ended(tbs[-1])
+
+
+# ---------------------------------------------------------------- processes
+
+
+def resolve_command(argv: list[str]) -> list[str]:
+    """``argv`` with its executable found: on ``PATH``, else beside ``sys.executable``
+    (the virtual environment's ``bin/``, so ``harness sim ...`` works without activating it).
+
+    Raises:
+        FileNotFoundError: one line naming the executable and where it was looked for.
+    """
+    exe = argv[0]
+    if os.sep in exe or (os.altsep and os.altsep in exe):
+        if os.access(exe, os.X_OK) and Path(exe).is_file():
+            return argv
+        raise FileNotFoundError(f"{exe!r}: no such executable file")
+    if shutil.which(exe):
+        return argv
+    beside = shutil.which(exe, path=str(Path(sys.executable).parent))
+    if beside:
+        return [beside, *argv[1:]]
+    raise FileNotFoundError(
+        f"{exe!r}: not found on PATH nor in {Path(sys.executable).parent}; give its full path"
+    )
+
+
+def launch(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start ``argv`` (no shell) in a new session and process group, stdout and stderr
+    appended to ``log``, Python output unbuffered (``PYTHONUNBUFFERED=1``).
+
+    Raises:
+        OSError: the command cannot be started (not found, not executable).
+    """
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(log, "ab") as fh:
+        return subprocess.Popen(
+            argv,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
+
+
+def _proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """``(state, pgid, sid)`` of a live process from ``/proc/<pid>/stat``, else None."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(")") + 2 :].split()
+    return fields[0], int(fields[2]), int(fields[3])
+
+
+def group_members(leader: int) -> list[int]:
+    """Live (non-zombie) pids in process group or session ``leader``, by a /proc scan."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = _proc_stat(int(entry))
+            if st and st[0] not in ("Z", "X") and leader in (st[1], st[2]):
+                out.append(int(entry))
+    return out
+
+
+def _signal_all(leader: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(leader, sig)
+    for pid in group_members(leader):  # members that left the group but not the session
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def stop_group(proc: subprocess.Popen[bytes], *, grace_s: float = 5.0) -> list[str]:
+    """SIGTERM the process group, SIGKILL what is left after ``grace_s``; reap the leader.
+
+    Returns notes (e.g. ``"SIGKILL needed for 2 process(es)"``; ``"left: [pids]"`` if
+    anything survived).
+    """
+    notes: list[str] = []
+    leader = proc.pid
+    _signal_all(leader, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        proc.poll()
+        if not group_members(leader):
+            break
+        time.sleep(0.05)
+    left = group_members(leader)
+    if left:
+        notes.append(f"SIGKILL needed for {len(left)} process(es)")
+        _signal_all(leader, signal.SIGKILL)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        notes.append("leader not reaped")
+    for _ in range(40):
+        if not group_members(leader):
+            break
+        time.sleep(0.05)
+    if group_members(leader):
+        notes.append(f"left: {group_members(leader)}")
+    return notes
+
+
+# ---------------------------------------------------------------- URLs and health
+
+
+def url_from_command(argv: list[str]) -> str | None:
+    """``--url U`` or ``--host H --port N`` (N != 0) in a launch command, else None."""
+    opts: dict[str, str] = {}
+    for i, a in enumerate(argv):
+        if a.startswith("--") and "=" in a:
+            k, v = a.split("=", 1)
+            opts[k] = v
+        elif a in ("--url", "--port", "--host") and i + 1 < len(argv):
+            opts[a] = argv[i + 1]
+    if "--url" in opts:
+        return opts["--url"].rstrip("/")
+    port = opts.get("--port", "")
+    if port.isdigit() and int(port) != 0:
+        host = opts.get("--host", "127.0.0.1")
+        return f"http://{_local(host)}:{port}"
+    return None
+
+
+def _local(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "[::]", "") else host
+
+
+def url_from_log(lines: list[str]) -> str | None:
+    """The URL in the last ``Uvicorn running on ...``/``Serving on ...`` line, else None."""
+    for ln in reversed(lines):
+        m = _URL_LINE.search(ln)
+        if m:
+            u = httpx.URL(m.group(1).rstrip(".,;"))
+            return f"{u.scheme}://{_local(u.host)}:{u.port or 80}"
+    return None
+
+
+def health_status(url: str, path: str = "/health", timeout_s: float = 2.0) -> int | None:
+    """HTTP status of ``GET url+path``; None when nothing answers."""
+    try:
+        return httpx.get(url.rstrip("/") + path, timeout=timeout_s).status_code
+    except httpx.HTTPError:
+        return None
