@@ -17,7 +17,7 @@
     ├── RequestFailed               one failed request to a server under test (an
     │                               infrastructure error once retries are spent)
     ├── sim.app.BadRequest          the reference server answers a request with HTTP 400
-    ├── sim.app.ConnectionDropped   the reference server drops a connection on purpose
+    ├── sim.infra.ConnectionDropped the reference server drops a connection on purpose
     │                               (profile ``connection-drop``)
     ├── pytest_plugin.items.ScenarioFailure (AssertionError)   a scenario test failed
     └── pytest_plugin.checks.CheckFailure (AssertionError)     a GSM8K or boot test failed

@@ -3,10 +3,13 @@
 - ``sim_url``: factory ``sim_url(profile="healthy", *, scenarios_dir=None, **kw) -> str``
   starting :func:`harness.sim.server.serve_in_thread` on a free port and returning its
   base URL ``http://127.0.0.1:PORT`` (add ``/v1`` for an OpenAI client). ``kw`` are
-  serve_in_thread's (``gsm8k_path``, ``latency_ms``, ``seed``, ``capture``). Every
-  server started is stopped at the end of the test. ``scenarios_dir=None`` = no scenarios.
-  What a server received (requests, most in flight, faults served, recent bodies):
+  serve_in_thread's (``gsm8k_path``, ``gsm8k_faults``, ``latency_ms``, ``seed``,
+  ``capture``). Every server started is stopped at the end of the test.
+  ``scenarios_dir=None`` = no scenarios. What a server received (requests per path, most
+  in flight, faults served, requests per GSM8K question, recent bodies):
   ``harness.sim.stats.fetch_stats(url)``.
+- ``gsm8k_sim``: the same factory with ``gsm8k_path=GSM8K_TEST`` (the official test split
+  in ``../shared/data/gsm8k/test.jsonl``); the test is skipped when that file is missing.
 - ``write_scenarios``: factory ``write_scenarios(*scenarios: dict) -> Path`` writing each
   dict as ``<id>.yaml`` into a fresh directory under ``tmp_path`` and returning it.
 
@@ -38,6 +41,22 @@ def sim_url() -> Iterator[Callable[..., str]]:
             return stack.enter_context(serve_in_thread(profile, scenarios_dir=scenarios_dir, **kw))
 
         yield start
+
+
+#: the official GSM8K test split, beside the clone (``../shared``)
+GSM8K_TEST = Path(__file__).parents[2] / "shared/data/gsm8k/test.jsonl"
+
+
+@pytest.fixture
+def gsm8k_sim(sim_url: Callable[..., str]) -> Callable[..., str]:
+    """Factory fixture: a reference server answering GSM8K from :data:`GSM8K_TEST`."""
+    if not GSM8K_TEST.exists():
+        pytest.skip(f"GSM8K test split not found at {GSM8K_TEST} (../shared beside the clone)")
+
+    def start(profile: Any = "healthy", **kw: Any) -> str:
+        return sim_url(profile, gsm8k_path=GSM8K_TEST, **kw)
+
+    return start
 
 
 @pytest.fixture

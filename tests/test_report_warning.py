@@ -7,6 +7,7 @@ used by ``harness boot``, ``harness gsm8k``, ``harness matrix`` and the pytest p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,12 @@ import harness.present.report.render as render
 from harness.cli import main
 from harness.present.report import write_report_or_warning
 from harness.pytest_plugin.session import write_html
+from harness.sim.profiles import get_profile
+from tests.conftest import GSM8K_TEST
 from tests.report_data import write_case
 
 WARNING = "report not written: RuntimeError: template bug on two lines"
 ROOT = Path(__file__).resolve().parents[1]
-GSM8K = ROOT.parent / "shared" / "data" / "gsm8k" / "test.jsonl"
 
 
 def _bug(*args: Any, **kwargs: Any) -> Any:
@@ -100,22 +102,23 @@ def test_boot_exit_code_stands(
     assert not list((tmp_path / "broken").glob("*/report.html"))
 
 
-@pytest.mark.skipif(not GSM8K.is_file(), reason=f"{GSM8K} not found")
 def test_gsm8k_exit_code_stands(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    gsm8k_sim: Callable[..., str],
 ) -> None:
-    from tests.test_gsm8k_runner import _app, serve
+    good = gsm8k_sim("healthy")
+    bad = gsm8k_sim(dataclasses.replace(get_profile("gsm8k-drop"), gsm8k_accuracy=0.5))
 
-    with serve(_app(0.88)) as good, serve(_app(0.5)) as bad:
+    def gsm8k(run: str) -> int:
+        return main([
+            "gsm8k", "--baseline", good, "--target", bad, "--data", str(GSM8K_TEST),
+            "--num-questions", "60", "--results", str(tmp_path), "--run-id", run,
+            "--no-progress",
+        ])  # fmt: skip
 
-        def gsm8k(run: str) -> int:
-            return main([
-                "gsm8k", "--baseline", good, "--target", bad, "--data", str(GSM8K),
-                "--num-questions", "60", "--results", str(tmp_path), "--run-id", run,
-                "--no-progress",
-            ])  # fmt: skip
-
-        ok, broken = _twice(monkeypatch, gsm8k)
+    ok, broken = _twice(monkeypatch, gsm8k)
     assert ok == broken == 1  # REGRESSION either way
     assert f"warning: {WARNING}" in capsys.readouterr().err
     assert (tmp_path / "ok/report.html").is_file() and (tmp_path / "broken/gsm8k.json").is_file()

@@ -252,6 +252,10 @@ def test_profiles_listed_and_unknown_rejected(capsys):
     assert all(name in out for name in PROFILES)
     assert _sim_cli(["--profile", "no-such"]) == 2
     assert "healthy" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        _sim_cli(["--gsm8k-fault", "3=no-such"])
+    assert exit_info.value.code == 2
+    assert "--gsm8k-fault: unknown infrastructure fault 'no-such'" in capsys.readouterr().err
     with pytest.raises(KeyError, match="fused-regression"):
         get_profile("no-such")
 
@@ -269,22 +273,25 @@ def test_cli_capture_crash_exits_1(capsys):
 
 
 def test_cli_serves_until_sigterm(tmp_path: Path):
+    data = tmp_path / "gsm8k.jsonl"
+    rows = [{"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(2)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     log = (tmp_path / "sim.log").open("w+")
-    cmd = [
-        sys.executable,
-        "-m",
-        "harness",
-        "sim",
-        "--profile",
-        "healthy",
-        "--scenarios",
-        str(tmp_path),
-    ]
+    cmd = [sys.executable, "-m", "harness", "sim", "--profile", "healthy"]
+    cmd += ["--scenarios", str(tmp_path), "--gsm8k", str(data), "--gsm8k-fault", "1=http-400"]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         url = _wait_for_url(tmp_path / "sim.log", proc)
         assert url.startswith("http://127.0.0.1:")
         assert httpx.get(url + "/health").status_code == 200
+        statuses = [
+            httpx.post(
+                url + "/v1/completions",
+                json={"model": "m", "prompt": f"Question: What is {i} + 1?\nAnswer:"},
+            ).status_code
+            for i in range(2)
+        ]
+        assert statuses == [200, 400]  # --gsm8k-fault 1=http-400: question 1 only
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)

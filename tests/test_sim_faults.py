@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import openai
@@ -195,6 +197,18 @@ def test_no_choices(sim_url):
         model="sim", messages=[{"role": "user", "content": "hi"}]
     )
     assert r.choices == []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_http_400_refuses_every_post(sim_url, stream):
+    url = sim_url("http-400")
+    with pytest.raises(openai.BadRequestError, match="simulated refusal"):
+        ask(client_for(url, max_retries=2), [{"role": "user", "content": "hi"}], stream=stream)
+    resp = httpx.post(f"{url}/v1/completions", json={"model": "sim", "prompt": "hi"})
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == 400
+    assert httpx.get(f"{url}/health").status_code == 200  # GETs are answered
+    stats = fetch_stats(url)  # the SDK does not retry a 400
+    assert stats.requests == stats.faults_served == 2
 
 
 def test_slow_times_out(sim_url):
@@ -388,9 +402,98 @@ def test_new_model_faults_are_scored_as_their_kind(
 def test_new_profiles_are_documented_and_listed():
     from harness.sim import profiles
 
-    for name in ("missing-call-id", "object-not-string", "empty-stop", "connection-drop"):
+    for name in (
+        "missing-call-id", "object-not-string", "empty-stop", "connection-drop", "http-400"
+    ):  # fmt: skip
         assert f"``{name}``" in (profiles.__doc__ or ""), name
         assert get_profile(name).description
     assert get_profile("connection-drop").infra == "connection-drop"
+    assert get_profile("http-400").infra == "http-400"
+    assert "``gsm8k_faults``" in (profiles.__doc__ or "")
     kinds = {get_profile(n).faults[0].kind for n in ("missing-call-id", "object-not-string")}
     assert kinds == {FailureKind.MISSING_CALL_ID.value, FailureKind.OBJECT_NOT_STRING.value}
+
+
+# ------------------------------------------------- GSM8K: per-question faults, stats, data
+
+
+def _gsm8k_file(folder: Path) -> Path:
+    """Three GSM8K questions (indices 0, 1, 2) in a jsonl under ``folder``."""
+    rows = [{"question": f"What is {i} + {i}?", "answer": f"{i}+{i}={2 * i}\n#### {2 * i}"}
+            for i in range(3)]  # fmt: skip
+    path = folder / "gsm8k.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _complete(url: str, i: int, **kw) -> httpx.Response:
+    prompt = f"Question: What is {i} + {i}?\nAnswer:"
+    return httpx.post(f"{url}/v1/completions", json={"model": "sim", "prompt": prompt, **kw})
+
+
+def test_gsm8k_faults_answer_only_their_question(sim_url, tmp_path):
+    faults = {1: "http-500", 2: "invalid-json"}
+    url = sim_url("healthy", gsm8k_path=_gsm8k_file(tmp_path), gsm8k_faults=faults)
+    ok = _complete(url, 0)
+    assert ok.status_code == 200 and ok.json()["choices"][0]["text"].strip()
+    for _ in range(2):  # every time it is asked, not only the first
+        assert _complete(url, 1).status_code == 500
+    garbage = _complete(url, 2)
+    assert garbage.status_code == 200
+    with pytest.raises(json.JSONDecodeError):
+        garbage.json()
+    with pytest.raises(openai.InternalServerError):  # the chat endpoint too
+        ask(client_for(url), [{"role": "user", "content": "Question: What is 1 + 1?\nAnswer:"}])
+    httpx.post(f"{url}/v1/completions", json={"model": "sim", "prompt": "Hello"})  # no question
+    stats = fetch_stats(url)
+    assert stats.gsm8k_questions == {0: 1, 1: 3, 2: 1} and stats.faults_served == 4
+    assert stats.paths == {"/v1/completions": 5, "/v1/chat/completions": 1}
+    assert sum(stats.paths.values()) == stats.requests
+
+
+def test_gsm8k_faults_override_the_profile_fault(sim_url, tmp_path):
+    url = sim_url("flaky-500", gsm8k_path=_gsm8k_file(tmp_path), gsm8k_faults={0: "http-400"})
+    assert [_complete(url, 0).status_code for _ in range(2)] == [400, 400]
+    assert [_complete(url, 1).status_code for _ in range(2)] == [500, 200]  # the profile's
+
+
+def test_gsm8k_fault_slow_delays_its_question_only(sim_url, tmp_path):
+    profile = dataclasses.replace(get_profile("healthy"), delay_s=0.4)
+    url = sim_url(profile, gsm8k_path=_gsm8k_file(tmp_path), gsm8k_faults={0: "slow"})
+    durations = {}
+    for i in (0, 1):
+        start = time.monotonic()
+        assert _complete(url, i).status_code == 200
+        durations[i] = time.monotonic() - start
+    assert durations[0] >= 0.4 > durations[1]
+    assert fetch_stats(url).faults_served == 0  # a delay is not a fault answer
+
+
+def test_gsm8k_faults_refuse_unknown_names(tmp_path):
+    from harness.errors import OptionValueError
+    from harness.sim.app import create_app
+    from harness.sim.profiles import INFRA_FAULTS, gsm8k_fault
+
+    with pytest.raises(OptionValueError, match="unknown infrastructure fault 'nope'"):
+        create_app(scenarios_dir=None, gsm8k_faults={0: "nope"})
+    assert gsm8k_fault("7=http-500") == (7, "http-500")
+    assert gsm8k_fault(" 0 = slow") == (0, "slow")
+    for bad in ("7", "x=http-500", "-1=http-500", "7=http-501"):
+        with pytest.raises(OptionValueError, match="INDEX=FAULT|unknown infrastructure"):
+            gsm8k_fault(bad)
+    assert "http-400" in INFRA_FAULTS
+
+
+def test_gsm8k_data_file_is_served(sim_url, tmp_path, monkeypatch):
+    from harness.gsm8k.data import GSM8KDataError, load_dataset
+    from harness.sim.app import GSM8K_DATA_PATH
+
+    data = _gsm8k_file(tmp_path)
+    url = sim_url(gsm8k_path=data) + GSM8K_DATA_PATH
+    resp = httpx.get(url)
+    assert resp.status_code == 200 and resp.content == data.read_bytes()
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(GSM8KDataError, match="sha256"):  # downloaded, not the official split
+        load_dataset(url=url)
+    missing = httpx.get(sim_url(gsm8k_path=tmp_path / "absent.jsonl") + GSM8K_DATA_PATH)
+    assert missing.status_code == 404 and "--gsm8k" in missing.json()["error"]["message"]

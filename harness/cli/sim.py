@@ -7,6 +7,8 @@ that crashes at boot (``capture-crash`` with ``--enable-return-routed-experts``)
 prints an SGLang-like traceback to stderr and exits 1, like the real server.
 An address that cannot be bound (port in use) exits 2. ``GET /sim/stats`` on the
 running server says what it has seen (see :mod:`harness.sim.stats`).
+``--gsm8k-fault INDEX=FAULT`` answers one GSM8K question with an infrastructure fault
+(see :mod:`harness.sim.profiles`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import sys
 
 from harness.cli import ExitCode
+from harness.sim.profiles import INFRA_FAULTS, gsm8k_fault
 
 HELP = "Run the built-in reference server (OpenAI-compatible, with fault profiles)."
 
@@ -27,6 +30,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--latency-ms", type=float, default=0, help="delay added to every POST")
     p.add_argument("--scenarios", default="scenarios", help="scenario directory to play")
     p.add_argument("--gsm8k", default=None, help="GSM8K jsonl answered on /v1/completions")
+    p.add_argument(
+        "--gsm8k-fault",
+        action="append",
+        type=gsm8k_fault,
+        default=[],
+        metavar="INDEX=FAULT",
+        help="answer GSM8K question INDEX (0-based line of --gsm8k) with an infrastructure "
+        f"fault, every time it is asked (repeatable; e.g. 7=http-500; FAULT: "
+        f"{', '.join(INFRA_FAULTS)})",
+    )
     p.add_argument("--seed", type=int, default=0, help="server seed (noise, GSM8K answers)")
     p.add_argument(
         "--enable-return-routed-experts",
@@ -73,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         scenarios_dir=args.scenarios,
         gsm8k_path=args.gsm8k,
+        gsm8k_faults=dict(args.gsm8k_fault),
         latency_ms=args.latency_ms,
         seed=args.seed,
         capture=capture,

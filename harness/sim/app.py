@@ -17,23 +17,27 @@ Endpoints (shapes: the OpenAI API reference; SGLang's native ones from
 - ``GET /v1/models``, ``GET /health``, ``GET /server_info`` and ``/get_server_info``,
   ``GET /model_info`` (bodies from :mod:`harness.sim.moe`).
 - ``GET /sim/stats``: the reference server's own, no inference server has it: what it
-  has seen since it started (:class:`harness.sim.stats.SimStats`: POST requests, the
-  most answered at once, infrastructure faults served, the last request bodies).
+  has seen since it started (:class:`harness.sim.stats.SimStats`: POST requests per
+  path, the most answered at once, infrastructure faults served, requests per GSM8K
+  question, the last request bodies).
+- ``GET /sim/gsm8k.jsonl``: the reference server's own: the GSM8K file it answers from
+  (``--gsm8k``, else the harness cache), byte for byte, so a client can download the
+  split from it (``load_dataset(url=...)``); 404 when there is none.
 
-Infrastructure faults (``profile.infra``) apply to the POST endpoints only, so a
-boot check still sees the server come up. Token counts: :mod:`harness.sim.tokens`.
+Infrastructure faults (``profile.infra``, and per GSM8K question ``gsm8k_faults``;
+their answers: :mod:`harness.sim.infra`) apply to the POST endpoints only, so a boot
+check still sees the server come up. Token counts: :mod:`harness.sim.tokens`.
 Malformed requests get HTTP 400 with an OpenAI-shaped ``{"error": {...}}`` body.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +49,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from harness.errors import HarnessError
+from harness.gsm8k.data import cache_path
 from harness.kinds import FailureKind
 from harness.sim import gsm8k_model, moe
 from harness.sim.faults import (
@@ -55,6 +60,7 @@ from harness.sim.faults import (
     should_loop,
     spurious_call,
 )
+from harness.sim.infra import ConnectionDropped, error_response, infra_response
 from harness.sim.model import (
     UNKNOWN_ANSWER,
     Conversation,
@@ -67,29 +73,23 @@ from harness.sim.model import (
     nonce_for,
     plan_for,
 )
-from harness.sim.profiles import SimProfile, get_profile
+from harness.sim.profiles import InfraFault, SimProfile, get_profile, infra_fault
 from harness.sim.stats import STATS_PATH, SimStats
 from harness.sim.tokens import count_tokens, prompt_tokens, truncate_tokens
 from harness.sim.wire import Reply, WireCall, completion_body, sse, stream_events
 
-__all__ = ["MODEL_NAME", "ConnectionDropped", "SimState", "create_app"]
+__all__ = ["GSM8K_DATA_PATH", "MODEL_NAME", "ConnectionDropped", "SimState", "create_app"]
 
 #: The model id the server reports and answers as (any requested model is accepted).
 MODEL_NAME = "harness-sim"
 GENERIC_TEXT = " I am the harness reference server and have no answer for this prompt.\n\n"
 RELOAD_CHECK_S = 1.0
-GARBAGE_BODY = '<html><body>502 Bad Gateway</body></html>\n{"choices": [{"mess'
-#: the body length a ``connection-drop`` response promises (it sends far less)
-DROP_LENGTH = 1000
+#: where the server hands out the GSM8K file it answers from
+GSM8K_DATA_PATH = "/sim/gsm8k.jsonl"
 
 
 class BadRequest(HarnessError):
     """A request the server rejects with HTTP 400."""
-
-
-class ConnectionDropped(HarnessError):
-    """Raised inside a response on purpose (``connection-drop``): the ASGI server then
-    closes the connection mid-body. Not logged (see :mod:`harness.sim.server`)."""
 
 
 @dataclass
@@ -99,6 +99,7 @@ class SimState:
     profile: SimProfile
     index: ScenarioIndex
     gsm8k_path: str | None = None
+    gsm8k_faults: dict[int, InfraFault] = field(default_factory=dict)
     latency_ms: float = 0
     seed: int = 0
     capture: bool = False
@@ -122,10 +123,6 @@ class SimState:
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status)
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -286,71 +283,6 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
     return _limit(reply, _int_or_none(limit, "max_tokens"))
 
 
-# ---------------------------------------------------------------- infra faults
-
-
-def _flaky_key(body: dict[str, Any]) -> str | None:
-    """Key of a request that fails once under ``flaky-500`` (a conversation's first request)."""
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        if any(isinstance(m, dict) and m.get("role") == "assistant" for m in messages):
-            return None
-        blob = json.dumps(messages, sort_keys=True)
-    else:
-        blob = json.dumps([body.get("prompt"), body.get("text")], sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-async def _infra_fault(state: SimState, body: dict[str, Any], obj: str) -> Response | None:
-    """The response an infrastructure fault gives instead of the normal one, if any."""
-    infra = state.profile.infra
-    stream = bool(body.get("stream"))
-    if infra == "http-500":
-        return _error(500, "simulated internal server error", "server_error")
-    if infra == "flaky-500":
-        key = _flaky_key(body)
-        if key is not None and key not in state.flaky_seen:
-            state.flaky_seen.add(key)
-            return _error(500, "simulated transient server error", "server_error")
-    if infra == "slow":
-        await asyncio.sleep(state.profile.delay_s)
-    if infra == "invalid-json":
-        if stream:  # an event whose data is not JSON
-            return Response(sse(GARBAGE_BODY.replace("\n", " ")), media_type="text/event-stream")
-        return Response(GARBAGE_BODY, media_type="application/json")
-    if infra == "no-choices":
-        empty = {"id": _new_id("sim"), "object": obj, "created": int(time.time())}
-        empty |= {"model": MODEL_NAME, "choices": [], "usage": _usage(0, 0)}
-        if stream:
-            return StreamingResponse(
-                iter([sse(empty), sse("[DONE]")]), media_type="text/event-stream"
-            )
-        return JSONResponse(empty)
-    if infra == "connection-drop":
-        return _DroppingResponse(stream)
-    return None
-
-
-class _DroppingResponse(Response):
-    """Status 200 and headers promising :data:`DROP_LENGTH` bytes, the first bytes of the
-    body, then the connection is closed (the ASGI server closes it when the app raises
-    after the response started)."""
-
-    def __init__(self, stream: bool) -> None:
-        super().__init__(
-            status_code=200,
-            headers={"content-length": str(DROP_LENGTH)},
-            media_type="text/event-stream" if stream else "application/json",
-        )
-        self.part = b'data: {"id":"chatcmpl-' if stream else b'{"id":"chatcmpl-'
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
-        await send(start)
-        await send({"type": "http.response.body", "body": self.part, "more_body": True})
-        raise ConnectionDropped("connection-drop: closed mid-body on purpose")
-
-
 def _new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:24]}"
 
@@ -364,12 +296,25 @@ def _state(request: Request) -> SimState:
 
 
 async def _prelude(request: Request, obj: str) -> tuple[SimState, dict[str, Any], Response | None]:
+    """The state, the request body, and the response of an infrastructure fault if one
+    answers this request (the question's ``gsm8k_faults`` entry, else the profile's)."""
     state = _state(request)
     body = await _json_body(request)
-    state.stats.record(request.url.path, body)
+    question = gsm8k_model.question_index(gsm8k_model.request_prompt(body), state.gsm8k_path)
+    state.stats.record(request.url.path, body, question)
     if state.latency_ms:
         await asyncio.sleep(state.latency_ms / 1000)
-    fault = await _infra_fault(state, body, obj)
+    infra = state.profile.infra
+    if question is not None:
+        infra = state.gsm8k_faults.get(question, infra)
+    fault = await infra_response(
+        infra,
+        body,
+        obj=obj,
+        model=MODEL_NAME,
+        flaky_seen=state.flaky_seen,
+        delay_s=state.profile.delay_s,
+    )
     if fault is not None:
         state.stats.faults_served += 1
     return state, body, fault
@@ -503,6 +448,15 @@ async def sim_stats(request: Request) -> Response:
     return JSONResponse(_state(request).stats.model_dump(mode="json"))
 
 
+async def gsm8k_data(request: Request) -> Response:
+    """``GET /sim/gsm8k.jsonl``: the GSM8K file the server answers from, or 404."""
+    path = _state(request).gsm8k_path
+    file = Path(path) if path is not None else cache_path()
+    if not file.is_file():
+        return error_response(404, f"no GSM8K file at {file}: start the server with --gsm8k FILE")
+    return Response(file.read_bytes(), media_type="application/jsonl")
+
+
 class _CountPosts:
     """ASGI middleware: counts POST requests from arrival to the last byte sent
     (``SimStats.requests``, ``in_flight``, ``max_in_flight``)."""
@@ -514,7 +468,7 @@ class _CountPosts:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        self.stats.started()
+        self.stats.started(scope["path"])
         try:
             await self.app(scope, receive, send)
         finally:
@@ -522,7 +476,7 @@ class _CountPosts:
 
 
 async def _bad_request(request: Request, exc: Exception) -> Response:
-    return _error(400, str(exc))
+    return error_response(400, str(exc))
 
 
 #: The endpoints (see the module docstring).
@@ -536,6 +490,7 @@ ROUTES = [
     Route("/get_server_info", server_info, methods=["GET"]),
     Route("/model_info", model_info, methods=["GET"]),
     Route(STATS_PATH, sim_stats, methods=["GET"]),
+    Route(GSM8K_DATA_PATH, gsm8k_data, methods=["GET"]),
 ]
 
 
@@ -544,6 +499,7 @@ def create_app(
     *,
     scenarios_dir: str | Path | None = "scenarios",
     gsm8k_path: str | Path | None = None,
+    gsm8k_faults: Mapping[int, str] | None = None,
     latency_ms: float = 0,
     seed: int = 0,
     capture: bool = False,
@@ -555,12 +511,17 @@ def create_app(
         scenarios_dir: scenario files to play (indexed now, re-read when a file
             changes); a missing directory = no scenarios.
         gsm8k_path: GSM8K jsonl for the completions endpoint (default: harness cache).
+        gsm8k_faults: GSM8K question index (0-based, in ``gsm8k_path``) -> the
+            infrastructure fault that answers it instead of the profile's, every time
+            (``{7: "http-500", 0: "slow"}``; names from
+            :data:`~harness.sim.profiles.INFRA_FAULTS`).
         latency_ms: added delay before every POST response, in milliseconds.
         seed: server seed (noise draws, GSM8K correctness).
         capture: routed-experts capture on (``--enable-return-routed-experts``).
 
     Raises:
         KeyError: an unknown profile name (message lists the names).
+        OptionValueError: (a ValueError) an unknown fault in ``gsm8k_faults``.
     """
     prof = get_profile(profile)
     state = SimState(
@@ -570,6 +531,7 @@ def create_app(
         fingerprint=ScenarioIndex.fingerprint(scenarios_dir),
         checked_at=time.monotonic(),
         gsm8k_path=str(gsm8k_path) if gsm8k_path is not None else None,
+        gsm8k_faults={int(i): infra_fault(f) for i, f in (gsm8k_faults or {}).items()},
         latency_ms=latency_ms,
         seed=seed,
         capture=capture,

@@ -4,6 +4,9 @@ The sim app (issue 3) calls :func:`answer` for ``/v1/completions`` prompts and, 
 :func:`prompt_from_messages`, for chat requests. The prompt is SGLang's few-shot format
 (``Question: ...\\nAnswer: ...`` blocks, see harness.gsm8k.data); the *last* question
 is looked up in a GSM8K jsonl (``gsm8k_path``, else the harness download cache).
+:func:`question_index` gives that question's index in the file, by which the server
+counts requests per question (``GET /sim/stats``) and applies per-question
+infrastructure faults (``gsm8k_faults``, ``harness sim --gsm8k-fault INDEX=FAULT``).
 
 Correctness is deterministic in ``(seed, question)`` and uses no global random state:
 ``u = hash(seed, question)`` uniform in [0, 1) and the answer is right iff
@@ -19,11 +22,20 @@ import hashlib
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from harness.gsm8k.data import GSM8KDataError, Question, cache_path, load_jsonl
 from harness.sim.profiles import SimProfile
 
-__all__ = ["INVALID_SHARE", "answer", "find_question", "load_questions", "prompt_from_messages"]
+__all__ = [
+    "INVALID_SHARE",
+    "answer",
+    "find_question",
+    "load_questions",
+    "prompt_from_messages",
+    "question_index",
+    "request_prompt",
+]
 
 #: fraction of wrong answers that carry no number (SGLang's "invalid")
 INVALID_SHARE = 0.1
@@ -74,6 +86,33 @@ def find_question(prompt: str) -> str | None:
 def prompt_from_messages(messages: list[dict[str, object]]) -> str:
     """Chat messages as one prompt: string contents joined by blank lines."""
     return "\n\n".join(str(m.get("content")) for m in messages if isinstance(m.get("content"), str))
+
+
+def request_prompt(body: dict[str, Any]) -> str:
+    """The prompt of a request body: ``prompt`` (``/v1/completions``; the first of a
+    list), ``text`` (``/generate``) or the ``messages`` joined (chat); ``""`` if none."""
+    prompt = body.get("prompt", body.get("text"))
+    if isinstance(prompt, list):
+        prompt = next((p for p in prompt if isinstance(p, str)), None)
+    if isinstance(prompt, str):
+        return prompt
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        return prompt_from_messages([m for m in messages if isinstance(m, dict)])
+    return ""
+
+
+def question_index(prompt: str, gsm8k_path: str | None = None) -> int | None:
+    """The 0-based index in the GSM8K file of the question ``prompt`` asks, or None
+    (not a GSM8K prompt, a question not in the file, no file or a malformed one)."""
+    text = find_question(prompt)
+    if text is None:
+        return None
+    try:
+        q = load_questions(gsm8k_path).get(text)
+    except GSM8KDataError:
+        return None
+    return q.index if q is not None else None
 
 
 def _wrong_number(label: str, seed: int, question: str) -> str:

@@ -48,6 +48,8 @@ name                       behaviour
 ``fusion-on``              healthy, fusion reported and logged on
 ``fusion-unknown``         healthy, fusion state not reported
 ``http-500``               infrastructure: every POST answers HTTP 500
+``http-400``               infrastructure: every POST answers HTTP 400 (the server refuses the
+                           request; not transient, so a client must not retry it)
 ``flaky-500``              infrastructure: the first try of each conversation's first
                            request (and of each distinct completions prompt) answers 500
 ``slow``                   infrastructure: every POST sleeps ``delay_s`` (3 s) first
@@ -60,8 +62,13 @@ name                       behaviour
 Single-fault profiles are named after their fault (``_`` as ``-``), and the fault after
 the :class:`~harness.kinds.FailureKind` it shows (``empty-stop`` is named after the
 termination it causes). What the rest of the runner tests need is an option, not a
-profile: ``latency_ms`` (``--latency-ms``, a delay before every POST answer) and the
-request's own ``max_tokens`` (finish_reason ``length`` past it).
+profile: ``latency_ms`` (``--latency-ms``, a delay before every POST answer), the
+request's own ``max_tokens`` (finish_reason ``length`` past it) and ``gsm8k_faults``
+(``--gsm8k-fault INDEX=FAULT``, repeatable): the GSM8K question at ``INDEX`` (0-based line
+of the ``--gsm8k`` file, as ``harness gsm8k`` numbers questions) is answered with the
+infrastructure fault ``FAULT`` (a name of :data:`INFRA_FAULTS`) instead of the profile's,
+every time it is asked: ``--gsm8k-fault 7=http-500`` fails question 7 on every retry,
+``--gsm8k-fault 0=slow`` delays question 0 by ``delay_s``, the others answer as usual.
 
 Noise (temperature > 0 only, see :mod:`harness.sim.model`): ``noise_optional_rate``
 (0.25), ``noise_reorder_rate`` (0.1), ``noise_failure_rate`` (0.02 per run).
@@ -73,16 +80,52 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.errors import UnknownProfileError
+from harness.errors import OptionValueError, UnknownProfileError
 from harness.kinds import FailureKind
 from harness.sim.faults import Fault
 
-__all__ = ["INFRA_FAULTS", "PROFILES", "SimProfile", "UnknownProfileError", "get_profile"]
+__all__ = [
+    "INFRA_FAULTS",
+    "PROFILES",
+    "InfraFault",
+    "SimProfile",
+    "UnknownProfileError",
+    "get_profile",
+    "gsm8k_fault",
+    "infra_fault",
+]
 
 InfraFault = Literal[
-    "http-500", "flaky-500", "slow", "invalid-json", "no-choices", "connection-drop"
+    "http-500", "http-400", "flaky-500", "slow", "invalid-json", "no-choices", "connection-drop"
 ]
 INFRA_FAULTS: tuple[str, ...] = InfraFault.__args__  # type: ignore[attr-defined]
+
+
+def infra_fault(name: str) -> InfraFault:
+    """``name`` as an infrastructure fault (one of :data:`INFRA_FAULTS`).
+
+    Raises:
+        OptionValueError: (a ValueError) an unknown name; the message lists the known ones.
+    """
+    if name not in INFRA_FAULTS:
+        known = ", ".join(INFRA_FAULTS)
+        raise OptionValueError(f"unknown infrastructure fault {name!r}; choose one of: {known}")
+    return name  # type: ignore[return-value]
+
+
+def gsm8k_fault(value: str) -> tuple[int, InfraFault]:
+    """``"INDEX=FAULT"`` (``--gsm8k-fault``) as ``(index, fault)``: ``"7=http-500"`` ->
+    ``(7, "http-500")``.
+
+    Raises:
+        OptionValueError: not ``INDEX=FAULT``, an index below 0, or an unknown fault.
+    """
+    index, sep, name = value.partition("=")
+    if not sep or not index.strip().isdigit():
+        raise OptionValueError(
+            f"{value!r} is not INDEX=FAULT (a GSM8K question index >= 0, e.g. 7=http-500)"
+        )
+    return int(index), infra_fault(name.strip())
 
 
 @dataclass(frozen=True)
@@ -184,6 +227,7 @@ _LIST: list[SimProfile] = [
     SimProfile(name="fusion-on", fusion="on", description="healthy, fusion on"),
     SimProfile(name="fusion-unknown", fusion="unknown", description="healthy, fusion unreported"),
     SimProfile(name="http-500", infra="http-500", description="every POST answers 500"),
+    SimProfile(name="http-400", infra="http-400", description="every POST answers 400"),
     SimProfile(name="flaky-500", infra="flaky-500", description="first try answers 500"),
     SimProfile(name="slow", infra="slow", description="every POST sleeps delay_s first"),
     SimProfile(name="invalid-json", infra="invalid-json", description="200 with a non-JSON body"),

@@ -8,7 +8,7 @@ it asks uvicorn to stop and joins the thread. What the server has seen is at
 ``GET /sim/stats`` (:func:`harness.sim.stats.fetch_stats`).
 
 The ``connection-drop`` profile closes connections by raising
-:class:`~harness.sim.app.ConnectionDropped` inside a started response; uvicorn's error
+:class:`~harness.sim.infra.ConnectionDropped` inside a started response; uvicorn's error
 log of it is filtered out (it is the profile working, not a server bug).
 """
 
@@ -18,7 +18,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,7 +26,8 @@ import uvicorn
 
 from harness.errors import SimBootCrash
 from harness.sim import moe
-from harness.sim.app import ConnectionDropped, create_app
+from harness.sim.app import create_app
+from harness.sim.infra import ConnectionDropped
 from harness.sim.profiles import SimProfile, get_profile
 
 __all__ = ["SimBootCrash", "bound_port", "make_server", "serve_in_thread"]
@@ -67,6 +68,7 @@ def make_server(
     port: int = 0,
     scenarios_dir: str | Path | None = "scenarios",
     gsm8k_path: str | Path | None = None,
+    gsm8k_faults: Mapping[int, str] | None = None,
     latency_ms: float = 0,
     seed: int = 0,
     capture: bool = False,
@@ -74,10 +76,12 @@ def make_server(
 ) -> uvicorn.Server:
     """A configured (not started) ``uvicorn.Server`` for the reference app.
 
-    ``on_started(port)`` is called once the server listens (the CLI prints the URL).
+    ``on_started(port)`` is called once the server listens (the CLI prints the URL);
+    the other arguments are :func:`~harness.sim.app.create_app`'s.
 
     Raises:
         KeyError: unknown profile name. SimBootCrash: the profile crashes at boot.
+        OptionValueError: an unknown fault in ``gsm8k_faults``.
     """
     prof = get_profile(profile)
     crash = moe.crash_traceback(prof, capture=capture)
@@ -87,6 +91,7 @@ def make_server(
         prof,
         scenarios_dir=scenarios_dir,
         gsm8k_path=gsm8k_path,
+        gsm8k_faults=gsm8k_faults,
         latency_ms=latency_ms,
         seed=seed,
         capture=capture,
@@ -114,6 +119,7 @@ def serve_in_thread(
     *,
     scenarios_dir: str | Path | None = "scenarios",
     gsm8k_path: str | Path | None = None,
+    gsm8k_faults: Mapping[int, str] | None = None,
     latency_ms: float = 0,
     seed: int = 0,
     capture: bool = False,
@@ -122,8 +128,12 @@ def serve_in_thread(
 ) -> Iterator[str]:
     """Serve the reference server on a daemon thread; yields ``http://HOST:PORT``.
 
+    Arguments as :func:`~harness.sim.app.create_app`'s (``gsm8k_faults``: GSM8K question
+    index -> infrastructure fault, e.g. ``{7: "http-500"}``).
+
     Raises:
         KeyError: unknown profile. SimBootCrash: the profile crashes at boot.
+        OptionValueError: an unknown fault in ``gsm8k_faults``.
         RuntimeError: the server did not start within 20 s (e.g. port in use).
     """
     server = make_server(
@@ -132,6 +142,7 @@ def serve_in_thread(
         port=port,
         scenarios_dir=scenarios_dir,
         gsm8k_path=gsm8k_path,
+        gsm8k_faults=gsm8k_faults,
         latency_ms=latency_ms,
         seed=seed,
         capture=capture,
