@@ -29,8 +29,8 @@ test: $(STAMP)
 	$(BIN)/pytest -q tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check harness tests
-	$(BIN)/ruff format --check harness tests
+	$(BIN)/ruff check harness tests bench e2e
+	$(BIN)/ruff format --check harness tests bench e2e
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -37,9 +37,13 @@ HELP = "Launch a server command (or check a running server): health, log, fusion
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--cmd", help="server launch command (split like a shell, no shell)")
+    src.add_argument(
+        "--cmd", "--boot-cmd", help="server launch command (split like a shell, no shell)"
+    )
     add_argument(src, "target", help="check a server already running at URL")
-    p.add_argument("--log", metavar="FILE", help="with --target: the server's log to scan")
+    p.add_argument(
+        "--log", "--boot-log", metavar="FILE", help="with --target: the server's log to scan"
+    )
     p.add_argument(
         "--url",
         type=http_url,

@@ -31,8 +31,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--baseline-label", default="baseline", help="name shown for --baseline (default baseline)"
     )
-    p.add_argument("--num-questions", type=int, default=500, help="first N test questions (500)")
-    p.add_argument("--num-shots", type=int, default=5, help="few-shot examples (5)")
+    p.add_argument(
+        "--num-questions",
+        "--gsm8k-questions",
+        type=int,
+        default=500,
+        help="first N test questions (500)",
+    )
+    p.add_argument(
+        "--num-shots", "--gsm8k-shots", type=int, default=5, help="few-shot examples (5)"
+    )
     p.add_argument(
         "--parallel", type=positive_int, default=64, help="requests in flight per server (64)"
     )
@@ -43,7 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="completions: SGLang's few-shot prompt via /v1/completions (default); "
         "chat: the same shots as chat turns via /v1/chat/completions",
     )
-    p.add_argument("--data", help="GSM8K jsonl (default: download the official test split)")
+    p.add_argument(
+        "--data", "--gsm8k-data", help="GSM8K jsonl (default: download the official test split)"
+    )
     p.add_argument("--exclude-shots", action="store_true", help="do not ask/score the shots")
     add_argument(p, "model")
     p.add_argument(

@@ -63,6 +63,7 @@ from harness.gsm8k.models import (
 )
 from harness.gsm8k.stats import paired_comparison, side_summary
 from harness.runfolder import RunFolder
+from harness.stats.verdict import over_infra_limit
 from harness.transcript import TargetInfo
 
 __all__ = [
@@ -312,7 +313,7 @@ def read_gsm8k_records(run_dir: str | Path) -> list[GSM8KRecord]:
 def _infra_reason(summaries: list[Any], max_error_rate: float) -> str | None:
     for s in summaries:
         total = s.n + s.n_errors
-        if total == 0 or s.n_errors / total > max_error_rate:
+        if total == 0 or over_infra_limit(total, s.n_errors, max_error_rate):
             return (
                 f"{s.label}: {s.n_errors} of {total} questions failed with infrastructure "
                 f"errors (more than {max_error_rate:.0%})"

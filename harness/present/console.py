@@ -163,11 +163,13 @@ def _pooled(summary: Summary, console: Console) -> None:
 def _scenario_table(summary: Summary, rows: list[ScenarioRow]) -> Table:
     compared = summary.kind == "compare"
     table = Table(title=f"per scenario ({plural(len(rows), 'scenario')})", title_justify="left")
-    table.add_column("scenario", min_width=10)
+    table.add_column("scenario", min_width=10, overflow="fold")
     for s in summary.sides:
         table.add_column(f"{escape(s.label)} passed", justify="right", no_wrap=True)
     table.add_column(
-        "failure kinds only one side shows" if compared else "failure kinds", min_width=20
+        "failure kinds only one side shows" if compared else "failure kinds",
+        min_width=20,
+        overflow="fold",
     )
     if compared:
         table.add_column("verdict", min_width=9)
