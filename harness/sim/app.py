@@ -40,13 +40,14 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from typing_extensions import Unpack
 
 from harness.errors import HarnessError
 from harness.gsm8k.data import cache_path
@@ -494,35 +495,41 @@ ROUTES = [
 ]
 
 
-def create_app(
-    profile: str | SimProfile = "healthy",
-    *,
-    scenarios_dir: str | Path | None = "scenarios",
-    gsm8k_path: str | Path | None = None,
-    gsm8k_faults: Mapping[int, str] | None = None,
-    latency_ms: float = 0,
-    seed: int = 0,
-    capture: bool = False,
-) -> Starlette:
+class SimOptions(TypedDict, total=False):
+    """How a reference server runs, besides its profile (every key optional).
+
+    ``scenarios_dir``: scenario files to play (indexed at start, re-read when a file
+    changes; a missing directory = no scenarios; default ``scenarios``).
+    ``gsm8k_path``: GSM8K jsonl for the completions endpoint (default: harness cache).
+    ``gsm8k_faults``: GSM8K question index (0-based, in ``gsm8k_path``) -> the
+    infrastructure fault that answers it instead of the profile's, every time
+    (``{7: "http-500", 0: "slow"}``; names from :data:`~harness.sim.profiles.INFRA_FAULTS`).
+    ``latency_ms``: added delay before every POST response, in milliseconds.
+    ``seed``: server seed (noise draws, GSM8K correctness).
+    ``capture``: routed-experts capture on (``--enable-return-routed-experts``).
+    """
+
+    scenarios_dir: str | Path | None
+    gsm8k_path: str | Path | None
+    gsm8k_faults: Mapping[int, str] | None
+    latency_ms: float
+    seed: int
+    capture: bool
+
+
+def create_app(profile: str | SimProfile = "healthy", **options: Unpack[SimOptions]) -> Starlette:
     """The ASGI app of the reference server.
 
-    Args:
-        profile: a profile name (see :data:`harness.sim.profiles.PROFILES`) or a profile.
-        scenarios_dir: scenario files to play (indexed now, re-read when a file
-            changes); a missing directory = no scenarios.
-        gsm8k_path: GSM8K jsonl for the completions endpoint (default: harness cache).
-        gsm8k_faults: GSM8K question index (0-based, in ``gsm8k_path``) -> the
-            infrastructure fault that answers it instead of the profile's, every time
-            (``{7: "http-500", 0: "slow"}``; names from
-            :data:`~harness.sim.profiles.INFRA_FAULTS`).
-        latency_ms: added delay before every POST response, in milliseconds.
-        seed: server seed (noise draws, GSM8K correctness).
-        capture: routed-experts capture on (``--enable-return-routed-experts``).
+    ``profile``: a profile name (see :data:`harness.sim.profiles.PROFILES`) or a profile;
+    ``options``: :class:`SimOptions`.
 
     Raises:
         KeyError: an unknown profile name (message lists the names).
         OptionValueError: (a ValueError) an unknown fault in ``gsm8k_faults``.
     """
+    scenarios_dir = options.get("scenarios_dir", "scenarios")
+    gsm8k_path = options.get("gsm8k_path")
+    seed = options.get("seed", 0)
     prof = get_profile(profile)
     state = SimState(
         profile=prof,
@@ -531,10 +538,12 @@ def create_app(
         fingerprint=ScenarioIndex.fingerprint(scenarios_dir),
         checked_at=time.monotonic(),
         gsm8k_path=str(gsm8k_path) if gsm8k_path is not None else None,
-        gsm8k_faults={int(i): infra_fault(f) for i, f in (gsm8k_faults or {}).items()},
-        latency_ms=latency_ms,
+        gsm8k_faults={
+            int(i): infra_fault(f) for i, f in (options.get("gsm8k_faults") or {}).items()
+        },
+        latency_ms=options.get("latency_ms", 0),
         seed=seed,
-        capture=capture,
+        capture=options.get("capture", False),
         rng=random.Random(seed),
     )
     app = Starlette(

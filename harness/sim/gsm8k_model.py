@@ -105,14 +105,21 @@ def request_prompt(body: dict[str, Any]) -> str:
 def question_index(prompt: str, gsm8k_path: str | None = None) -> int | None:
     """The 0-based index in the GSM8K file of the question ``prompt`` asks, or None
     (not a GSM8K prompt, a question not in the file, no file or a malformed one)."""
+    q = _lookup(prompt, gsm8k_path)
+    return q.index if isinstance(q, Question) else None
+
+
+def _lookup(prompt: str, gsm8k_path: str | None) -> Question | str | None:
+    """The question ``prompt`` asks: None if it is not a GSM8K prompt, its text if the
+    question is not in the file (or there is no readable file), else the Question."""
     text = find_question(prompt)
     if text is None:
         return None
     try:
         q = load_questions(gsm8k_path).get(text)
     except GSM8KDataError:
-        return None
-    return q.index if q is not None else None
+        q = None
+    return q if q is not None else text
 
 
 def _wrong_number(label: str, seed: int, question: str) -> str:
@@ -145,15 +152,11 @@ def answer(
     ``gsm8k_path``: the GSM8K jsonl holding the questions (default: the harness cache).
     A question not in the file gets a confident, wrong-looking answer.
     """
-    text = find_question(prompt)
-    if text is None:
-        return None
-    try:
-        q = load_questions(gsm8k_path).get(text)
-    except GSM8KDataError:
-        q = None
+    q = _lookup(prompt, gsm8k_path)
     if q is None:
-        return f" I will compute the total.\n#### {int(_unit('unknown', seed, text) * 1000)}\n\n"
+        return None
+    if isinstance(q, str):  # a question not in the file
+        return f" I will compute the total.\n#### {int(_unit('unknown', seed, q) * 1000)}\n\n"
     if _unit("correct", seed, q.question) < profile.gsm8k_accuracy:
         return _compose(q, q.label, seed)
     if _unit("invalid", seed, q.question) < INVALID_SHARE:

@@ -18,15 +18,15 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import uvicorn
+from typing_extensions import Unpack
 
 from harness.errors import SimBootCrash
 from harness.sim import moe
-from harness.sim.app import create_app
+from harness.sim.app import SimOptions, create_app
 from harness.sim.infra import ConnectionDropped
 from harness.sim.profiles import SimProfile, get_profile
 
@@ -66,36 +66,23 @@ def make_server(
     *,
     host: str = "127.0.0.1",
     port: int = 0,
-    scenarios_dir: str | Path | None = "scenarios",
-    gsm8k_path: str | Path | None = None,
-    gsm8k_faults: Mapping[int, str] | None = None,
-    latency_ms: float = 0,
-    seed: int = 0,
-    capture: bool = False,
     on_started: Callable[[int], None] | None = None,
+    **options: Unpack[SimOptions],
 ) -> uvicorn.Server:
     """A configured (not started) ``uvicorn.Server`` for the reference app.
 
     ``on_started(port)`` is called once the server listens (the CLI prints the URL);
-    the other arguments are :func:`~harness.sim.app.create_app`'s.
+    ``options``: :class:`~harness.sim.app.SimOptions`.
 
     Raises:
         KeyError: unknown profile name. SimBootCrash: the profile crashes at boot.
         OptionValueError: an unknown fault in ``gsm8k_faults``.
     """
     prof = get_profile(profile)
-    crash = moe.crash_traceback(prof, capture=capture)
+    crash = moe.crash_traceback(prof, capture=options.get("capture", False))
     if crash:
         raise SimBootCrash(crash)
-    app = create_app(
-        prof,
-        scenarios_dir=scenarios_dir,
-        gsm8k_path=gsm8k_path,
-        gsm8k_faults=gsm8k_faults,
-        latency_ms=latency_ms,
-        seed=seed,
-        capture=capture,
-    )
+    app = create_app(prof, **options)
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
     )
@@ -117,36 +104,21 @@ def bound_port(server: uvicorn.Server) -> int:
 def serve_in_thread(
     profile: str | SimProfile = "healthy",
     *,
-    scenarios_dir: str | Path | None = "scenarios",
-    gsm8k_path: str | Path | None = None,
-    gsm8k_faults: Mapping[int, str] | None = None,
-    latency_ms: float = 0,
-    seed: int = 0,
-    capture: bool = False,
     host: str = "127.0.0.1",
     port: int = 0,
+    **options: Unpack[SimOptions],
 ) -> Iterator[str]:
     """Serve the reference server on a daemon thread; yields ``http://HOST:PORT``.
 
-    Arguments as :func:`~harness.sim.app.create_app`'s (``gsm8k_faults``: GSM8K question
-    index -> infrastructure fault, e.g. ``{7: "http-500"}``).
+    ``options``: :class:`~harness.sim.app.SimOptions` (e.g. ``scenarios_dir``,
+    ``gsm8k_faults={7: "http-500"}``).
 
     Raises:
         KeyError: unknown profile. SimBootCrash: the profile crashes at boot.
         OptionValueError: an unknown fault in ``gsm8k_faults``.
         RuntimeError: the server did not start within 20 s (e.g. port in use).
     """
-    server = make_server(
-        profile,
-        host=host,
-        port=port,
-        scenarios_dir=scenarios_dir,
-        gsm8k_path=gsm8k_path,
-        gsm8k_faults=gsm8k_faults,
-        latency_ms=latency_ms,
-        seed=seed,
-        capture=capture,
-    )
+    server = make_server(profile, host=host, port=port, **options)
     thread = threading.Thread(target=server.run, name="harness-sim", daemon=True)
     thread.start()
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
