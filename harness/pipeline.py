@@ -28,7 +28,7 @@ from harness.errors import RunFolderError
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario
 from harness.scoring.divergence import first_divergence, pick_pair
-from harness.scoring.models import RunScore
+from harness.scoring.models import Divergence, RunScore
 from harness.scoring.parity import ParityDiff, pair_diffs
 from harness.scoring.score import score_run
 from harness.server import fusion
@@ -183,14 +183,20 @@ class _Summarizer:
             base, cand, summary.sides,
             alpha=settings.alpha, infra_error_limit=settings.infra_error_limit,
         )  # fmt: skip
-        for comp in decision.comparisons:
-            pair = pick_pair(
-                self.repeats.get(("baseline", comp.scenario_id), {}),
-                self.repeats.get(("candidate", comp.scenario_id), {}),
-            )
-            if comp.scenario_id != "*" and pair is not None:
-                comp.first_divergence = first_divergence(fetch(pair[0]), fetch(pair[1]))
-        summary.comparisons, summary.verdict = decision.comparisons, decision.verdict
+        summary.comparisons = [  # the evidence beside each decision; decisions unchanged
+            c.model_copy(update={"first_divergence": self._divergence(c.scenario_id, fetch)})
+            for c in decision.comparisons
+        ]
+        summary.verdict = decision.verdict
+
+    def _divergence(self, sid: str, fetch: Callable[[int], RunRecord]) -> Divergence | None:
+        """The first divergence of scenario ``sid`` (none for the pool ``"*"``)."""
+        pair = pick_pair(
+            self.repeats.get(("baseline", sid), {}), self.repeats.get(("candidate", sid), {})
+        )
+        if sid == "*" or pair is None:
+            return None
+        return first_divergence(fetch(pair[0]), fetch(pair[1]))
 
     def _parity(self, fetch: Callable[[int], RunRecord]) -> tuple[list[ParityDiff], int]:
         diffs: list[ParityDiff] = []
