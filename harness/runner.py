@@ -334,15 +334,7 @@ async def run_many(
     done = folder.finished_keys() if resume else set()
     infos = list(await asyncio.gather(*(fetch_target_info(t) for t in targets)))
     folder.add_targets(infos)
-    modes = [False, True] if stream == "both" else [bool(stream)]
-    jobs = [
-        (ti, sc, r, m)
-        for ti, t in enumerate(targets)
-        for sc in scenarios
-        for r in range(repeats if repeats is not None else sc.repeats)
-        for m in modes
-        if run_key(t, sc.id, r, m) not in done
-    ]
+    jobs = _jobs(scenarios, targets, repeats, stream, done)
     clients = [make_client(t) for t in targets]
     facts = {id(sc): _scenario_facts(sc) for sc in scenarios}
     sem = asyncio.Semaphore(max(1, concurrency))
@@ -370,6 +362,25 @@ async def run_many(
     finally:
         for c in clients:
             await c.close()
+
+
+def _jobs(
+    scenarios: Sequence[Scenario],
+    targets: Sequence[TargetConfig],
+    repeats: int | None,
+    stream: StreamMode,
+    done: set[str],
+) -> list[tuple[int, Scenario, int, bool]]:
+    """``(target index, scenario, repeat, stream)`` of every run not recorded yet."""
+    modes = [False, True] if stream == "both" else [bool(stream)]
+    return [
+        (ti, sc, r, m)
+        for ti, t in enumerate(targets)
+        for sc in scenarios
+        for r in range(repeats if repeats is not None else sc.repeats)
+        for m in modes
+        if run_key(t, sc.id, r, m) not in done
+    ]
 
 
 def run_many_sync(

@@ -37,7 +37,7 @@ from harness.pipeline import FolderContext, score_folder
 from harness.present.console import make_console, render_run
 from harness.present.views import first_drift
 from harness.runfolder import DEFAULT_RESULTS, RunFolder
-from harness.runner import run_many_sync
+from harness.runner import StreamMode, run_many_sync
 from harness.scenario.model import Scenario, load_scenarios
 from harness.stats.verdict import INFRA_ERROR_LIMIT
 from harness.summary import Settings
@@ -98,7 +98,27 @@ def run(args: argparse.Namespace) -> int:
         return _error(down, ExitCode.INFRA_ERROR)
     console = make_console()
     folder = open_run_folder("run", args, console)
-    target = TargetConfig(
+    try:
+        run_many_sync(
+            scenarios, [_target(args)], repeats=args.repeats, stream=stream,
+            concurrency=args.concurrency, out_dir=folder, resume=True,
+            progress=not args.no_progress, keep=False,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        print(
+            f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
+        )
+        return 130
+    summary = score_folder(folder, FolderContext(settings=_settings(args, stream, scenarios)))
+    traces = first_drift(s for _, s in folder.scores_with_offsets())
+    render_run(summary, console, traces, verbose=args.verbose)
+    write_report_or_warn(folder, console)
+    console.print(f"transcripts: {folder.transcripts}", markup=False, highlight=False)
+    return exit_code(summary)
+
+
+def _target(args: argparse.Namespace) -> TargetConfig:
+    return TargetConfig(
         base_url=args.target,
         model=args.model,
         label=args.label,
@@ -106,24 +126,11 @@ def run(args: argparse.Namespace) -> int:
         timeout_s=args.request_timeout,
         max_retries=args.max_retries,
     )
-    try:
-        run_many_sync(
-            scenarios,
-            [target],
-            repeats=args.repeats,
-            stream=stream,
-            concurrency=args.concurrency,
-            out_dir=folder,
-            resume=True,
-            progress=not args.no_progress,
-            keep=False,
-        )
-    except KeyboardInterrupt:
-        print(
-            f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
-        )
-        return 130
-    settings = Settings(
+
+
+def _settings(args: argparse.Namespace, stream: StreamMode, scenarios: list[Scenario]) -> Settings:
+    """How the runs were made and will be judged (``summary.json``'s ``settings``)."""
+    return Settings(
         repeats=args.repeats,
         stream=stream,
         model=args.model,
@@ -132,9 +139,3 @@ def run(args: argparse.Namespace) -> int:
         infra_error_limit=INFRA_ERROR_LIMIT,
         min_pass_rate=args.min_pass_rate,
     )
-    summary = score_folder(folder, FolderContext(settings=settings))
-    traces = first_drift(s for _, s in folder.scores_with_offsets())
-    render_run(summary, console, traces, verbose=args.verbose)
-    write_report_or_warn(folder, console)
-    console.print(f"transcripts: {folder.transcripts}", markup=False, highlight=False)
-    return exit_code(summary)
