@@ -24,6 +24,7 @@ import argparse
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
@@ -34,6 +35,7 @@ __all__ = [
     "Option",
     "add_argument",
     "boolean",
+    "folder",
     "count",
     "http_url",
     "positive_int",
@@ -55,6 +57,14 @@ def http_url(value: str) -> str:
         raise OptionValueError(
             f"{value!r} is not an http(s) URL (e.g. http://127.0.0.1:30000, with or without /v1)"
         )
+    return value
+
+
+def folder(value: str) -> str:
+    """A folder path, created when missing (``--results``); an existing file is an
+    :class:`OptionValueError`."""
+    if Path(value).exists() and not Path(value).is_dir():
+        raise OptionValueError(f"{value!r} is a file, not a folder (give a folder; it is created)")
     return value
 
 
@@ -181,7 +191,7 @@ _TABLE = (
            "retries of a transient server error: HTTP 408/429/5xx, timeout, connection "
            "(default 3)", "N",
            plugin_aliases=("--harness-retries",), old_names=("retries",)),
-    Option("results", "--results", text, None,
+    Option("results", "--results", folder, None,
            "results root folder (default results/, or $HARNESS_RESULTS)", "DIR",
            plugin_aliases=("--harness-results",)),
     Option("min_pass_rate", "--min-pass-rate", rate, 1.0,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -34,7 +34,7 @@ from harness.scoring.score import score_run
 from harness.server import fusion
 from harness.stats.aggregate import AggregateBuilder
 from harness.stats.verdict import decide, judge_run
-from harness.summary import Aggregate, Settings, SideInfo, Summary
+from harness.summary import Aggregate, Settings, SideInfo, Summary, Verdict
 from harness.transcript import RunRecord, TargetInfo
 
 __all__ = ["FolderContext", "compare", "engagement", "score_folder", "summarize"]
@@ -49,6 +49,12 @@ class FolderContext:
     sides: dict[str, SideInfo] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     server_args_diff: dict[str, list[Any]] | None = None
+    #: the command that made the folder (the manifest's ``kind``); ``"compare"`` keeps a
+    #: comparison with a side not run yet (interrupted) a comparison, INCONCLUSIVE
+    kind: str | None = None
+    #: also judge the candidate alone (``Summary.outcome``): its tests' pass/fail under the
+    #: pytest plugin with a baseline, shown beside the verdict
+    judge_candidate: bool = False
 
 
 class _Previous(BaseModel):
@@ -59,6 +65,8 @@ class _Previous(BaseModel):
     sides: list[SideInfo] = []
     warnings: list[str] = []
     server_args_diff: dict[str, list[Any]] | None = None
+    kind: str | None = None
+    outcome: dict[str, Any] | None = None
 
 
 def _previous_context(folder: RunFolder) -> FolderContext:
@@ -71,7 +79,10 @@ def _previous_context(folder: RunFolder) -> FolderContext:
     if old is None:
         return FolderContext()
     sides = {s.side: s for s in old.sides}
-    return FolderContext(old.settings, sides, old.warnings, old.server_args_diff)
+    judged = old.kind == "compare" and old.outcome is not None
+    return FolderContext(
+        old.settings, sides, old.warnings, old.server_args_diff, judge_candidate=judged
+    )
 
 
 # ------------------------------------------------------------------ summarizing
@@ -132,8 +143,9 @@ class _Summarizer:
         order = _side_order(self.sides)
         aggregates = self._aggregates(order)
         infos = [self._side_info(side, context.sides.get(side)) for side in order]
+        compared = context.kind == "compare" or order == ["baseline", "candidate"]
         summary = Summary(
-            kind="compare" if order == ["baseline", "candidate"] else "run",
+            kind="compare" if compared else "run",
             run_id=run_id,
             settings=context.settings,
             sides=infos,
@@ -144,9 +156,11 @@ class _Summarizer:
         summary.parity, summary.parity_pairs = self._parity(fetch)
         if summary.kind == "compare":
             self._decide(summary, fetch)
-        else:
+        judged = ["candidate"] if summary.kind == "compare" and context.judge_candidate else None
+        if summary.kind != "compare" or judged:
             summary.outcome = judge_run(
-                aggregates, infos,
+                [a for a in aggregates if judged is None or a.side in judged],
+                [i for i in infos if judged is None or i.side in judged],
                 min_pass_rate=context.settings.min_pass_rate,
                 infra_error_limit=context.settings.infra_error_limit,
             )  # fmt: skip
@@ -178,6 +192,13 @@ class _Summarizer:
     def _decide(self, summary: Summary, fetch: Callable[[int], RunRecord]) -> None:
         base = {a.scenario_id: a for a in summary.aggregates if a.side == "baseline"}
         cand = {a.scenario_id: a for a in summary.aggregates if a.side == "candidate"}
+        if not base or not cand:
+            missing = "baseline" if not base else "candidate"
+            summary.verdict = Verdict(
+                verdict="INCONCLUSIVE",
+                message=f"the {missing} has no runs yet (interrupted? finish with --resume)",
+            )
+            return
         settings = summary.settings
         decision = decide(
             base, cand, summary.sides,
@@ -229,7 +250,10 @@ def score_folder(folder: RunFolder, context: FolderContext | None = None) -> Sum
                 acc.add(score, record.target, offset)
     if not acc.sides:
         raise RunFolderError(f"{folder.transcripts}: no recorded runs (is this a run folder?)")
-    summary = acc.summary(folder.run_id, context or _previous_context(folder), folder.record_at)
+    context = context or _previous_context(folder)
+    if context.kind is None:
+        context = replace(context, kind=folder.kind())
+    summary = acc.summary(folder.run_id, context, folder.record_at)
     folder.write_summary(summary)
     return summary
 

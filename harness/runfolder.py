@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_RESULTS",
     "RunFolder",
     "git_revision",
+    "check_run_id",
     "new_run_id",
     "redact",
 ]
@@ -80,6 +81,20 @@ def git_revision() -> str | None:
         return rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` if it is a plain folder name (what ``--run-id``/``--resume`` take).
+
+    Raises:
+        RunFolderError: a path (``a/b``, ``../x``, ``/tmp/x``), ``.``/``..`` or empty.
+    """
+    if not run_id or run_id in (".", "..") or Path(run_id).name != run_id or "/" in run_id:
+        raise RunFolderError(
+            f"run id {run_id!r} is not a folder name; give the name alone "
+            "(e.g. compare-20261130-120000-1) and the root with --results"
+        )
+    return run_id
 
 
 def redact(args: Mapping[str, Any]) -> dict[str, Any]:
@@ -168,11 +183,11 @@ class RunFolder:
         resuming). ``args`` are recorded with secrets redacted.
 
         Raises:
-            RunFolderError: the folder cannot be created (the results root is a file, or
-                not writable).
+            RunFolderError: ``run_id`` is not a plain folder name, or the folder cannot be
+                created (the results root is a file, or not writable).
         """
         root = Path(results) if results is not None else DEFAULT_RESULTS
-        folder = cls(root / (run_id or new_run_id(command)))
+        folder = cls(root / check_run_id(run_id or new_run_id(command)))
         try:
             folder.path.mkdir(parents=True, exist_ok=True)
             if not folder.manifest_path.exists():
@@ -180,6 +195,7 @@ class RunFolder:
                     RunManifest(
                         run_id=folder.path.name,
                         command=shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+                        kind=command,
                         harness_version=__version__,
                         git_revision=git_revision(),
                         targets=targets or [],
@@ -263,6 +279,22 @@ class RunFolder:
 
     def _write_manifest(self, manifest: RunManifest) -> None:
         self.write_model(self.MANIFEST, manifest)
+
+    def set_extra(self, key: str, value: Any) -> None:
+        """Record ``value`` under ``key`` in the manifest's ``extra`` if it is not there yet
+        (a command writing into a folder another one created, e.g. GSM8K under pytest)."""
+        manifest = self.manifest()
+        if manifest is not None and key not in manifest.extra:
+            manifest.extra[key] = value
+            self._write_manifest(manifest)
+
+    def kind(self) -> str | None:
+        """The command that made the folder (the manifest's ``kind``), or None."""
+        try:
+            manifest = self.manifest()
+        except RunFolderError:
+            return None
+        return manifest.kind if manifest is not None else None
 
     def set_target_models(self, models: Mapping[tuple[str, str | None], str]) -> None:
         """Fill in the manifest's targets' ``model`` ((label, side) -> the model id a
@@ -401,10 +433,6 @@ class RunFolder:
             return None
         return self._read_model(path, cls, "re-create it with the command that wrote it")
 
-    def append_line(self, name: str, item: BaseModel) -> None:
-        """Append ``item`` as one JSON line to file ``name``, flushed and fsynced."""
-        _append_line(self.path / name, item)
-
     def lines(self, name: str, cls: type[BaseModel]) -> Iterator[Any]:
         """Every ``cls`` of the JSON-lines file ``name``, streaming (none if it is absent)."""
         for _, item in self._jsonl(self.path / name, cls, None):
@@ -438,15 +466,20 @@ class RunFolder:
             for k in keys
             if k in old and _norm(k, old[k]) != _norm(k, args.get(k))
         ]
-        changed = self._changed_scenarios(scenario_hashes)
+        changed, missing = self._changed_scenarios(scenario_hashes)
         if changed:
             diffs.append("scenario file(s) changed since: " + ", ".join(changed))
+        if missing:
+            diffs.append("scenarios not given now: " + ", ".join(missing))
         return f"{self.path} was recorded with " + "; ".join(diffs) if diffs else None
 
-    def _changed_scenarios(self, hashes: Mapping[str, str]) -> list[str]:
+    def _changed_scenarios(self, hashes: Mapping[str, str]) -> tuple[list[str], list[str]]:
+        """(scenarios whose file changed since they were recorded, scenarios recorded but
+        not among ``hashes``)."""
         changed: dict[str, None] = {}
+        missing: dict[str, None] = {}
         if not self.transcripts.exists():
-            return []
+            return [], []
         with open(self.transcripts, "rb") as fh:
             for _, line in _lines(fh):
                 try:
@@ -454,10 +487,14 @@ class RunFolder:
                 except json.JSONDecodeError:
                     continue
                 sid = rec.get("scenario_id") if isinstance(rec, dict) else None
-                now = hashes.get(sid) if isinstance(sid, str) else None
-                if now is not None and now != rec.get("scenario_hash"):
-                    changed[str(sid)] = None
-        return list(changed)
+                if not isinstance(sid, str):
+                    continue
+                now = hashes.get(sid)
+                if now is None:
+                    missing[sid] = None
+                elif now != rec.get("scenario_hash"):
+                    changed[sid] = None
+        return list(changed), list(missing)
 
     # ------------------------------------------------------------------ helpers
 

@@ -282,7 +282,9 @@ class Summary(_Model):
     aggregates: list[Aggregate] = Field(default_factory=list)
     comparisons: list[ScenarioComparison] = Field(default_factory=list)
     verdict: Verdict | None = None
-    outcome: RunOutcome | None = None  # one-sided runs (kind "run")
+    #: one-sided runs (kind "run"); under the pytest plugin with a baseline, the candidate
+    #: judged alone (its tests' pass/fail), beside the verdict
+    outcome: RunOutcome | None = None
     parity: list[ParityDiff] = Field(default_factory=list)  # stream vs nostream (--stream both)
     parity_pairs: int = 0  # (side, scenario, repeat) pairs run both ways
 

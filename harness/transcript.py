@@ -177,6 +177,9 @@ class RunManifest(_Model):
     schema_version: int = TRANSCRIPT_SCHEMA_VERSION
     run_id: str
     command: str
+    #: the harness command that made the folder (``compare``, ``run``, ``gsm8k``, ``boot``,
+    #: ``matrix``, ``pytest``); None in folders written before it was recorded
+    kind: str | None = None
     harness_version: str
     git_revision: str | None = None
     created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())

@@ -228,16 +228,11 @@ def test_find_failure_takes_the_exception_line_of_an_sglang_traceback() -> None:
     assert find_failure(["all good", "ready"]) is None
 
 
+#: the reference server (``harness sim``) on a free port: it prints its boot log, then
+#: ``Serving on http://127.0.0.1:<port>``, and answers the health probe
 TINY_SERVER = """
-import http.server
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.end_headers()
-    def log_message(self, *a):
-        pass
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
-print("Serving on http://127.0.0.1:%d" % s.server_port, flush=True)
-s.serve_forever()
+from harness.cli import main
+main(["sim", "--port", "0"])
 """
 
 
@@ -307,6 +302,8 @@ def test_cli_prints_checks_and_exits_1_on_failure(
     assert out.startswith(f"run folder: {saved.parent}\n")
     manifest = RunFolder(saved.parent).manifest()
     assert manifest is not None and manifest.args["boot_timeout"] == 20.0
+    assert manifest.kind == "boot"
+    assert out.rstrip().endswith(f"report: {saved.parent / 'report.html'}")  # drawn, said
 
 
 def test_cli_target_with_model_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -198,11 +198,40 @@ def test_interrupted_compare_says_how_to_resume(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(compare_cmd, "compare", ctrl_c)
+    monkeypatch.setattr("shutil.which", lambda name: f"/usr/local/bin/{name}")  # on PATH
     scenarios = write_scenarios(CLOCK)
     code = main(["compare", str(scenarios), "--aa", "--results", str(tmp_path), "--no-progress"])
     assert code == 130
     err = capsys.readouterr().err
     assert "resume with: harness compare " in err and " --no-progress --resume compare-" in err
+
+
+def test_resume_hint_names_a_runnable_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not on PATH: the script that runs now, else ``<python> -m harness``."""
+    import argparse
+    import shlex
+    import sys
+
+    from harness.cli._common import resume_command
+
+    args = argparse.Namespace(argv=["run", "--target", "http://h:1", "--run-id", "old"])
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    monkeypatch.setattr(sys, "argv", ["/nowhere/python-script"])
+    hint = shlex.split(resume_command(args, "r1"))
+    assert hint == [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        "--target",
+        "http://h:1",
+        "--resume",
+        "r1",
+    ]
+    script = Path(sys.executable).parent / "harness"
+    if script.exists():
+        monkeypatch.setattr(sys, "argv", [str(script)])
+        assert shlex.split(resume_command(args, "r1"))[0] == str(script)
 
 
 def test_run_id_of_a_folder_from_another_command_is_refused(

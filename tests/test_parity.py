@@ -200,5 +200,8 @@ def test_compare_stream_value_that_is_no_mode_is_a_scenario_path(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # `--stream scenarios/x.yaml` is a bare --stream then a path, as in `harness run`
+    assert main(["compare", "--stream", "scenarios/missing.yaml", "--aa"]) == 2
+    assert "missing.yaml: no such file or directory" in capsys.readouterr().err
+    # a word that is neither a mode nor a path is a usage error naming the modes
     assert main(["compare", "--stream", "sometimes", "--aa"]) == 2
-    assert "sometimes: no such file or directory" in capsys.readouterr().err
+    assert "--stream sometimes: not a mode (on, off or both)" in capsys.readouterr().err

@@ -205,6 +205,21 @@ def test_baseline_mode_fails_on_regression_and_passes_on_equal_builds(
     [_, folder] = run_dirs(project.path / "results")
     keys = {json.loads(x)["run_key"].split("/")[0] for x in (folder / "transcripts.jsonl").open()}
     assert keys == {"baseline", "candidate"}
+    # the report gives the verdict and, beside it, the candidate's own tests
+    mds = [(d / "report.md").read_text() for d in run_dirs(project.path / "results")]
+    assert any("candidate tests: FAILED (1 scenario below pass rate 1" in md for md in mds)
+    assert any("candidate tests: PASSED" in md for md in mds)
+
+
+def test_results_option_that_is_a_file_is_a_usage_error(
+    project: pytest.Pytester, healthy: str
+) -> None:
+    blocker = project.path / "afile"
+    blocker.write_text("x")
+    result = project.runpytest("scenarios", "--target", healthy, f"--results={blocker}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --results: '*afile' is a file, not a folder*"])
+    assert "Traceback" not in result.stderr.str()
 
 
 def test_bad_scenario_file_is_a_one_line_collection_error(
@@ -448,6 +463,11 @@ def test_gsm8k_check_is_opt_in_and_judges_accuracy(project: pytest.Pytester) -> 
     assert 0.5 <= accuracy < 1.0
     bad.assert_outcomes(failed=1)
     bad.stdout.fnmatch_lines([f"accuracy {accuracy:.3f} < --gsm8k-min-accuracy 1"])
+    # the session's folder is a GSM8K folder `harness score` can re-score
+    from harness.cli import main
+
+    folder = next((project.path / "results").glob("pytest-*/gsm8k.json")).parent
+    assert main(["score", str(folder)]) == 0
 
 
 def test_boot_check_of_the_running_target(project: pytest.Pytester, healthy: str) -> None:

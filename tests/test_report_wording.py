@@ -82,7 +82,9 @@ def test_console_table_has_both_p_columns_a_legend_and_how_runs_ended() -> None:
     out = console.export_text()
     assert "p (one-sided)" in out and "p adj. (Holm)" in out
     assert "* significant after Holm at alpha 0.01" in out
-    assert "s0  WORSE (not significant alone)" in out
+    row = next(ln for ln in out.splitlines() if ln.startswith("│ s0 "))
+    assert "WORSE (not significant alone)" in row  # in the per-scenario table
+    assert "\ns0  " not in out  # no detail heading with nothing under it (no trace given)
     assert out.startswith(" REGRESSION ")  # the verdict comes first
     pooled = out[out.index("all scenarios (4 scenarios)") :]
     passed = next(ln for ln in pooled.splitlines() if ln.startswith("│ passed"))
@@ -181,3 +183,28 @@ def test_one_repeat_per_side_says_too_few_runs_and_counts_passes() -> None:
     comp = decide(b_aggs, c_aggs).comparisons[0]
     assert comp.reasons[0].startswith("passed: candidate 0/1, baseline 1/1 (p one-sided 0.5;")
     assert "too few runs for any test to reach alpha 0.01" in (comp.note or "")
+
+
+def test_infrastructure_banner_does_not_repeat_itself() -> None:
+    from harness.present.views import headline
+    from harness.summary import RunOutcome, Summary, Verdict
+
+    v = Verdict(
+        verdict="INCONCLUSIVE",
+        message="INCONCLUSIVE: too many infrastructure errors (fused 5/10 runs)",
+        infra_limited=["fused"],
+    )
+    assert headline(Summary(run_id="x", verdict=v)) == (
+        "TOO MANY INFRASTRUCTURE ERRORS",
+        "fused 5/10 runs",
+    )
+    o = RunOutcome(
+        passed=False,
+        message="too many infrastructure errors (t 3/4 runs; limit 20%); 1 scenario below "
+        "pass rate 1: s (0/1 passed)",
+        min_pass_rate=1.0,
+        infra_limited=["t"],
+    )
+    banner, message = headline(Summary(run_id="x", kind="run", outcome=o))
+    assert banner == "TOO MANY INFRASTRUCTURE ERRORS"
+    assert message == "t 3/4 runs; limit 20%; 1 scenario below pass rate 1: s (0/1 passed)"

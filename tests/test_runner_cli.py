@@ -110,6 +110,7 @@ def test_interrupted_run_says_how_to_resume(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(run_cmd, "run_many_sync", ctrl_c)
+    monkeypatch.setattr("shutil.which", lambda name: f"/usr/local/bin/{name}")  # on PATH
     scenarios = write_scenarios(CLOCK)
     url = sim_url("healthy", scenarios_dir=scenarios)
     assert _run(scenarios, url, tmp_path, "--run-id", "r") == 130

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,13 @@ from rich.console import Console
 
 from harness.cli import ExitCode
 from harness.client.target import server_root
+from harness.errors import OptionValueError, RunFolderError
 from harness.gsm8k.models import GSM8KSummary
 from harness.options import add_argument
 from harness.present.report import write_report_or_warning
-from harness.runfolder import RunFolder
+from harness.runfolder import DEFAULT_RESULTS, RunFolder, check_run_id
 from harness.runner import StreamMode
+from harness.scenario.model import Scenario
 from harness.summary import Summary
 
 _MODES: dict[str, StreamMode] = {
@@ -43,10 +46,18 @@ def stream_mode(args: argparse.Namespace) -> StreamMode:
 
     A value that is not a mode is a scenario path that followed a bare ``--stream``
     (``harness run --stream scenarios/``): it is moved back to ``args.scenarios``.
+
+    Raises:
+        OptionValueError: the value is neither a mode nor something like a path (a
+            missing ``a/b.yaml`` is left to the scenario loader's error).
     """
     value = str(args.stream)
     if value.lower() in _MODES:
         return _MODES[value.lower()]
+    if not Path(value).exists() and "/" not in value and not Path(value).suffix:
+        raise OptionValueError(
+            f"--stream {value}: not a mode (on, off or both) nor a scenario path"
+        )
     args.scenarios = [value, *(args.scenarios or [])]
     return True
 
@@ -89,7 +100,45 @@ def resume_command(args: argparse.Namespace, run_id: str) -> str:
             skip = True
         elif not a.startswith(("--run-id=", "--resume=")):
             kept.append(a)
-    return shlex.join(["harness", *kept, "--resume", run_id])
+    return shlex.join([*_program(), *kept, "--resume", run_id])
+
+
+def _program() -> list[str]:
+    """How to call harness again: ``harness`` when it is on ``PATH``, else the script that
+    runs now (``.venv/bin/harness``), else ``python -m harness``."""
+    if shutil.which("harness"):
+        return ["harness"]
+    script = Path(sys.argv[0])
+    if script.name == "harness" and script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "harness"]
+
+
+def check_resume(
+    args: argparse.Namespace, scenarios: list[Scenario], keys: tuple[str, ...]
+) -> str | None:
+    """Why ``--resume``/``--run-id`` would mix two runs in one folder, or None.
+
+    A problem when both are given, when a run id is not a plain folder name, when
+    ``--resume`` names no folder, or when the existing folder was recorded with other
+    values of ``keys`` or other scenario files (:meth:`RunFolder.resume_mismatch`).
+    """
+    resume, run_id = getattr(args, "resume", None), args.run_id
+    if resume and run_id:
+        return "give --resume RUN_ID or --run-id NAME, not both"
+    name = resume or run_id
+    if not name:
+        return None
+    try:
+        check_run_id(name)
+    except RunFolderError as exc:
+        return str(exc)
+    root = Path(args.results or DEFAULT_RESULTS)
+    if resume and not (root / resume).is_dir():
+        return f"--resume: no run folder {root / resume}"
+    hashes = {s.id: s.content_hash() for s in scenarios}
+    why = RunFolder(root / name).resume_mismatch(vars(args), keys, hashes)
+    return f"cannot resume: {why}; use a new --run-id or the same arguments" if why else None
 
 
 def recorded_args(args: argparse.Namespace) -> dict[str, Any]:

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli import ExitCode
-from harness.cli._common import recorded_args
+from harness.cli._common import recorded_args, write_report_or_warn
 from harness.options import add_argument, http_url
 from harness.present.checks import print_boot
-from harness.present.report import write_report_or_warning
+from harness.present.console import make_console
 from harness.runfolder import RunFolder
 from harness.server.boot import boot, check_running
 from harness.server.experts import MoeShape, load_model_config, moe_shape_from_config
@@ -157,13 +157,6 @@ def _usage_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _render(run_dir: Path) -> None:
-    """``report.html`` beside ``boot.json``; a report bug is a warning, the verdict stands."""
-    _, warning = write_report_or_warning(run_dir)
-    if warning:
-        print(f"warning: {warning}", file=sys.stderr)
-
-
 def run(args: argparse.Namespace) -> int:
     problem = _usage_error(args)
     shape = _shape(args)
@@ -193,5 +186,5 @@ def run(args: argparse.Namespace) -> int:
         report = check_running(args.target, log_path=args.log, **common)
     print_boot(report)
     print(f"results: {folder.path}")
-    _render(folder.path)
+    write_report_or_warn(folder, make_console())
     return ExitCode.REGRESSION if report.verdict == "FAIL" else ExitCode.OK

@@ -34,6 +34,7 @@ from typing import Any
 from harness.cli import ExitCode
 from harness.cli._common import (
     add_stream_argument,
+    check_resume,
     exit_code,
     open_run_folder,
     preflight,
@@ -46,7 +47,7 @@ from harness.options import add_argument, http_url
 from harness.pipeline import compare
 from harness.present.console import make_console, render_compare
 from harness.present.views import first_drift
-from harness.runfolder import DEFAULT_RESULTS, RunFolder
+from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario, load_scenarios
 from harness.stats.verdict import ALPHA, DECISION_RULE, INFRA_ERROR_LIMIT
 from harness.summary import Settings, Summary
@@ -194,19 +195,6 @@ def _targets(args: argparse.Namespace) -> Iterator[tuple[TargetConfig, TargetCon
 RESUME_KEYS = ("baseline", "candidate", "aa", "model", "repeats", "stream")
 
 
-def _check_resume(args: argparse.Namespace, scenarios: list[Scenario]) -> str | None:
-    """Why ``--resume``/``--run-id`` of an existing folder would mix two comparisons, or None."""
-    root = Path(args.results or DEFAULT_RESULTS)
-    if args.resume and not (root / args.resume).is_dir():
-        return f"--resume: no run folder {root / args.resume}"
-    run_id = args.resume or args.run_id
-    if not run_id:
-        return None
-    hashes = {s.id: s.content_hash() for s in scenarios}
-    why = RunFolder(root / run_id).resume_mismatch(vars(args), RESUME_KEYS, hashes)
-    return f"cannot resume: {why}; use a new --run-id or the same arguments" if why else None
-
-
 def _preflight(args: argparse.Namespace) -> str | None:
     """``GET /v1/models`` on each given URL before anything runs; the first problem."""
     if args.aa:
@@ -230,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
     scenarios = load_scenarios(args.scenarios)
     if not scenarios:
         return _usage_error(f"no scenario files in {' '.join(args.scenarios)}")
-    problem = _check_resume(args, scenarios)
+    problem = check_resume(args, scenarios, RESUME_KEYS)
     if problem:
         return _usage_error(problem)
     down = _preflight(args)

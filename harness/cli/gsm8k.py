@@ -14,7 +14,7 @@ from harness.gsm8k.run import GSM8K_TIMEOUT_S, compare_gsm8k, run_gsm8k
 from harness.options import add_argument, positive_int
 from harness.present.checks import render_gsm8k
 from harness.present.console import make_console
-from harness.runfolder import DEFAULT_RESULTS, RunFolder, new_run_id
+from harness.runfolder import DEFAULT_RESULTS, RunFolder, check_run_id, new_run_id
 
 HELP = (
     "GSM8K few-shot accuracy (SGLang's benchmark format) of --target; with --baseline, "
@@ -93,7 +93,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return ExitCode.USAGE_ERROR
     root = Path(args.results) if args.results else DEFAULT_RESULTS
-    folder = RunFolder(root / (args.run_id or new_run_id("gsm8k")))
+    folder = RunFolder(root / check_run_id(args.run_id or new_run_id("gsm8k")))
+    if args.run_id and folder.path.exists():
+        print(
+            f"error: {folder.path} exists and a GSM8K run is not resumed; "
+            "give a new --run-id (or none)",
+            file=sys.stderr,
+        )
+        return ExitCode.USAGE_ERROR
     console = make_console()
     console.print(f"run folder: {folder.path}", markup=False, highlight=False, soft_wrap=True)
     args.run_id = folder.path.name

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from harness.cli import ExitCode
 from harness.cli._common import (
     add_stream_argument,
+    check_resume,
     exit_code,
     open_run_folder,
     preflight,
@@ -36,7 +36,7 @@ from harness.options import add_argument
 from harness.pipeline import FolderContext, score_folder
 from harness.present.console import make_console, render_run
 from harness.present.views import first_drift
-from harness.runfolder import DEFAULT_RESULTS, RunFolder
+from harness.runfolder import DEFAULT_RESULTS
 from harness.runner import StreamMode, run_many_sync
 from harness.scenario.model import Scenario, load_scenarios
 from harness.stats.verdict import INFRA_ERROR_LIMIT
@@ -70,27 +70,13 @@ def _error(msg: str, code: int = ExitCode.USAGE_ERROR) -> int:
     return code
 
 
-def _check_resume(args: argparse.Namespace, scenarios: list[Scenario]) -> str | None:
-    """A usage problem with ``--resume``/``--run-id``, or None."""
-    if args.resume and not (Path(args.results) / args.resume).is_dir():
-        return f"--resume: no run folder {Path(args.results) / args.resume}"
-    run_id = args.resume or args.run_id
-    if not run_id:
-        return None
-    hashes = {s.id: s.content_hash() for s in scenarios}
-    why = RunFolder(Path(args.results) / run_id).resume_mismatch(vars(args), RESUME_KEYS, hashes)
-    if why:
-        return f"cannot resume: {why}; use a new --run-id or the same arguments"
-    return None
-
-
 def run(args: argparse.Namespace) -> int:
     stream = stream_mode(args)
     args.stream = "both" if stream == "both" else ("on" if stream else "off")  # as recorded
     scenarios = load_scenarios(args.scenarios or ["scenarios"])
     if not scenarios:
         return _error(f"no scenario files in {args.scenarios or ['scenarios']}")
-    problem = _check_resume(args, scenarios)
+    problem = check_resume(args, scenarios, RESUME_KEYS)
     if problem:
         return _error(problem)
     down = preflight("target", args.target, args.api_key_env)

@@ -3,7 +3,7 @@
 Scores are pure functions of ``transcripts.jsonl``, so an old run can be re-scored after
 the scoring improves (:func:`harness.pipeline.score_folder` rewrites ``scores.jsonl`` and
 ``summary.json``). Settings and fusion engagement recorded in an existing
-``summary.json`` are kept. Prints the same console as ``harness compare`` (or ``harness
+``summary.json`` are kept; ``report.html``/``report.md`` are redrawn. Prints the same console as ``harness compare`` (or ``harness
 run`` for a one-sided folder) and exits with the same codes. A ``harness matrix`` folder
 (its manifest's ``extra`` has ``matrix``) is re-scored with
 :func:`harness.matrix.run.rescore_matrix` (``summary.json`` and ``matrix.json``), printed
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import ExitCode
-from harness.cli._common import exit_code, gsm8k_exit_code
+from harness.cli._common import exit_code, gsm8k_exit_code, write_report_or_warn
 from harness.pipeline import score_folder
 from harness.present.console import make_console, render_compare, render_run
 from harness.present.views import first_drift
@@ -57,14 +57,15 @@ def run(args: argparse.Namespace) -> int:
     console = make_console()
     if args.quiet:
         if summary.verdict is not None:
-            console.print(summary.verdict.message, markup=False)
+            console.print(summary.verdict.message, markup=False, soft_wrap=True)
         elif summary.outcome is not None:
-            console.print(summary.outcome.message, markup=False)
+            console.print(summary.outcome.message, markup=False, soft_wrap=True)
     else:
         render = render_compare if summary.kind == "compare" else render_run
         traces = first_drift(s for _, s in rf.scores_with_offsets())
         render(summary, console, traces, verbose=args.verbose)
-    console.print(f"summary: {rf.summary_path}", markup=False)
+    console.print(f"summary: {rf.summary_path}", markup=False, soft_wrap=True)
+    write_report_or_warn(rf, console)
     return exit_code(summary, strict=args.strict)
 
 
@@ -81,7 +82,8 @@ def _matrix(folder: RunFolder, *, quiet: bool) -> int:
         console.print(f"{result.outcome}: {result.message}", markup=False)
     else:
         print_result(result, console)
-    console.print(f"matrix: {folder.file(RunFolder.MATRIX)}", markup=False)
+    console.print(f"matrix: {folder.file(RunFolder.MATRIX)}", markup=False, soft_wrap=True)
+    write_report_or_warn(folder, console)
     return matrix_exit_code(result)
 
 
@@ -95,8 +97,11 @@ def _gsm8k(folder: Path) -> int:
     except (OSError, ValueError, KeyError) as exc:
         print(f"error: {folder}: cannot re-score this GSM8K run ({exc})", file=sys.stderr)
         return ExitCode.USAGE_ERROR
-    render_gsm8k(summary, make_console())
-    print(f"summary: {RunFolder(folder).file(RunFolder.GSM8K_SUMMARY)}")
+    console = make_console()
+    render_gsm8k(summary, console)
+    rf = RunFolder(folder)
+    console.print(f"summary: {rf.file(RunFolder.GSM8K_SUMMARY)}", markup=False, soft_wrap=True)
+    write_report_or_warn(rf, console)
     return gsm8k_exit_code(summary)
 
 

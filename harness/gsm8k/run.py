@@ -394,6 +394,8 @@ def _execute(targets: list[TargetConfig], opts: GSM8KOptions) -> GSM8KSummary:
         args={"targets": [t.base_url for t in targets], **plan.config.model_dump()},
         extra={"gsm8k_config": plan.config.model_dump(mode="json")},
     )  # fmt: skip
+    # a folder another command made (the pytest plugin's session) keeps its manifest
+    folder.set_extra("gsm8k_config", plan.config.model_dump(mode="json"))
     out = folder.path
     records = _run_all(targets, plan, out, opts.progress)
     _record_models(out, targets)

@@ -28,6 +28,7 @@ from rich.table import Table
 
 from harness.kinds import plural
 from harness.present.views import (
+    MAX_REASONS,
     ScenarioRow,
     TableRow,
     Trace,
@@ -64,7 +65,6 @@ VERDICT_STYLE = {
     "TOO MANY INFRASTRUCTURE ERRORS": "bold white on yellow",
 }
 #: reasons printed under the verdict (the rest are in the report)
-MAX_REASONS = 8
 #: lines of a drifted-argument trace printed (the report shows more)
 CONSOLE_TRACE_LINES = 12
 
@@ -99,7 +99,8 @@ def _verdict(summary: Summary, console: Console) -> None:
     for r in reasons[:MAX_REASONS]:
         _print(console, f"  - {r}")
     if len(reasons) > MAX_REASONS:
-        _print(console, f"  ... {len(reasons) - MAX_REASONS} more reasons in the report")
+        more = plural(len(reasons) - MAX_REASONS, "more reason")
+        _print(console, f"  ... {more} in the report")
 
 
 def _sides(summary: Summary, console: Console) -> None:
@@ -129,10 +130,10 @@ def _metric_table(summary: Summary, sid: str, rows: list[TableRow], title: str) 
     table = Table(title=title, title_justify="left")
     table.add_column("", min_width=12)
     for s in summary.sides:
-        table.add_column(escape(s.label), justify="right", no_wrap=True)
+        table.add_column(escape(s.label), justify="right")
     if tested:
-        table.add_column("p (one-sided)", justify="right", no_wrap=True)
-        table.add_column("p adj. (Holm)", justify="right", no_wrap=True)
+        table.add_column("p (one-sided)", justify="right")
+        table.add_column("p adj. (Holm)", justify="right")
     for row in rows:
         cells = [escape(row.label), *map(escape, row.cells)]
         cells += [row.p_value, row.p_adjusted] if tested else []
@@ -165,7 +166,7 @@ def _scenario_table(summary: Summary, rows: list[ScenarioRow]) -> Table:
     table = Table(title=f"per scenario ({plural(len(rows), 'scenario')})", title_justify="left")
     table.add_column("scenario", min_width=10, overflow="fold")
     for s in summary.sides:
-        table.add_column(f"{escape(s.label)} passed", justify="right", no_wrap=True)
+        table.add_column(f"{escape(s.label)} passed", justify="right")
     table.add_column(
         "failure kinds only one side shows" if compared else "failure kinds",
         min_width=20,
@@ -197,29 +198,32 @@ def _detail(
     full: bool,
     shared: frozenset[str] = frozenset(),
 ) -> None:
-    """A scenario's note, (full table), drifted-argument traces and first divergence."""
+    """A scenario's note, (full table), drifted-argument traces and first divergence; the
+    scenario's heading is left out when there is nothing to show under it."""
     comp = summary.comparison(sid)
+    body: list[str] = []
+    if comp is not None and comp.note and comp.note not in shared:
+        body.append(f"  {comp.note}")
+    for s in summary.sides:
+        trace = traces.get((s.side, sid))
+        if trace is not None:
+            body.append(f"  drifted arguments, {s.label} ({trace.run_key}):")
+            body += ["    " + t.text() for t in trace.lines[:CONSOLE_TRACE_LINES]]
+            if len(trace.lines) > CONSOLE_TRACE_LINES:
+                more = len(trace.lines) - CONSOLE_TRACE_LINES
+                body.append(f"    ... {more} more lines in the report")
+    body += [
+        ("  " if i == 0 else "    ") + text
+        for i, text in enumerate(divergence_lines(comp, summary))
+    ]
     agg = summary.aggregate(summary.sides[0].side, sid) if summary.sides else None
     label = comp.label if comp else f"{agg.rate('passed').text()} passed" if agg else ""
     if full:
         console.print(_metric_table(summary, sid, metric_rows(summary, sid), f"{sid}  {label}"))
-    else:
+    elif body:
         console.print(f"[bold]{escape(sid)}[/]  {escape(label)}", soft_wrap=True)
-    if comp is not None and comp.note and comp.note not in shared:
-        _print(console, f"  {comp.note}")
-    for s in summary.sides:
-        trace = traces.get((s.side, sid))
-        if trace is not None:
-            _print(console, f"  drifted arguments, {s.label} ({trace.run_key}):")
-            for t in trace.lines[:CONSOLE_TRACE_LINES]:
-                _print(console, "    " + t.text())
-            if len(trace.lines) > CONSOLE_TRACE_LINES:
-                _print(
-                    console,
-                    f"    ... {len(trace.lines) - CONSOLE_TRACE_LINES} more lines in the report",
-                )
-    for i, text in enumerate(divergence_lines(comp, summary)):
-        _print(console, ("  " if i == 0 else "    ") + text)
+    for line in body:
+        _print(console, line)
 
 
 # ------------------------------------------------------------------ the commands

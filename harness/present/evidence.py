@@ -69,6 +69,16 @@ def run_line(score: RunScore) -> str:
     return f"{head}: {'; '.join(parts)}; {verdict}"
 
 
+def _missing(item: str) -> str:
+    """``seg0:entropy`` (the scores' form) as ``entropy (opening)``; ``seg2:x`` as
+    ``x (follow-up 2)``: the segments of :meth:`harness.scenario.model.Scenario.segments`."""
+    seg, sep, tool = item.partition(":")
+    if not sep or not seg.startswith("seg") or not seg[3:].isdigit():
+        return item
+    n = int(seg[3:])
+    return f"{tool} ({'opening' if n == 0 else f'follow-up {n}'})"
+
+
 def format_run(score: RunScore) -> list[str]:
     """The evidence of one run: how it stopped, its calls turn by turn with their drift
     (:func:`harness.present.views.drift_trace`), missing calls, repeats, schema, protocol,
@@ -80,7 +90,7 @@ def format_run(score: RunScore) -> list[str]:
     lines += ["    " + t.text() for t in drift_trace(score)] or ["    (none)"]
     seq = score.sequence
     if seq.missing:
-        lines.append(f"  missing expected calls: {', '.join(seq.missing)}")
+        lines.append(f"  missing expected calls: {', '.join(map(_missing, seq.missing))}")
     if not seq.order_kept:
         lines.append("  expected order not kept")
     if score.repeated_calls:

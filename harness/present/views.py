@@ -29,7 +29,9 @@ from harness.summary import Aggregate, ScenarioComparison, Summary, scenario_nam
 
 __all__ = [
     "KEY_METRICS",
+    "MAX_REASONS",
     "TRACE_WIDTH",
+    "candidate_outcome",
     "ScenarioRow",
     "TableRow",
     "Trace",
@@ -45,6 +47,9 @@ __all__ = [
     "scenario_name",
     "scenario_rows",
 ]
+
+#: verdict reasons shown before "N more" (console, report.html, report.md alike)
+MAX_REASONS = 6
 
 #: the rows of the compact tables, in this order (then the failure kinds seen)
 KEY_METRICS = ["tool_calls", "repeated_calls", "malformed_args", "drift", "final_answer", "passed"]
@@ -213,13 +218,35 @@ def headline(summary: Summary) -> tuple[str, str]:
     if v is not None:
         message = v.message.removeprefix(v.verdict).lstrip(": ")
         if v.infra_limited and v.verdict != "REGRESSION":
-            return "TOO MANY INFRASTRUCTURE ERRORS", message
+            return _INFRA, _after_infra(message)
         return v.verdict, message
     if o is not None:
         if o.passed:
             return "PASSED", o.message
-        return ("TOO MANY INFRASTRUCTURE ERRORS" if o.infra_limited else "FAILED"), o.message
+        return (_INFRA, _after_infra(o.message)) if o.infra_limited else ("FAILED", o.message)
     return "NOT JUDGED", "no comparison and no outcome"
+
+
+_INFRA = "TOO MANY INFRASTRUCTURE ERRORS"
+
+
+def _after_infra(message: str) -> str:
+    """``message`` without the words the banner already says (``too many infrastructure
+    errors (fused 3/10 runs; ...)`` -> ``fused 3/10 runs; ...``)."""
+    rest = message.removeprefix("too many infrastructure errors").strip()
+    if rest.startswith("(") and ")" in rest:
+        inner, _, after = rest[1:].partition(")")
+        rest = inner + after
+    return rest or message
+
+
+def candidate_outcome(summary: Summary) -> str | None:
+    """The candidate's own tests beside a comparison's verdict (the pytest plugin with a
+    baseline): ``candidate tests: PASSED (every scenario ...)``, or None."""
+    o = summary.outcome
+    if summary.verdict is None or o is None:
+        return None
+    return f"candidate tests: {'PASSED' if o.passed else 'FAILED'} ({o.message})"
 
 
 # ------------------------------------------------------------------ traces

@@ -231,7 +231,10 @@ class HarnessState:
         if base is None or cand is None:
             return score_folder(folder, FolderContext(settings=self.summary_settings()))
         sides, warnings, diff = engagement(base, cand)
-        return score_folder(folder, FolderContext(self.summary_settings(), sides, warnings, diff))
+        context = FolderContext(
+            self.summary_settings(), sides, warnings, diff, judge_candidate=True
+        )
+        return score_folder(folder, context)
 
 
 # ---------------------------------------------------------------- seams to other modules

@@ -103,7 +103,7 @@ def calls_per_turn(series: list[tuple[str, str, list[float]]], *, width: float =
                     bar_w - 1,
                     h,
                     css,
-                    f"{label}, turn {t}: {v:g} calls",
+                    f"{label}, turn {t}: {v:g} {'call' if v == 1 else 'calls'}",
                 )
             )
         if turns <= 16 or t % 2 == 0:

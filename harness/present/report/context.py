@@ -29,6 +29,7 @@ from harness.present.views import (
     ScenarioRow,
     TableRow,
     TraceLine,
+    candidate_outcome,
     headline,
     metric_rows,
     p_legend,
@@ -361,7 +362,9 @@ def _verdict(rf: ReportInput) -> tuple[str | None, str, list[str]]:
     summary = rf.summary
     if summary is not None and rf.matrix is None and (summary.verdict or summary.outcome):
         banner, msg = headline(summary)  # the console's headline, word for word
-        found.append((banner, msg, list(summary.verdict.reasons) if summary.verdict else []))
+        reasons = list(summary.verdict.reasons) if summary.verdict else []
+        also = candidate_outcome(summary)  # the pytest plugin with a baseline
+        found.append((banner, msg, ([also] if also else []) + reasons))
     if rf.gsm8k is not None and rf.gsm8k.verdict is not None:
         p = rf.gsm8k.paired
         found.append((rf.gsm8k.verdict, "GSM8K: " + (p.reason if p else ""), []))

@@ -18,8 +18,10 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from harness.kinds import plural
 from harness.present.report.context import build_report
 from harness.present.report.load import load_run_folder
+from harness.present.views import MAX_REASONS
 from harness.runfolder import RunFolder
 
 __all__ = [
@@ -86,7 +88,9 @@ def environment() -> Environment:
         shjoin=lambda argv: shlex.join(str(a) for a in argv),
         json=lambda v: json.dumps(v, ensure_ascii=False, default=str),
         tojson_md=lambda v: _code(json.dumps(v, ensure_ascii=False), table=True),
+        plural=lambda n, word: plural(int(n), word),
     )
+    env.globals["MAX_REASONS"] = MAX_REASONS
     return env
 
 

@@ -1,0 +1,145 @@
+"""Run folders from the command line: what ``--resume``/``--run-id`` accept, an interrupted
+comparison re-scored, ``harness score`` redrawing the report, GSM8K folders not resumed,
+and output cut short by a closed pipe.
+
+Real runs against the reference server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.cli import ExitCode, main
+from harness.errors import RunFolderError
+from harness.present.evidence import format_run
+from harness.runfolder import RunFolder, check_run_id
+from harness.scoring.models import RunScore
+from tests.test_compare import CLOCK, ENTROPY, LOOKUP
+
+
+def _compare(scenarios: Path, results: Path, *extra: str) -> int:
+    args = ["compare", str(scenarios), "--results", str(results), "--no-progress"]
+    return main([*args, "--repeats", "2", *extra])
+
+
+@pytest.fixture
+def scenarios(write_scenarios: Callable[..., Path]) -> Path:
+    return write_scenarios(ENTROPY, LOOKUP, CLOCK)
+
+
+@pytest.mark.parametrize("bad", ["", ".", "..", "a/b", "../x", "/tmp/x"])
+def test_run_ids_are_plain_folder_names(bad: str, tmp_path: Path) -> None:
+    with pytest.raises(RunFolderError, match="is not a folder name"):
+        check_run_id(bad)
+    with pytest.raises(RunFolderError):
+        RunFolder.create("run", results=tmp_path, run_id=bad or "/")
+    assert check_run_id("compare-20261130-120000-1") == "compare-20261130-120000-1"
+
+
+def test_resume_and_run_id_are_checked_before_anything_runs(
+    scenarios: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results"
+    assert _compare(scenarios, results, "--resume", "x", "--run-id", "y") == 2
+    assert "not both" in capsys.readouterr().err
+    assert _compare(scenarios, results, "--run-id", "../elsewhere") == 2
+    assert "is not a folder name" in capsys.readouterr().err
+    assert _compare(scenarios, results, "--resume", "nothing-here") == 2
+    assert "--resume: no run folder" in capsys.readouterr().err
+    assert not results.exists()  # no folder made by a refused command
+
+
+def test_resume_with_fewer_scenarios_is_refused(
+    scenarios: Path,
+    write_scenarios: Callable[..., Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _compare(scenarios, tmp_path, "--run-id", "r") == ExitCode.REGRESSION
+    capsys.readouterr()
+    only_clock = write_scenarios(CLOCK)
+    assert _compare(only_clock, tmp_path, "--resume", "r") == ExitCode.USAGE_ERROR
+    err = capsys.readouterr().err
+    assert "scenarios not given now: " in err and "entropy" in err and "cannot resume" in err
+
+
+def test_interrupted_comparison_rescored_is_inconclusive_not_one_sided(
+    scenarios: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _compare(scenarios, tmp_path, "--run-id", "c") == ExitCode.REGRESSION
+    folder = RunFolder(tmp_path / "c")
+    lines = folder.transcripts.read_text().splitlines(keepends=True)
+    baseline_only = [x for x in lines if json.loads(x)["target"]["side"] == "baseline"]
+    assert 0 < len(baseline_only) < len(lines)
+    folder.transcripts.write_text("".join(baseline_only))  # as if killed before the candidate
+    folder.summary_path.unlink()
+    capsys.readouterr()
+    assert main(["score", str(folder.path)]) == ExitCode.OK
+    out = capsys.readouterr().out
+    assert out.startswith(" INCONCLUSIVE  the candidate has no runs yet")
+    summary = json.loads(folder.summary_path.read_text())
+    assert summary["kind"] == "compare" and summary["outcome"] is None
+    assert "compare report" in (folder.path / "report.html").read_text()
+    assert main(["score", str(folder.path), "--strict"]) == ExitCode.REGRESSION
+
+
+def test_score_redraws_the_report(
+    scenarios: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _compare(scenarios, tmp_path, "--run-id", "s") == ExitCode.REGRESSION
+    report = tmp_path / "s" / "report.html"
+    report.write_text("stale")
+    capsys.readouterr()
+    assert main(["score", str(tmp_path / "s"), "--quiet"]) == ExitCode.REGRESSION
+    assert capsys.readouterr().out.splitlines()[-1] == f"report: {report}"
+    assert "REGRESSION" in report.read_text()
+
+
+def test_gsm8k_does_not_write_into_an_existing_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "keep.txt").write_text("mine")
+    args = ["gsm8k", "--target", "http://127.0.0.1:9", "--results", str(tmp_path)]
+    assert main([*args, "--run-id", "g"]) == ExitCode.USAGE_ERROR
+    assert "a GSM8K run is not resumed" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "g").iterdir()] == ["keep.txt"]
+    assert main([*args, "--run-id", "../up"]) == ExitCode.USAGE_ERROR
+    assert "is not a folder name" in capsys.readouterr().err
+
+
+def test_output_into_a_closed_pipe_ends_quietly() -> None:
+    code = "import sys; from harness.cli import main; sys.exit(main(['sim', '--list-profiles']))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader left before anything was written (`| head -0`)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) in (141, 120)  # 120: Python's own flush failure at exit
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+def test_missing_calls_are_named_by_segment() -> None:
+    score = RunScore.model_validate(
+        {
+            "run_key": "candidate/s/0/nostream",
+            "scenario_id": "s",
+            "side": "candidate",
+            "label": "fused",
+            "repeat": 0,
+            "stream": False,
+            "termination": "turn_cap",
+            "turns": 12,
+            "passed": False,
+            "sequence": {"missing": ["seg0:entropy", "seg2:normalize"]},
+        }
+    )
+    lines = format_run(score)
+    assert "  missing expected calls: entropy (opening), normalize (follow-up 2)" in lines
