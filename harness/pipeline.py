@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.client.target import TargetConfig
 from harness.errors import RunFolderError
+from harness.kinds import plural
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario
 from harness.scoring.divergence import first_divergence, pick_pair
@@ -69,13 +70,33 @@ class _Previous(BaseModel):
     outcome: dict[str, Any] | None = None
 
 
+#: the manifest's ``extra`` key of the context :func:`compare` saves before its runs
+CONTEXT_KEY = "context"
+
+
+def _save_context(folder: RunFolder, context: FolderContext) -> None:
+    """Record ``context`` in the manifest before the runs, so a comparison interrupted
+    before its ``summary.json`` keeps its settings and fusion engagement when re-scored."""
+    saved = _Previous(
+        settings=context.settings,
+        sides=list(context.sides.values()),
+        warnings=context.warnings,
+        server_args_diff=context.server_args_diff,
+        kind=context.kind,
+    )
+    folder.set_extra(CONTEXT_KEY, saved.model_dump(mode="json"), replace=True)
+
+
 def _previous_context(folder: RunFolder) -> FolderContext:
-    """The context recorded in the folder's ``summary.json`` (of any schema version), or a
-    default one."""
+    """The context recorded in the folder's ``summary.json`` (of any schema version), else
+    the one :func:`compare` saved in the manifest before its runs, else a default one."""
     try:
         old: _Previous | None = folder.read_model(RunFolder.SUMMARY, _Previous)
+        manifest = folder.manifest() if old is None else None
     except RunFolderError:
         return FolderContext()
+    if old is None and manifest is not None and CONTEXT_KEY in manifest.extra:
+        old = _Previous.model_validate(manifest.extra[CONTEXT_KEY])
     if old is None:
         return FolderContext()
     sides = {s.side: s for s in old.sides}
@@ -192,11 +213,11 @@ class _Summarizer:
     def _decide(self, summary: Summary, fetch: Callable[[int], RunRecord]) -> None:
         base = {a.scenario_id: a for a in summary.aggregates if a.side == "baseline"}
         cand = {a.scenario_id: a for a in summary.aggregates if a.side == "candidate"}
-        if not base or not cand:
-            missing = "baseline" if not base else "candidate"
+        unfinished = _unfinished(base, cand, summary.settings.scenarios)
+        if unfinished:
             summary.verdict = Verdict(
                 verdict="INCONCLUSIVE",
-                message=f"the {missing} has no runs yet (interrupted? finish with --resume)",
+                message=f"INCONCLUSIVE: {unfinished} (interrupted? finish it with --resume)",
             )
             return
         settings = summary.settings
@@ -227,6 +248,37 @@ class _Summarizer:
                 pairs += 1
                 diffs += pair_diffs(fetch(modes[True]), fetch(modes[False]))
         return diffs, pairs
+
+
+def _unfinished(
+    base: dict[str, Aggregate], cand: dict[str, Aggregate], planned: Sequence[str]
+) -> str | None:
+    """Why a comparison's runs are not all there, or None.
+
+    A finished comparison has, per scenario, as many runs on each side (infrastructure
+    errors are runs too) and a run of every planned scenario. An interrupted one is not
+    judged: its pooled tests would weigh the scenarios differently on the two sides.
+    """
+    if not base or not cand:
+        return f"the {'baseline' if not base else 'candidate'} has no runs yet"
+    base_n = {sid: a.runs for sid, a in base.items() if sid != "*"}
+    cand_n = {sid: a.runs for sid, a in cand.items() if sid != "*"}
+    uneven = sorted(
+        sid for sid in base_n.keys() | cand_n.keys() if base_n.get(sid, 0) != cand_n.get(sid, 0)
+    )
+    absent = [sid for sid in planned if sid not in base_n and sid not in cand_n]
+    if not uneven and not absent:
+        return None
+    parts = []
+    if uneven:
+        counts = ", ".join(
+            f"{sid} {base_n.get(sid, 0)} vs {cand_n.get(sid, 0)}" for sid in uneven[:4]
+        )
+        more = f" and {len(uneven) - 4} more" if len(uneven) > 4 else ""
+        parts.append(f"unfinished: runs per side differ ({counts}{more})")
+    if absent:
+        parts.append(f"{plural(len(absent), 'planned scenario')} not run on either side")
+    return "; ".join(parts)
 
 
 def score_folder(folder: RunFolder, context: FolderContext | None = None) -> Summary:
@@ -318,6 +370,8 @@ def compare(
 ) -> Summary:
     """Run ``scenarios`` against both targets into ``folder``, score and decide.
 
+    Fusion engagement is collected first and saved in the manifest with the settings
+    (a comparison killed before its summary is re-scored with them).
     ``baseline.side``/``candidate.side`` are set to ``"baseline"``/``"candidate"``.
     Repeats, stream mode, concurrency and A/A come from ``settings``. Runs already in
     the folder are not made again (resume).
@@ -325,6 +379,9 @@ def compare(
     from harness.runner import run_many_sync
 
     baseline.side, candidate.side = "baseline", "candidate"
+    sides, warnings, diff = engagement(baseline, candidate, logs, aa=settings.aa)
+    context = FolderContext(settings, sides, warnings, diff, kind="compare")
+    _save_context(folder, context)
     run_many_sync(
         scenarios,
         [baseline, candidate],
@@ -335,5 +392,4 @@ def compare(
         progress=progress,
         keep=False,
     )
-    sides, warnings, diff = engagement(baseline, candidate, logs, aa=settings.aa)
-    return score_folder(folder, FolderContext(settings, sides, warnings, diff))
+    return score_folder(folder, context)

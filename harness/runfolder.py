@@ -156,6 +156,8 @@ class RunFolder:
     MATRIX = "matrix.json"
     #: harness matrix: the folder holding each deployment's GSM8K run folder
     GSM8K_DIR = "gsm8k"
+    #: the manifest's ``extra`` key of the scenario set (id -> content hash)
+    SCENARIO_HASHES = "scenario_hashes"
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -204,9 +206,14 @@ class RunFolder:
                     )
                 )
         except OSError as exc:
+            where = (
+                "--results"
+                if results is not None or "HARNESS_RESULTS" not in os.environ
+                else "$HARNESS_RESULTS (or --results)"
+            )
             raise RunFolderError(
                 f"{folder.path}: cannot create the run folder ({exc.strerror or exc}); "
-                "give a writable directory with --results"
+                f"give a writable directory with {where}"
             ) from None
         return folder
 
@@ -280,13 +287,19 @@ class RunFolder:
     def _write_manifest(self, manifest: RunManifest) -> None:
         self.write_model(self.MANIFEST, manifest)
 
-    def set_extra(self, key: str, value: Any) -> None:
-        """Record ``value`` under ``key`` in the manifest's ``extra`` if it is not there yet
-        (a command writing into a folder another one created, e.g. GSM8K under pytest)."""
+    def set_extra(self, key: str, value: Any, *, replace: bool = False) -> None:
+        """Record ``value`` under ``key`` in the manifest's ``extra``: only if it is not
+        there yet (a command writing into a folder another one created, e.g. GSM8K under
+        pytest), or in place of the old value with ``replace``."""
         manifest = self.manifest()
-        if manifest is not None and key not in manifest.extra:
+        if manifest is not None and (replace or key not in manifest.extra):
             manifest.extra[key] = value
             self._write_manifest(manifest)
+
+    def record_scenarios(self, scenario_hashes: Mapping[str, str]) -> None:
+        """Record the scenario set (id -> content hash) of a new run, what a resume must
+        give again (kept as first recorded)."""
+        self.set_extra(self.SCENARIO_HASHES, dict(scenario_hashes))
 
     def kind(self) -> str | None:
         """The command that made the folder (the manifest's ``kind``), or None."""
@@ -329,15 +342,21 @@ class RunFolder:
         _append_line(self.transcripts, record)
 
     def finished_keys(self) -> set[str]:
-        """``run_key`` of every recorded run; a truncated last line is cut off first so
-        that new records start on a line of their own."""
+        """``run_key`` of every run recorded with an outcome, what a resumed run skips.
+
+        A run whose latest record is an infrastructure error (the server was down, timed
+        out, answered garbage) is not finished: resuming runs it again, and the new
+        record replaces the old one when scored. A truncated last line is cut off first
+        so that new records start on a line of their own.
+        """
         if not self.transcripts.exists():
             return set()
         with open(self.transcripts, "rb+") as fh:
             data = fh.read()
             if data and not data.endswith(b"\n"):
                 fh.truncate(data.rfind(b"\n") + 1)
-        return {r.run_key for r in self.records()}
+        infra = {r.run_key: r.is_infra_error for r in self.records()}
+        return {key for key, failed in infra.items() if not failed}
 
     def records(self) -> Iterator[RunRecord]:
         """Every record in file order, streaming (a truncated last line skipped)."""
@@ -449,7 +468,8 @@ class RunFolder:
         stream...) with the ``args`` recorded in the manifest (keys it lacks are skipped;
         a manifest without ``keys[0]``, e.g. ``target``, was written by another command),
         and ``scenario_hashes`` (scenario id -> :meth:`Scenario.content_hash`) with the
-        ``scenario_hash`` of the recorded runs. Returns one line listing what differs;
+        scenario set recorded at creation (:meth:`record_scenarios`): the same ids, the
+        same contents (older folders: with the ``scenario_hash`` of the recorded runs). Returns one line listing what differs;
         None for a folder without a manifest (new).
         """
         try:
@@ -466,11 +486,22 @@ class RunFolder:
             for k in keys
             if k in old and _norm(k, old[k]) != _norm(k, args.get(k))
         ]
-        changed, missing = self._changed_scenarios(scenario_hashes)
+        recorded = manifest.extra.get(self.SCENARIO_HASHES)
+        if isinstance(recorded, dict):  # the scenario set the folder was created with
+            changed = [
+                k for k in recorded if k in scenario_hashes and scenario_hashes[k] != recorded[k]
+            ]
+            missing = [k for k in recorded if k not in scenario_hashes]
+            added = [k for k in scenario_hashes if k not in recorded]
+        else:  # a folder from before it was recorded: what its runs say
+            changed, missing = self._changed_scenarios(scenario_hashes)
+            added = []
         if changed:
             diffs.append("scenario file(s) changed since: " + ", ".join(changed))
         if missing:
             diffs.append("scenarios not given now: " + ", ".join(missing))
+        if added:
+            diffs.append("scenarios not in the recorded run: " + ", ".join(added))
         return f"{self.path} was recorded with " + "; ".join(diffs) if diffs else None
 
     def _changed_scenarios(self, hashes: Mapping[str, str]) -> tuple[list[str], list[str]]:

@@ -106,9 +106,11 @@ class CountStat(_Model):
 
     def text(self) -> str:
         """How every view prints it: ``15 (3 each)``, ``9 (1, 2, 2, 4)`` (up to 5 runs),
-        ``155 (median 2)``; ``-`` without runs."""
+        ``155 (median 2)``; ``4`` for one run; ``-`` without runs."""
         if not self.n:
             return "-"
+        if self.n == 1:
+            return str(self.total)
         if len(self.histogram) == 1 and self.n > 1:
             return f"{self.total} ({next(iter(self.histogram))} each)"
         if self.n <= 5:

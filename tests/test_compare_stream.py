@@ -12,7 +12,7 @@ from tests.report_data import baseline_record, candidate_record
 def test_streamed_scoring_matches_the_list_with_parity_and_replaced_runs(tmp_path: Path) -> None:
     recs = [baseline_record(r) for r in range(3)] + [candidate_record(r) for r in range(3)]
     streamed = []
-    for r in recs[:2] + recs[3:4]:  # a streamed twin of some runs; one drops a brace
+    for r in recs[:2] + recs[3:5]:  # a streamed twin of some runs; one drops a brace
         twin = r.model_copy(deep=True)
         twin.stream, twin.run_key = True, r.run_key.replace("nostream", "stream")
         streamed.append(twin)
@@ -25,7 +25,7 @@ def test_streamed_scoring_matches_the_list_with_parity_and_replaced_runs(tmp_pat
     listed, listed_scores = summarize(list(folder.records()), run_id=tmp_path.name)
     summary = score_folder(folder)
     assert summary.parity and any(d.field == "arguments" for d in summary.parity)
-    assert summary.parity_pairs == 3
+    assert summary.parity_pairs == 4
     scores = [s for _, s in folder.scores_with_offsets()]
     assert len(scores) == len(recs) + len(streamed)  # the replaced run counted once
     assert sorted(s.run_key for s in scores) == sorted(s.run_key for s in listed_scores)

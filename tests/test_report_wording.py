@@ -208,3 +208,13 @@ def test_infrastructure_banner_does_not_repeat_itself() -> None:
     banner, message = headline(Summary(run_id="x", kind="run", outcome=o))
     assert banner == "TOO MANY INFRASTRUCTURE ERRORS"
     assert message == "t 3/4 runs; limit 20%; 1 scenario below pass rate 1: s (0/1 passed)"
+
+
+def test_console_tables_fit_an_80_column_terminal_without_cutting_words() -> None:
+    console = Console(record=True, width=80, color_system=None)
+    render_compare(_summary(), console)
+    out = console.export_text()
+    table_lines = [ln for ln in out.splitlines() if ln[:1] in "┏┃┡│└"]
+    assert table_lines and all(len(ln) <= 80 for ln in table_lines)
+    assert all(ln.rstrip()[-1] in "┓┃┩│┘" for ln in table_lines)  # the right border is there
+    assert "significant" in out and "signific\n" not in out  # folded at spaces, not cut

@@ -8,6 +8,7 @@ Real runs against the reference server on 127.0.0.1.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from harness.errors import RunFolderError
 from harness.present.evidence import format_run
 from harness.runfolder import RunFolder, check_run_id
 from harness.scoring.models import RunScore
+from harness.sim.server import serve_in_thread
 from tests.test_compare import CLOCK, ENTROPY, LOOKUP
 
 
@@ -69,6 +71,26 @@ def test_resume_with_fewer_scenarios_is_refused(
     assert "scenarios not given now: " in err and "entropy" in err and "cannot resume" in err
 
 
+def test_resume_with_more_scenarios_is_refused_even_before_they_ran(
+    write_scenarios: Callable[..., Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from harness.cli import compare as compare_cmd
+
+    def ctrl_c(*args: object, **kw: object) -> None:
+        raise KeyboardInterrupt  # killed before any run was recorded
+
+    with monkeypatch.context() as m:
+        m.setattr(compare_cmd, "compare", ctrl_c)
+        assert _compare(write_scenarios(CLOCK), tmp_path, "--run-id", "k") == 130
+    capsys.readouterr()
+    more = write_scenarios(CLOCK, ENTROPY)
+    assert _compare(more, tmp_path, "--resume", "k") == ExitCode.USAGE_ERROR
+    assert "scenarios not in the recorded run: entropy" in capsys.readouterr().err
+
+
 def test_interrupted_comparison_rescored_is_inconclusive_not_one_sided(
     scenarios: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -85,8 +107,51 @@ def test_interrupted_comparison_rescored_is_inconclusive_not_one_sided(
     assert out.startswith(" INCONCLUSIVE  the candidate has no runs yet")
     summary = json.loads(folder.summary_path.read_text())
     assert summary["kind"] == "compare" and summary["outcome"] is None
+    # fusion engagement and settings were saved before the runs: not lost with the summary
+    assert [s["fusion"]["state"] for s in summary["sides"]] == ["OFF"]
+    assert summary["settings"]["repeats"] == 2
     assert "compare report" in (folder.path / "report.html").read_text()
     assert main(["score", str(folder.path), "--strict"]) == ExitCode.REGRESSION
+
+
+def test_partly_finished_comparison_is_not_judged(
+    scenarios: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _compare(scenarios, tmp_path, "--run-id", "p") == ExitCode.REGRESSION
+    folder = RunFolder(tmp_path / "p")
+    lines = folder.transcripts.read_text().splitlines(keepends=True)
+    cut = [x for x in lines if json.loads(x)["run_key"] != "candidate/clock/1/nostream"]
+    assert len(cut) == len(lines) - 1
+    folder.transcripts.write_text("".join(cut))  # killed before the candidate's last run
+    capsys.readouterr()
+    assert main(["score", str(folder.path), "--quiet"]) == ExitCode.OK
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "INCONCLUSIVE: unfinished: runs per side differ (clock 2 vs 1) "
+        "(interrupted? finish it with --resume)"
+    ]
+
+
+def test_resume_runs_again_the_runs_lost_to_infrastructure_errors(
+    write_scenarios: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenarios = write_scenarios(CLOCK)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    args = ["run", str(scenarios), "--target", url, "--results", str(tmp_path)]
+    args += ["--repeats", "2", "--max-retries", "0", "--no-progress"]
+    with serve_in_thread("http-500", port=port, scenarios_dir=scenarios):
+        assert main([*args, "--run-id", "i"]) == ExitCode.INFRA_ERROR  # every POST fails
+    folder = RunFolder(tmp_path / "i")
+    assert folder.finished_keys() == set()  # infrastructure errors are not finished runs
+    with serve_in_thread("healthy", port=port, scenarios_dir=scenarios):  # the server is back
+        assert main([*args, "--resume", "i"]) == ExitCode.OK
+    capsys.readouterr()
+    side = json.loads(folder.summary_path.read_text())["sides"][0]
+    assert side["infra_errors"] == 0 and side["runs"] == 2
+    assert len(folder.transcripts.read_text().splitlines()) == 4  # 2 lost, 2 run again
 
 
 def test_score_redraws_the_report(
@@ -97,8 +162,11 @@ def test_score_redraws_the_report(
     report.write_text("stale")
     capsys.readouterr()
     assert main(["score", str(tmp_path / "s"), "--quiet"]) == ExitCode.REGRESSION
+    [line] = capsys.readouterr().out.splitlines()  # --quiet: the verdict line alone
+    assert line.startswith("REGRESSION: ")
+    assert "REGRESSION" in report.read_text()  # redrawn all the same
+    assert main(["score", str(tmp_path / "s")]) == ExitCode.REGRESSION
     assert capsys.readouterr().out.splitlines()[-1] == f"report: {report}"
-    assert "REGRESSION" in report.read_text()
 
 
 def test_gsm8k_does_not_write_into_an_existing_folder(

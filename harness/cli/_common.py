@@ -147,7 +147,11 @@ def recorded_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def open_run_folder(
-    command: str, args: argparse.Namespace, console: Console, **kw: Any
+    command: str,
+    args: argparse.Namespace,
+    console: Console,
+    scenarios: list[Scenario] | None = None,
+    **kw: Any,
 ) -> RunFolder:
     """Create (or reopen, resuming) the run folder and say at once where it is and how to
     resume it, so a killed run can be found and finished.
@@ -159,6 +163,8 @@ def open_run_folder(
     folder = RunFolder.create(
         command, results=args.results, run_id=run_id, args=recorded_args(args), **kw
     )
+    if scenarios is not None:  # what --resume must give again (check_resume)
+        folder.record_scenarios({s.id: s.content_hash() for s in scenarios})
     console.print(f"run folder: {folder.path}", markup=False, highlight=False, soft_wrap=True)
     console.print(
         f"  if interrupted, resume with: {resume_command(args, folder.path.name)}",
@@ -193,13 +199,13 @@ def gsm8k_exit_code(summary: GSM8KSummary) -> ExitCode:
     return ExitCode.OK
 
 
-def write_report_or_warn(folder: RunFolder, console: Console) -> Path | None:
-    """Write the folder's ``report.html`` and ``report.md`` and print where; if the report
-    cannot be drawn, one ``warning:`` line on stderr naming the exception
-    (:func:`harness.present.report.write_report_or_warning`): the results stand."""
+def write_report_or_warn(folder: RunFolder, console: Console, *, say: bool = True) -> Path | None:
+    """Write the folder's ``report.html`` and ``report.md`` and print where (unless not
+    ``say``); if the report cannot be drawn, one ``warning:`` line on stderr naming the
+    exception (:func:`harness.present.report.write_report_or_warning`): the results stand."""
     path, warning = write_report_or_warning(folder.path)
     if warning is not None:
         print(f"warning: {warning}", file=sys.stderr)
-    else:
+    elif say:
         console.print(f"report: {path}", soft_wrap=True, markup=False, highlight=False)
     return path

@@ -226,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {down}", file=sys.stderr)
         return ExitCode.INFRA_ERROR
     console = make_console()
-    folder = open_run_folder("compare", args, console)
+    folder = open_run_folder("compare", args, console, scenarios)
     try:
         summary = _compare(args, scenarios, stream, folder)
     except KeyboardInterrupt:

@@ -36,7 +36,6 @@ from harness.options import add_argument
 from harness.pipeline import FolderContext, score_folder
 from harness.present.console import make_console, render_run
 from harness.present.views import first_drift
-from harness.runfolder import DEFAULT_RESULTS
 from harness.runner import StreamMode, run_many_sync
 from harness.scenario.model import Scenario, load_scenarios
 from harness.stats.verdict import INFRA_ERROR_LIMIT
@@ -56,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_stream_argument(p)
     for name in ("repeats", "concurrency", "min_pass_rate"):
         add_argument(p, name)
-    add_argument(p, "results", default=str(DEFAULT_RESULTS))  # the same root, as a path
+    add_argument(p, "results")
     p.add_argument("--run-id", help="name of the run folder (default: run-<time>-<pid>)")
     p.add_argument("--resume", metavar="RUN_ID", help="finish the run RUN_ID (skip recorded runs)")
     for name in ("api_key_env", "request_timeout", "max_retries"):
@@ -83,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if down:
         return _error(down, ExitCode.INFRA_ERROR)
     console = make_console()
-    folder = open_run_folder("run", args, console)
+    folder = open_run_folder("run", args, console, scenarios)
     try:
         run_many_sync(
             scenarios, [_target(args)], repeats=args.repeats, stream=stream,

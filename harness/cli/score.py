@@ -22,7 +22,7 @@ from harness.cli import ExitCode
 from harness.cli._common import exit_code, gsm8k_exit_code, write_report_or_warn
 from harness.pipeline import score_folder
 from harness.present.console import make_console, render_compare, render_run
-from harness.present.views import first_drift
+from harness.present.views import first_drift, headline
 from harness.runfolder import RunFolder
 
 HELP = (
@@ -55,15 +55,14 @@ def run(args: argparse.Namespace) -> int:
         return _not_a_run_folder(folder)
     summary = score_folder(rf)
     console = make_console()
-    if args.quiet:
-        if summary.verdict is not None:
-            console.print(summary.verdict.message, markup=False, soft_wrap=True)
-        elif summary.outcome is not None:
-            console.print(summary.outcome.message, markup=False, soft_wrap=True)
-    else:
-        render = render_compare if summary.kind == "compare" else render_run
-        traces = first_drift(s for _, s in rf.scores_with_offsets())
-        render(summary, console, traces, verbose=args.verbose)
+    if args.quiet:  # the verdict line alone; the report is still redrawn
+        banner, message = headline(summary)
+        console.print(f"{banner}: {message}", markup=False, soft_wrap=True)
+        write_report_or_warn(rf, console, say=False)
+        return exit_code(summary, strict=args.strict)
+    render = render_compare if summary.kind == "compare" else render_run
+    traces = first_drift(s for _, s in rf.scores_with_offsets())
+    render(summary, console, traces, verbose=args.verbose)
     console.print(f"summary: {rf.summary_path}", markup=False, soft_wrap=True)
     write_report_or_warn(rf, console)
     return exit_code(summary, strict=args.strict)
@@ -79,9 +78,10 @@ def _matrix(folder: RunFolder, *, quiet: bool) -> int:
     result = rescore_matrix(folder.path)
     console = make_console()
     if quiet:
-        console.print(f"{result.outcome}: {result.message}", markup=False)
-    else:
-        print_result(result, console)
+        console.print(f"{result.outcome}: {result.message}", markup=False, soft_wrap=True)
+        write_report_or_warn(folder, console, say=False)
+        return matrix_exit_code(result)
+    print_result(result, console)
     console.print(f"matrix: {folder.file(RunFolder.MATRIX)}", markup=False, soft_wrap=True)
     write_report_or_warn(folder, console)
     return matrix_exit_code(result)

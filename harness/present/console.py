@@ -161,25 +161,42 @@ def _pooled(summary: Summary, console: Console) -> None:
     _print(console, f"  how runs ended: {'; '.join(ends)}")
 
 
-def _scenario_table(summary: Summary, rows: list[ScenarioRow]) -> Table:
+def _scenario_table(summary: Summary, rows: list[ScenarioRow], width: int = 200) -> Table:
+    """One row per scenario. Narrower than its natural width (a terminal of 80
+    columns), every column but the failure kinds gets a fixed width and the kinds fold,
+    so no column is cut."""
     compared = summary.kind == "compare"
-    table = Table(title=f"per scenario ({plural(len(rows), 'scenario')})", title_justify="left")
-    table.add_column("scenario", min_width=10, overflow="fold")
-    for s in summary.sides:
-        table.add_column(f"{escape(s.label)} passed", justify="right")
-    table.add_column(
-        "failure kinds only one side shows" if compared else "failure kinds",
-        min_width=20,
-        overflow="fold",
-    )
-    if compared:
-        table.add_column("verdict", min_width=9)
+    table = _scenario_columns(summary, rows, compared, fixed=None)
+    if Console(width=10_000).measure(table).maximum > width:  # its natural width
+        table = _scenario_columns(summary, rows, compared, fixed=width)
     for r in rows:
         cells = [escape(r.scenario_id), *r.passed, escape(r.only)]
         if compared:
             style = VERDICT_STYLE.get(r.verdict, "bold yellow" if r.differs else "")
             cells.append(f"[{style}]{escape(r.verdict)}[/]" if style else escape(r.verdict))
         table.add_row(*cells)
+    return table
+
+
+def _scenario_columns(
+    summary: Summary, rows: list[ScenarioRow], compared: bool, *, fixed: int | None
+) -> Table:
+    """The per-scenario table's columns (no rows); ``fixed``: the console width to fit."""
+    table = Table(title=f"per scenario ({plural(len(rows), 'scenario')})", title_justify="left")
+    ids = max((len(r.scenario_id) for r in rows), default=8)
+    table.add_column("scenario", min_width=10, overflow="fold", width=fixed and min(ids, 20))
+    for i, s in enumerate(summary.sides):
+        cells = max((len(r.passed[i]) for r in rows if i < len(r.passed)), default=3)
+        label = f"{escape(s.label)} passed"
+        w = fixed and max(cells, min(len(s.label), 10), 6)
+        table.add_column(label, justify="right", overflow="fold", width=w)
+    table.add_column(
+        "failure kinds only one side shows" if compared else "failure kinds",
+        min_width=12 if fixed else 20,
+        overflow="fold",
+    )
+    if compared:
+        table.add_column("verdict", overflow="fold", width=fixed and 11)
     return table
 
 
@@ -243,7 +260,7 @@ def render_compare(
     rows = scenario_rows(summary)
     shared = _shared_notes(summary, rows)
     if len(rows) > 1:
-        console.print(_scenario_table(summary, rows))
+        console.print(_scenario_table(summary, rows, console.width))
         for note in sorted(shared):
             labels = {
                 r.verdict
@@ -269,7 +286,7 @@ def render_run(
     _verdict(summary, console)
     _sides(summary, console)
     rows = scenario_rows(summary)
-    console.print(_scenario_table(summary, rows))
+    console.print(_scenario_table(summary, rows, console.width))
     for s in summary.sides:
         a = summary.aggregate(s.side, "*")
         if a is not None:

@@ -34,6 +34,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from harness.client.target import server_root
+from harness.kinds import plural
 
 __all__ = [
     "ExpertsProbeResult",
@@ -97,7 +98,8 @@ class ExpertsProbeResult(BaseModel):
     violations: list[Violation] = Field(default_factory=list)  # first ``max_violations``
 
     def summary(self) -> str:
-        """One line: ``<endpoint>: N violation(s) (kind: n, ...); first: token t, layer l: ...``."""
+        """One line: ``<endpoint>: N violations (kind: n, ...); first: token t, layer l: ...``
+        (a failure's one-line reason names the first violation)."""
         if self.error:
             return f"{self.endpoint}: {self.error}"
         if self.ok:
@@ -105,7 +107,8 @@ class ExpertsProbeResult(BaseModel):
             return f"{self.endpoint}: {self.rows} token rows x {layers} layers OK"
         counts = ", ".join(f"{k}: {n}" for k, n in self.violation_kinds.items())
         first = self.violations[0].line() if self.violations else "?"
-        return f"{self.endpoint}: {self.violation_count} violation(s) ({counts}); first: {first}"
+        many = plural(self.violation_count, "violation")
+        return f"{self.endpoint}: {many} ({counts}); first: {first}"
 
 
 def _first_int(cfg: dict[str, Any], keys: tuple[str, ...]) -> int | None:

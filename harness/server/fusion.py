@@ -119,7 +119,8 @@ def decide_engagement(
     if off:
         return "OFF", "the log says fusion is disabled", off + flag_ev
     if flag_off:
-        return "OFF", f"the server arguments say {FLAG}=true", flag_ev
+        where = "the server arguments say" if args.get(FLAG) is True else "the scheduler says"
+        return "OFF", f"{where} {FLAG}=true", flag_ev
     if args.get(FLAG) is False:
         why = f"{FLAG}=false, but no log line proves fusion engaged (the model may refuse it)"
         return "UNKNOWN", why, [f"server_info: {FLAG}=false"]

@@ -35,7 +35,7 @@ from harness.present.views import (
     p_legend,
     scenario_rows,
 )
-from harness.server.fusion import server_args_diff
+from harness.server.fusion import server_args_diff, server_args_from_info
 from harness.summary import Summary
 
 __all__ = ["OverviewBlock", "Report", "ScenarioBlock", "build_report"]
@@ -338,7 +338,7 @@ def _args_diff(rf: ReportInput, sides: list[SideView]) -> dict[str, list[Any]]:
         return dict(rf.summary.server_args_diff)
     if len(sides) != 2 or not all(s.target and s.target.server_info for s in sides):
         return {}
-    a, b = (s.target.server_info or {} for s in sides)  # type: ignore[union-attr]
+    a, b = (server_args_from_info(s.target.server_info) for s in sides)  # type: ignore[union-attr]
     return {k: [v["baseline"], v["candidate"]] for k, v in server_args_diff(a, b).items()}
 
 
