@@ -259,6 +259,30 @@ class FailureKind(str, Enum):
         "tool_call indices not 0..n-1",
         "streamed tool_call delta indices that start at 1 or skip a number",
     )
+    TOOL_CALL_IN_CONTENT = (
+        "tool_call_in_content",
+        Family.PROTOCOL,
+        "tool call written into content",
+        "a call to a declared tool written as text in content (any dialect), not as tool_calls",
+    )
+    MISSING_CALL_INDEX = (
+        "missing_call_index",
+        Family.PROTOCOL,
+        "tool_call delta without index",
+        "a streamed tool_calls delta with no index (a strict client cannot assemble it)",
+    )
+    SHARED_CALL_INDEX = (
+        "shared_call_index",
+        Family.PROTOCOL,
+        "two tool calls share an index",
+        "a second, different tool_call id streamed on an index that is already open",
+    )
+    LENGTH_WITH_TOOL_CALLS = (
+        "length_with_tool_calls",
+        Family.PROTOCOL,
+        "tool calls cut by max_tokens",
+        'finish_reason "length" on a response that carries tool calls (arguments cut short)',
+    )
 
 
 #: per-run counts shown in the tables (metric -> label); they are shown, not tested

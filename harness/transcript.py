@@ -74,7 +74,7 @@ class ResponseRecord(_Model):
     """The assistant's response to one request, as received.
 
     ``raw`` is the response body (non-streaming) or the list of SSE chunk objects
-    (streaming). ``latency_s`` is wall time from sending to the last byte (s).
+    (streaming); ``notes`` what the stream assembly tolerated. ``latency_s`` is wall time from sending to the last byte (s).
     """
 
     content: str | None = None
@@ -87,6 +87,9 @@ class ResponseRecord(_Model):
     latency_s: float = 0.0
     stream: bool = False
     raw: Any = None
+    #: what the client tolerated while assembling a stream (a later delta repeating a
+    #: call's ``name: ""``, ...), one line each, for a reviewer; empty when nothing was
+    notes: list[str] = Field(default_factory=list)
 
 
 class ToolResultRecord(_Model):

@@ -9,8 +9,7 @@ read by us and kept raw) and returns a :class:`harness.transcript.ResponseRecord
   received (a string normally; an object if the server sent one), legacy
   ``function_call``, ``finish_reason``, ``usage``;
 - streaming (SSE): the list of chunk objects (``raw``), with ``tool_calls`` deltas
-  assembled by ``index`` as the OpenAI Python SDK's stream helpers do: ``id``, ``type``
-  and ``name`` from the first delta that has them, string ``arguments`` concatenated.
+  assembled by ``index`` (:class:`StreamAssembler`, which lists its rules).
 
 Every failure raises :class:`RequestFailed` with an :class:`~harness.transcript.InfraError`
 kind: ``http_status`` (with the status), ``timeout``, ``connection`` (refused, reset,
@@ -141,13 +140,36 @@ def parse_completion(body: bytes) -> ResponseRecord:
 
 
 class StreamAssembler:
-    """Accumulates SSE chunk objects into one assistant message."""
+    """Accumulates SSE chunk objects into one assistant message.
+
+    ``tool_calls`` deltas follow the OpenAI streaming format: every entry has an ``index``
+    (``ChoiceDeltaToolCall.index: int``, required, in openai-python
+    ``types/chat/chat_completion_chunk.py``); ``id``, ``type`` and ``function.name`` come in
+    the first delta of an index; ``function.arguments`` fragments concatenate (the SDK's
+    ``lib/streaming/_deltas.py`` ``accumulate_delta`` raises on an entry without
+    ``index``). Assembled here, with what a strict client could not assemble kept visible
+    for scoring (:mod:`harness.scoring.score`):
+
+    - ``id``, ``type`` and ``name`` from the first delta of a call, string ``arguments``
+      concatenated, an object ``arguments`` kept as received;
+    - an entry with no ``index`` is recorded with ``index=None`` (``missing_call_index``);
+      it continues the last such call unless it brings a new, different ``id``;
+    - a different ``id`` on an index that is already open starts a second call with the
+      same ``index`` (``shared_call_index``; later fragments go to it), instead of merging
+      two calls into one;
+    - a later delta of a call that repeats ``name`` (``""`` or the same name) or ``id`` is
+      tolerated, as strict clients tolerate it, and noted in ``ResponseRecord.notes``.
+
+    Calls are listed by ``index`` (no index last), then in order of arrival.
+    """
 
     def __init__(self) -> None:
         self.chunks: list[Any] = []
         self.content: str | None = None
         self.reasoning: str | None = None
-        self.calls: dict[int, dict[str, Any]] = {}
+        self.calls: list[dict[str, Any]] = []  # in order of arrival
+        self.open: dict[int | None, dict[str, Any]] = {}  # wire index -> its latest call
+        self.notes: list[str] = []
         self.function_call: dict[str, Any] | None = None
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
@@ -191,15 +213,29 @@ class StreamAssembler:
             self.function_call = _merge_fn(self.function_call or {}, delta["function_call"])
 
     def _add_call(self, tc: dict[str, Any]) -> None:
-        idx = tc.get("index")
-        if not isinstance(idx, int):  # servers that omit index: a new id starts a new call
-            idx = len(self.calls) if (tc.get("id") or not self.calls) else max(self.calls)
-        entry = self.calls.setdefault(idx, {"index": idx, "id": None, "type": None})
-        entry["id"] = entry["id"] or _opt_str(tc.get("id"))
+        raw_idx = tc.get("index")
+        idx = raw_idx if isinstance(raw_idx, int) and not isinstance(raw_idx, bool) else None
+        cid = _opt_str(tc.get("id")) or None
+        entry = self.open.get(idx)
+        if entry is None or (cid and entry["id"] and cid != entry["id"]):
+            entry = {"index": idx, "id": None, "type": None}
+            self.calls.append(entry)
+            self.open[idx] = entry
+        elif cid and cid == entry["id"]:
+            self._note(entry, f"repeats its id {cid!r}")
+        entry["id"] = entry["id"] or cid
         entry["type"] = entry["type"] or _opt_str(tc.get("type"))
         fn = tc.get("function")
         if isinstance(fn, dict):
+            if "name" in fn and entry.get("name"):
+                self._note(entry, f"repeats name {fn['name']!r}")
             _merge_fn(entry, fn)
+
+    def _note(self, entry: dict[str, Any], what: str) -> None:
+        """One note per kind of tolerated repetition and call, for the transcript."""
+        note = f"tool_calls index {entry['index']}: a later delta {what} (tolerated)"
+        if note not in self.notes:
+            self.notes.append(note)
 
     def record(self) -> ResponseRecord:
         if not self.chunks:
@@ -214,7 +250,7 @@ class StreamAssembler:
                 name=c.get("name"),
                 arguments=c.get("arguments"),
             )
-            for _, c in sorted(self.calls.items())
+            for _, c in sorted(enumerate(self.calls), key=_call_order)
         ]
         return ResponseRecord(
             content=self.content,
@@ -226,7 +262,14 @@ class StreamAssembler:
             model=self.model,
             stream=True,
             raw=self.chunks,
+            notes=self.notes,
         )
+
+
+def _call_order(item: tuple[int, dict[str, Any]]) -> tuple[bool, int, int]:
+    """Calls by ``index`` (those without one last), then by arrival."""
+    arrival, call = item
+    return call["index"] is None, call["index"] or 0, arrival
 
 
 def _merge_fn(entry: dict[str, Any], fn: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ __all__ = [
     "CallScore",
     "Divergence",
     "DriftFinding",
+    "LeakedCall",
     "MalformedCall",
     "ProtocolViolation",
     "RunScore",
@@ -87,9 +88,23 @@ class MalformedCall(_Model):
 class ProtocolViolation(_Model):
     """A broken invariant of the OpenAI chat-completions protocol."""
 
-    kind: str  # finish_reason_mismatch | markup_in_content | repeated_ids | missing_call_id | stream_truncated_args | reasoning_leak
+    kind: str  # a FailureKind of the protocol family (finish_reason_mismatch, tool_call_in_content, ...)
     turn: int
     message: str
+
+
+class LeakedCall(_Model):
+    """A call to a declared tool written into ``content`` (:mod:`harness.scoring.leaks`).
+
+    ``turn``: turn index; ``tool``: the tool's name; ``arguments``: the recovered arguments
+    as JSON text (cut to ~300 characters); ``dialect``: ``json``, ``openai``, ``pythonic``,
+    ``name_json`` or ``xml``.
+    """
+
+    turn: int
+    tool: str
+    arguments: str
+    dialect: str
 
 
 class SequenceMatch(_Model):
@@ -142,6 +157,7 @@ class RunScore(_Model):
     schema_violations: list[SchemaViolation] = Field(default_factory=list)
     drift: list[DriftFinding] = Field(default_factory=list)
     protocol_violations: list[ProtocolViolation] = Field(default_factory=list)
+    leaked_calls: list[LeakedCall] = Field(default_factory=list)  # calls written into content
     final_answer: bool = False  # every segment reached a final answer
     final_answer_ok: bool = False  # ... and each meets the segment's expectations
     final_excerpt: str | None = None

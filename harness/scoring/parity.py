@@ -12,6 +12,10 @@ Compared per turn, in order (the OpenAI chat-completions ``message.tool_calls`` 
 :mod:`harness.client.completions` records them):
 
 - ``finish_reason`` of the turn;
+- ``content``: whether the turn has a written answer (non-blank ``content``);
+- ``leak``: the calls to declared tools written into ``content``
+  (:func:`harness.scoring.leaks.find_leaks`: tool names, in order), so a server whose
+  parser fails only when streaming shows here;
 - ``calls``: the number of tool calls (when it differs, indices and ids are not compared);
 - per call (over the calls both have): ``name``; ``arguments`` (equal when both parse to the same JSON value, else
   the raw strings must be identical); ``index`` (the record's ``index``, the position
@@ -33,12 +37,15 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from harness.scoring.drift import canonical_json
+from harness.scoring.leaks import ToolParams, find_leaks, tool_params
 from harness.transcript import ResponseRecord, RunRecord, ToolCallRecord
 
 __all__ = ["ParityDiff", "ParityField", "pair_diffs", "pair_runs", "parity_report"]
 
 #: What differs between the stream and the nostream run.
-ParityField = Literal["finish_reason", "calls", "name", "arguments", "index", "id", "stop_reason"]
+ParityField = Literal[
+    "finish_reason", "content", "leak", "calls", "name", "arguments", "index", "id", "stop_reason"
+]
 
 _EXCERPT = 120
 
@@ -105,13 +112,26 @@ def _indices(calls: list[ToolCallRecord]) -> list[int | None]:
     return [c.index if c.index is not None else i for i, c in enumerate(calls)]
 
 
+def _written(r: ResponseRecord) -> str:
+    return "written answer" if (r.content or "").strip() else "no content"
+
+
+def _leaked(r: ResponseRecord, tools: ToolParams) -> list[str]:
+    return [f"{x.tool} ({x.dialect})" for x in find_leaks(r.content, tools)]
+
+
 def _turn_diffs(
-    s: ResponseRecord, n: ResponseRecord
+    s: ResponseRecord, n: ResponseRecord, tools: ToolParams
 ) -> list[tuple[ParityField, int | None, Any, Any]]:
     """``(field, call index, stream value, nostream value)`` for one turn."""
     out: list[tuple[ParityField, int | None, Any, Any]] = []
     if s.finish_reason != n.finish_reason:
         out.append(("finish_reason", None, s.finish_reason, n.finish_reason))
+    if _written(s) != _written(n):
+        out.append(("content", None, _written(s), _written(n)))
+    leaks_s, leaks_n = _leaked(s, tools), _leaked(n, tools)
+    if [x.split()[0] for x in leaks_s] != [x.split()[0] for x in leaks_n]:
+        out.append(("leak", None, leaks_s or "none", leaks_n or "none"))
     if len(s.tool_calls) != len(n.tool_calls):
         out.append(("calls", None, len(s.tool_calls), len(n.tool_calls)))
     elif _indices(s.tool_calls) != _indices(n.tool_calls):
@@ -130,6 +150,8 @@ def _turn_diffs(
 
 _MESSAGES: dict[str, str] = {
     "finish_reason": "finish_reason differs",
+    "content": "one wrote an answer, the other did not",
+    "leak": "tool calls written into content differ",
     "calls": "number of tool calls differs",
     "index": "tool_call indices differ",
     "id": "tool_call ids differ in presence or distinctness",
@@ -160,10 +182,11 @@ def _diff(
 def pair_diffs(s: RunRecord, n: RunRecord) -> list[ParityDiff]:
     """The differences of one pair: the streamed run ``s`` and the non-streamed run ``n``."""
     out: list[ParityDiff] = []
+    tools = tool_params(s.tools or s.scenario.get("tools") or [])
     for ts, tn in zip(s.turns, n.turns, strict=False):
         if ts.response is None or tn.response is None:
             break
-        found = _turn_diffs(ts.response, tn.response)
+        found = _turn_diffs(ts.response, tn.response, tools)
         out += [_diff(s, ts.index, idx, f, sv, nv) for f, idx, sv, nv in found]
         if found:
             break

@@ -16,9 +16,14 @@ with each kind's family, label and meaning, lives there; the reference server's 
 - sequence: calls matched to each segment's expected calls (missing, spurious or more
   than ``max_calls``, out of a strict order);
 - answer: each segment's final answer (missing, or not what ``final_answer`` expects);
-- protocol: each response's ``finish_reason`` against its tool calls, markup or reasoning
-  in ``content``, tool_call ids (missing, repeated in the run) and streamed indices
-  (not 0..n-1).
+- protocol: each response's ``finish_reason`` against its tool calls (and ``length`` with
+  tool calls), markup or reasoning in ``content``, a call to a declared tool written into
+  ``content`` (:mod:`harness.scoring.leaks`, any dialect, any turn), tool_call ids
+  (missing, repeated in the run) and streamed indices (missing, shared by two calls, not
+  0..n-1).
+
+A response whose ``content`` holds a leaked call or template markup is never a final
+answer, whatever else it says.
 
 A run *passes* when it has no failure kind at all. Infrastructure errors are scored as
 termination ``error`` with no failure kinds and are excluded from every rate.
@@ -37,9 +42,17 @@ import jsonschema
 from harness.kinds import FailureKind, failure_kind
 from harness.scenario.model import ArgMatcher, Expectation, ExpectedCall, Scenario
 from harness.scoring.drift import canonical_json, excerpt, find_drift, matcher_accepts
+from harness.scoring.leaks import (
+    MARKUP_PATTERNS,
+    ToolParams,
+    find_leaks,
+    markup_tokens,
+    tool_params,
+)
 from harness.scoring.models import (
     CallScore,
     DriftFinding,
+    LeakedCall,
     MalformedCall,
     ProtocolViolation,
     RunScore,
@@ -51,13 +64,6 @@ from harness.transcript import ResponseRecord, RunRecord, ToolCallRecord, TurnRe
 
 __all__ = ["MARKUP_PATTERNS", "ParsedCall", "parse_call", "score_run"]
 
-#: Tool-call markup and chat-template special tokens that must never reach ``content``
-#: (Hermes/Qwen, ChatML, Mistral, Llama 3.x, DeepSeek, Kimi, gpt-oss harmony, generic).
-MARKUP_PATTERNS = re.compile(
-    r"</?tool_call>|<\|im_(?:start|end)\|>|\[TOOL_CALLS\]|<\|python_tag\|>|"
-    r"<\|start_header_id\|>|<\|eot_id\|>|<\|eom_id\|>|<function=|<｜tool▁calls?▁begin｜>|"
-    r"<\|tool_calls?_section_begin\|>|<\|channel\|>|<\|endoftext\|>|<\|tool_call_begin\|>"
-)
 _THINK = re.compile(r"</?think>")
 
 
@@ -331,13 +337,19 @@ def _segment_turns(record: RunRecord) -> dict[int, list[TurnRecord]]:
     return out
 
 
-def _final_text(turns: list[TurnRecord]) -> str | None:
-    """The segment's final answer: the last response, if it has no calls and real content."""
+def _leaked(content: str | None, tools: ToolParams) -> bool:
+    """Whether ``content`` holds template markup or a call to a declared tool."""
+    return bool(content and (markup_tokens(content) or find_leaks(content, tools)))
+
+
+def _final_text(turns: list[TurnRecord], tools: ToolParams) -> str | None:
+    """The segment's final answer: the last response, if it has no calls and real content
+    (neither a leaked call nor template markup)."""
     last = turns[-1].response if turns else None
     if last is None or last.tool_calls or last.finish_reason == "length":
         return None
     text = (last.content or "").strip()
-    if not text or MARKUP_PATTERNS.search(text):
+    if not text or _leaked(text, tools):
         return None
     return text
 
@@ -345,11 +357,12 @@ def _final_text(turns: list[TurnRecord]) -> str | None:
 def _answers(record: RunRecord, sc: Scenario) -> tuple[bool, bool, str | None, set[FailureKind]]:
     """(every required answer reached, all meet expectations, last answer, failure kinds)."""
     by_seg = _segment_turns(record)
+    tools = tool_params(t.model_dump() for t in sc.tools)
     reached = ok = True
     kinds: set[FailureKind] = set()
     last: str | None = None
     for si, seg in enumerate(sc.segments()):
-        text = _final_text(by_seg.get(si, []))
+        text = _final_text(by_seg.get(si, []), tools)
         fa = seg.final_answer
         if text is None:
             if fa.required:
@@ -372,16 +385,69 @@ def _message_checks(r: ResponseRecord) -> list[tuple[FailureKind, str]]:
     if (r.finish_reason == "tool_calls") != bool(r.tool_calls) and r.finish_reason != "length":
         msg = f"finish_reason {r.finish_reason!r} with {len(r.tool_calls)} tool calls"
         out.append((FailureKind.FINISH_REASON_MISMATCH, msg))
+    if r.finish_reason == "length" and r.tool_calls:
+        msg = f'finish_reason "length" with {len(r.tool_calls)} tool calls (cut by max_tokens)'
+        out.append((FailureKind.LENGTH_WITH_TOOL_CALLS, msg))
     content = r.content or ""
-    m = MARKUP_PATTERNS.search(content)
-    if m:
-        msg = f"{m.group(0)!r} in content: {excerpt(content, 80)}"
+    tokens = markup_tokens(content)
+    if tokens:
+        msg = f"{tokens[0]!r} in content: {excerpt(content, 80)}"
         out.append((FailureKind.MARKUP_IN_CONTENT, msg))
     reasoning = (r.reasoning_content or "").strip()
     if _THINK.search(content) or (len(reasoning) > 20 and reasoning in content):
         msg = f"reasoning text in content: {excerpt(content, 80)}"
         out.append((FailureKind.REASONING_LEAK, msg))
     return out
+
+
+def _index_checks(r: ResponseRecord) -> list[tuple[FailureKind, str]]:
+    """Streamed tool_call indices: missing, shared by two calls (two ids), not 0..n-1."""
+    if not r.stream or not r.tool_calls:
+        return []
+    out = []
+    indices = [c.index for c in r.tool_calls]
+    if None in indices:
+        n = indices.count(None)
+        out.append((FailureKind.MISSING_CALL_INDEX, f"{n} tool_calls deltas without an index"))
+    given = sorted(i for i in indices if i is not None)
+    shared = sorted({i for i in given if given.count(i) > 1})
+    if shared:
+        ids = [c.id for c in r.tool_calls if c.index in shared]
+        out.append((FailureKind.SHARED_CALL_INDEX, f"index {shared} carries ids {ids}"))
+    distinct = sorted(set(given))
+    if distinct and distinct != list(range(len(distinct))):
+        msg = f"tool_call indices {given}, not 0..{len(distinct) - 1}"
+        out.append((FailureKind.INDEX_OFFSET, msg))
+    return out
+
+
+def _leaks(record: RunRecord, tools: ToolParams) -> list[LeakedCall]:
+    """Every call to a declared tool written into a response's ``content``, in turn order."""
+    return [
+        LeakedCall(
+            turn=t.index, tool=leak.tool, dialect=leak.dialect,
+            arguments=excerpt(json.dumps(leak.arguments, ensure_ascii=False), 300),
+        )
+        for t in record.turns
+        if t.response is not None
+        for leak in find_leaks(t.response.content, tools)
+    ]  # fmt: skip
+
+
+def _leak_violations(leaked: list[LeakedCall]) -> list[ProtocolViolation]:
+    """One ``tool_call_in_content`` violation per turn with leaked calls."""
+    by_turn: dict[int, list[LeakedCall]] = {}
+    for leak in leaked:
+        by_turn.setdefault(leak.turn, []).append(leak)
+    kind = FailureKind.TOOL_CALL_IN_CONTENT
+    return [
+        ProtocolViolation(
+            kind=kind, turn=turn,
+            message="call written into content: "
+            + "; ".join(f"{x.tool} {x.arguments} ({x.dialect})" for x in leaks),
+        )
+        for turn, leaks in by_turn.items()
+    ]  # fmt: skip
 
 
 def _protocol(record: RunRecord) -> list[ProtocolViolation]:
@@ -391,11 +457,7 @@ def _protocol(record: RunRecord) -> list[ProtocolViolation]:
     for t in record.turns:
         if t.response is None:
             continue
-        found = _message_checks(t.response)
-        indices = [c.index for c in t.response.tool_calls]
-        if t.response.stream and indices and indices != list(range(len(indices))):
-            msg = f"tool_call indices {indices}, not 0..{len(indices) - 1}"
-            found.append((FailureKind.INDEX_OFFSET, msg))
+        found = _message_checks(t.response) + _index_checks(t.response)
         for c in t.response.tool_calls:
             if not c.id:
                 found.append((FailureKind.MISSING_CALL_ID, "tool call without an id"))
@@ -408,11 +470,11 @@ def _protocol(record: RunRecord) -> list[ProtocolViolation]:
     return out
 
 
-def _termination(record: RunRecord, calls: list[ParsedCall]) -> Termination:
+def _termination(record: RunRecord, calls: list[ParsedCall], tools: ToolParams) -> Termination:
     if record.is_infra_error:
         return "error"
     last = next((t.response for t in reversed(record.turns) if t.response is not None), None)
-    if last is not None and MARKUP_PATTERNS.search(last.content or "") and not last.tool_calls:
+    if last is not None and not last.tool_calls and _leaked(last.content, tools):
         return "malformed"
     last_turn = record.turns[-1].index if record.turns else -1
     tail = [c for c in calls if c.turn == last_turn]
@@ -513,7 +575,9 @@ def score_run(record: RunRecord) -> RunScore:
     allowed = allowed_repeats(sc)
     looping = len(reps) > allowed
     reached, ok, final, answer_kinds = _answers(record, sc)
-    protocol = _protocol(record)
+    tools = tool_params(t.model_dump() for t in sc.tools)
+    leaked = _leaks(record, tools)
+    protocol = _protocol(record) + _leak_violations(leaked)
     kinds |= {k for c in calls for k in c.kinds} | answer_kinds
     kinds |= {failure_kind(p.kind) for p in protocol}
     kinds |= {FailureKind.REPEAT_LOOP} if looping else set()
@@ -522,10 +586,10 @@ def score_run(record: RunRecord) -> RunScore:
     return RunScore(
         run_key=record.run_key, scenario_id=record.scenario_id, side=record.side,
         label=record.target.label, repeat=record.repeat, stream=record.stream,
-        termination=_termination(record, calls), turns=len(record.turns), tool_calls=len(calls),
+        termination=_termination(record, calls, tools), turns=len(record.turns), tool_calls=len(calls),
         repeated_calls=len(reps), longest_repeat_streak=streak, allowed_repeats=allowed,
         malformed_args=len(bad_args), malformed=malformed,
-        schema_violations=schema, drift=drift, protocol_violations=protocol,
+        schema_violations=schema, drift=drift, protocol_violations=protocol, leaked_calls=leaked,
         final_answer=reached, final_answer_ok=ok,
         final_excerpt=excerpt(final, 300) if final else None, sequence=seq,
         calls=_call_scores(calls, reps, looping), failures=sorted(kinds), passed=not kinds,

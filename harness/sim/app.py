@@ -276,7 +276,8 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
     id_turn = 0 if active_fault(profile, FailureKind.REPEATED_IDS, nonce, turn) else turn
     ids = [call_id(nonce, id_turn, i) for i in range(len(decision.calls))]
     wire_ids = call_ids(profile, ids, nonce=nonce, turn=turn)
-    reply = render(profile, decision, nonce=nonce, turn=turn, ids=wire_ids)
+    stream = bool(body.get("stream"))
+    reply = render(profile, decision, nonce=nonce, turn=turn, ids=wire_ids, stream=stream)
     stops = _stops(body.get("stop"))
     if reply.content and stops and not reply.tool_calls:
         reply.content = _cut(reply.content, stops, None)[0]

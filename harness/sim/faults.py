@@ -49,10 +49,29 @@ What each does to a turn:
 ``missing_call_id``        tool calls carry no ``id`` (streaming: no delta has one)
 ``object_not_string``      ``arguments`` sent as a JSON object, not as a string holding one
                            (streaming: the whole object in the call's first delta)
+``tool_call_in_content``   the calls are written into ``content`` in ``Fault.dialect``
+                           (:data:`LEAK_DIALECTS`), ``tool_calls`` empty, finish_reason
+                           ``stop``
+``missing_call_index``     streaming only: ``tool_calls`` deltas carry no ``index``
+``shared_call_index``      streaming only: every call of a message is streamed on index 0
+                           (two ids on one index)
+``length_with_tool_calls`` each call's ``arguments`` cut in half, finish_reason ``length``
+``repeated_empty_name``    streaming only: every arguments delta repeats ``"name": ""``
+                           (tolerated by strict clients: a note in the transcript, no failure)
 ``empty_stop``             the model stops with nothing: ``content: ""``, no tool calls,
                            finish_reason ``stop`` (a run ends with stop reason
                            ``empty_stop`` and shows ``missing_final_answer``)
 =========================  =================================================================
+
+Leak dialects (``Fault.dialect``, :data:`LEAK_DIALECTS`), ``lookup_order(order_id="A-17")``
+written as: ``json`` ``{"name": "lookup_order", "arguments": {"order_id": "A-17"}}``;
+``json_list`` ``[{"name": ..., "parameters": {...}}]``; ``openai`` ``{"tool_calls":
+[{"type": "function", "function": {"name": ..., "arguments": "<JSON text>"}}]}``;
+``pythonic`` ``[lookup_order(order_id='A-17')]``; ``tokens``
+``<|tool_call_start|>lookup_order{"order_id": "A-17"}<|tool_call_end|>`` (tokens no
+parser list knows); ``fenced`` a ```` ```json ```` block of the ``json`` form; ``prose``
+a sentence, then the ``json`` form. ``Fault.stream`` limits a fault to streamed
+(``True``) or non-streamed (``False``) requests (a parser that fails only when streaming).
 
 Every kind but ``empty_stop`` is the name of the
 :class:`~harness.kinds.FailureKind` the fault shows; ``empty_stop`` is named after the
@@ -78,11 +97,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAULT_KINDS",
+    "LEAK_DIALECTS",
     "SIM_ONLY_FAULTS",
     "Fault",
     "active_fault",
     "call_ids",
     "corrupt_arguments",
+    "leak_text",
     "render",
     "should_loop",
     "spurious_call",
@@ -112,11 +133,19 @@ FAULT_KINDS: tuple[FailureKind, ...] = (
     FailureKind.SPURIOUS_CALLS,
     FailureKind.MISSING_CALL_ID,
     FailureKind.OBJECT_NOT_STRING,
+    FailureKind.TOOL_CALL_IN_CONTENT,
+    FailureKind.MISSING_CALL_INDEX,
+    FailureKind.SHARED_CALL_INDEX,
+    FailureKind.LENGTH_WITH_TOOL_CALLS,
 )
 #: faults that are not failure kinds: model behaviours that scoring names by their
 #: consequence (``empty_stop``, an empty reply, is scored ``missing_final_answer``).
 #: Infrastructure faults are :attr:`harness.sim.profiles.SimProfile.infra`, not faults.
-SIM_ONLY_FAULTS: tuple[str, ...] = ("empty_stop",)
+SIM_ONLY_FAULTS: tuple[str, ...] = ("empty_stop", "repeated_empty_name")
+#: the dialects ``tool_call_in_content`` writes calls in (see the module docstring)
+LEAK_DIALECTS: tuple[str, ...] = (
+    "json", "json_list", "openai", "pythonic", "tokens", "fenced", "prose"
+)  # fmt: skip
 
 UNEXPECTED_KEY = "unexpected_option"
 
@@ -128,15 +157,20 @@ class Fault:
 
     ``kind``: one of :data:`FAULT_KINDS` (a name given as a string becomes its
     :class:`~harness.kinds.FailureKind` member) or of :data:`SIM_ONLY_FAULTS`.
+    ``dialect``: how ``tool_call_in_content`` writes the calls (:data:`LEAK_DIALECTS`);
+    ``stream``: ``None`` in both modes, ``True`` on streamed requests only, ``False`` on
+    non-streamed ones only.
 
     Raises:
-        ValueError: an unknown kind or a rate outside [0, 1].
+        ValueError: an unknown kind or dialect, or a rate outside [0, 1].
     """
 
     kind: FailureKind | str
     rate: float = 1.0
     start_turn: int = 0
     end_turn: int | None = None
+    dialect: str = "json"
+    stream: bool | None = None
 
     def __post_init__(self) -> None:
         if self.kind in FAULT_KINDS:
@@ -146,10 +180,16 @@ class Fault:
             raise ValueError(f"unknown fault kind {str(self.kind)!r}; known: {known}")
         if not 0.0 <= self.rate <= 1.0:
             raise ValueError(f"fault rate must be in [0, 1], got {self.rate}")
+        if self.dialect not in LEAK_DIALECTS:
+            known = ", ".join(LEAK_DIALECTS)
+            raise ValueError(f"unknown leak dialect {self.dialect!r}; known: {known}")
 
-    def active(self, nonce: str, turn: int) -> bool:
-        """Whether this fault shows at ``turn`` of the run identified by ``nonce``."""
+    def active(self, nonce: str, turn: int, stream: bool | None = None) -> bool:
+        """Whether this fault shows at ``turn`` of the run identified by ``nonce`` (in a
+        request that streams, ``stream``; ``None`` = either)."""
         if turn < self.start_turn or (self.end_turn is not None and turn >= self.end_turn):
+            return False
+        if self.stream is not None and stream is not None and stream != self.stream:
             return False
         return self.rate >= 1.0 or unit_draw(nonce, self.kind) < self.rate
 
@@ -160,9 +200,14 @@ def unit_draw(*parts: object) -> float:
     return int(digest[:13], 16) / float(1 << 52)
 
 
-def active_fault(profile: SimProfile, kind: str, nonce: str, turn: int) -> Fault | None:
-    """The fault of ``kind`` in ``profile`` that shows at ``turn`` of run ``nonce``, if any."""
-    return next((f for f in profile.faults if f.kind == kind and f.active(nonce, turn)), None)
+def active_fault(
+    profile: SimProfile, kind: str, nonce: str, turn: int, stream: bool | None = None
+) -> Fault | None:
+    """The fault of ``kind`` in ``profile`` that shows at ``turn`` of run ``nonce`` (in a
+    request that streams, ``stream``; ``None`` = either), if any."""
+    return next(
+        (f for f in profile.faults if f.kind == kind and f.active(nonce, turn, stream)), None
+    )
 
 
 def should_loop(profile: SimProfile, nonce: str, turn: int) -> bool:
@@ -268,6 +313,42 @@ def _markup(calls: list[PlannedCall]) -> str:
     return "\n".join(parts)
 
 
+def _json_form(c: PlannedCall, key: str = "arguments") -> str:
+    return json.dumps({"name": c.name, key: c.arguments}, separators=(", ", ": "))
+
+
+def _openai_form(calls: list[PlannedCall]) -> str:
+    entries = [
+        {"type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+        for c in calls
+    ]
+    return json.dumps({"tool_calls": entries})
+
+
+def _pythonic_form(c: PlannedCall) -> str:
+    return f"{c.name}({', '.join(f'{k}={v!r}' for k, v in c.arguments.items())})"
+
+
+def leak_text(calls: list[PlannedCall], dialect: str) -> str:
+    """``calls`` written as text in ``dialect`` (:data:`LEAK_DIALECTS`)."""
+    if dialect == "json_list":
+        return "[" + ", ".join(_json_form(c, "parameters") for c in calls) + "]"
+    if dialect == "openai":
+        return _openai_form(calls)
+    if dialect == "pythonic":
+        return "[" + ", ".join(_pythonic_form(c) for c in calls) + "]"
+    if dialect == "tokens":
+        return "".join(
+            f"<|tool_call_start|>{c.name}{json.dumps(c.arguments)}<|tool_call_end|>" for c in calls
+        )
+    text = "\n".join(_json_form(c) for c in calls)
+    if dialect == "fenced":
+        return f"```json\n{text}\n```"
+    if dialect == "prose":
+        return f"Let me look that up for you.\n{text}"
+    return text
+
+
 def call_ids(profile: SimProfile, ids: list[str], *, nonce: str, turn: int) -> list[str | None]:
     """The tool_call ids sent: ``ids``, or none at all under ``missing_call_id``."""
     if active_fault(profile, FailureKind.MISSING_CALL_ID, nonce, turn):
@@ -276,17 +357,24 @@ def call_ids(profile: SimProfile, ids: list[str], *, nonce: str, turn: int) -> l
 
 
 def render(
-    profile: SimProfile, decision: Decision, *, nonce: str, turn: int, ids: list[str | None]
+    profile: SimProfile,
+    decision: Decision,
+    *,
+    nonce: str,
+    turn: int,
+    ids: list[str | None],
+    stream: bool | None = None,
 ) -> Reply:
     """The assistant message on the wire: ``decision`` after the message-level faults.
 
     ``ids`` are the tool_call ids to use (one per call, already chosen by the caller with
-    ``repeated_ids`` and :func:`call_ids` applied). Arguments are serialised as compact
-    JSON (``separators=(",", ":")``).
+    ``repeated_ids`` and :func:`call_ids` applied); ``stream``: whether the request streams
+    (``None``: faults limited to one mode show in both). Arguments are serialised as
+    compact JSON (``separators=(",", ":")``).
     """
 
     def on(kind: FailureKind | str) -> bool:
-        return active_fault(profile, kind, nonce, turn) is not None
+        return active_fault(profile, kind, nonce, turn, stream) is not None
 
     reasoning, content = decision.reasoning, decision.content
     calls = [
@@ -300,6 +388,12 @@ def render(
     finish = "tool_calls" if calls else "stop"
     if on(FailureKind.MARKUP_IN_CONTENT) and calls:
         content, calls, finish = _markup(decision.calls), [], "stop"
+    leak = active_fault(profile, FailureKind.TOOL_CALL_IN_CONTENT, nonce, turn, stream)
+    if leak is not None and calls:
+        content, calls, finish = leak_text(decision.calls, leak.dialect), [], "stop"
+    if on(FailureKind.LENGTH_WITH_TOOL_CALLS) and calls:
+        calls = [WireCall(c.id, c.name, c.arguments[: len(c.arguments) // 2]) for c in calls]
+        finish = "length"
     if on(FailureKind.FINISH_REASON_MISMATCH):
         finish = "stop" if calls else "tool_calls"
     if on(FailureKind.REASONING_LEAK) and reasoning:
@@ -316,4 +410,7 @@ def render(
         drop_empty_args=on(FailureKind.EMPTY_ARGUMENTS),
         index_base=1 if on(FailureKind.INDEX_OFFSET) else 0,
         object_arguments=on(FailureKind.OBJECT_NOT_STRING),
+        omit_index=on(FailureKind.MISSING_CALL_INDEX),
+        shared_index=on(FailureKind.SHARED_CALL_INDEX),
+        repeat_empty_name=on("repeated_empty_name"),
     )

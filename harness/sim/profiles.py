@@ -9,7 +9,8 @@ their names and meanings: ``name``, ``fusion`` (``"on" | "off" | "unknown"``),
 ``gsm8k_accuracy`` (probability a GSM8K answer is right).
 
 Profiles (:data:`PROFILES`); a single-fault profile is named after its fault's
-:class:`harness.kinds.FailureKind` (``_`` as ``-``: ``repeat-loop`` injects ``repeat_loop``):
+:class:`harness.kinds.FailureKind` (``_`` as ``-``: ``repeat-loop`` injects ``repeat_loop``),
+with a suffix for a variant of it (``tool-call-in-content-pythonic``):
 
 =========================  ==============================================================
 name                       behaviour
@@ -42,6 +43,21 @@ name                       behaviour
 ``missing-call-id``        tool calls without ``id``
 ``object-not-string``      ``arguments`` sent as a JSON object, not a string
 ``empty-stop``             every reply is empty: no content, no tool calls, ``stop``
+``tool-call-in-content``   calls written into content as ``{"name", "arguments"}`` JSON,
+                           no tool_calls, ``stop``; ``tool-call-in-content-<dialect>`` the
+                           same in another dialect: ``json-list``, ``openai``,
+                           ``pythonic``, ``tokens``, ``fenced``, ``prose``
+                           (:data:`harness.sim.faults.LEAK_DIALECTS`)
+``tool-call-in-content-late``  the first turn's calls are sent right, later ones leak (JSON)
+``tool-call-in-content-after-calls``  every expected call sent right, then one needless
+                           call (first tool, ``{}``) written into content where the
+                           answer should be
+``tool-call-in-content-stream``  calls leak (JSON) on streamed requests only
+``missing-call-index``     streaming: ``tool_calls`` deltas without ``index``
+``shared-call-index``      streaming: every call of a message on index 0 (two ids, one index)
+``length-with-tool-calls`` arguments cut in half, finish_reason ``length``
+``repeated-empty-name``    streaming: ``"name": ""`` repeated in every arguments delta
+                           (tolerated: a transcript note, no failure)
 ``gsm8k-drop``             GSM8K accuracy 0.81, nothing else
 ``experts-dup-shared``     routed experts: shared expert id in two columns (fusion on)
 ``capture-crash``          boot crash when capture is enabled (fusion on)
@@ -82,7 +98,7 @@ from typing import Literal
 
 from harness.errors import OptionValueError, UnknownProfileError
 from harness.kinds import FailureKind
-from harness.sim.faults import Fault
+from harness.sim.faults import LEAK_DIALECTS, Fault
 
 __all__ = [
     "INFRA_FAULTS",
@@ -151,6 +167,40 @@ def _single(name: str, kind: FailureKind | str, description: str, **kw: object) 
     return SimProfile(name=name, description=description, faults=(Fault(kind),), **kw)  # type: ignore[arg-type]
 
 
+def _leak_profiles() -> list[SimProfile]:
+    """``tool-call-in-content`` in each dialect, later turns only, after every expected
+    call, and on streamed requests only."""
+    leak = FailureKind.TOOL_CALL_IN_CONTENT
+    out = [_single("tool-call-in-content", leak, "calls written into content as JSON")]
+    out += [
+        SimProfile(
+            name=f"tool-call-in-content-{d.replace('_', '-')}",
+            faults=(Fault(leak, dialect=d),),
+            description=f"calls written into content ({d})",
+        )
+        for d in LEAK_DIALECTS
+        if d != "json"
+    ]
+    return [
+        *out,
+        SimProfile(
+            name="tool-call-in-content-late",
+            faults=(Fault(leak, start_turn=1),),
+            description="turn 0 calls sent right, later calls written into content",
+        ),
+        SimProfile(
+            name="tool-call-in-content-after-calls",
+            faults=(Fault(FailureKind.SPURIOUS_CALLS), Fault(leak, start_turn=1)),
+            description="expected calls sent right, then a call written where the answer goes",
+        ),
+        SimProfile(
+            name="tool-call-in-content-stream",
+            faults=(Fault(leak, stream=True),),
+            description="calls written into content on streamed requests only",
+        ),
+    ]
+
+
 _LIST: list[SimProfile] = [
     SimProfile(name="healthy", description="follows every scenario; fusion off"),
     SimProfile(
@@ -211,6 +261,13 @@ _LIST: list[SimProfile] = [
     _single("missing-call-id", FailureKind.MISSING_CALL_ID, "tool calls without an id"),
     _single("object-not-string", FailureKind.OBJECT_NOT_STRING, "arguments sent as an object"),
     _single("empty-stop", "empty_stop", "every reply is empty (no content, no tool calls)"),
+    *_leak_profiles(),
+    _single("missing-call-index", FailureKind.MISSING_CALL_INDEX, "streaming: deltas lack index"),
+    _single("shared-call-index", FailureKind.SHARED_CALL_INDEX, "streaming: calls share index 0"),
+    _single(
+        "length-with-tool-calls", FailureKind.LENGTH_WITH_TOOL_CALLS, "arguments cut by length"
+    ),
+    _single("repeated-empty-name", "repeated_empty_name", 'streaming: "name": "" repeated'),
     SimProfile(name="gsm8k-drop", gsm8k_accuracy=0.81, description="GSM8K accuracy 0.81"),
     SimProfile(
         name="experts-dup-shared",

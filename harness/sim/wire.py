@@ -15,7 +15,9 @@ Shapes follow the OpenAI API reference (``chat.completion`` and
 
 Faults change the shapes only where a real server did: a call without ``id``
 (``missing_call_id``), ``arguments`` as an object (``object_not_string``: streamed whole
-in the call's first delta), see :mod:`harness.sim.faults`.
+in the call's first delta), deltas without ``index`` (``missing_call_index``), every call
+on one index (``shared_call_index``), ``"name": ""`` repeated in every arguments delta
+(``repeated_empty_name``), see :mod:`harness.sim.faults`.
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ class Reply:
     drop_empty_args: bool = False  # empty_arguments (streaming only): no "{}" delta
     index_base: int = 0  # index_offset (streaming only): first tool_call delta index
     object_arguments: bool = False  # object_not_string: arguments as a JSON object
+    omit_index: bool = False  # missing_call_index (streaming only): deltas without index
+    shared_index: bool = False  # shared_call_index (streaming only): every call on one index
+    repeat_empty_name: bool = False  # repeated_empty_name (streaming): "name": "" again
 
 
 def wire_arguments(reply: Reply, call: WireCall) -> str | Any:
@@ -127,10 +132,11 @@ def _deltas(reply: Reply) -> Iterator[dict[str, Any]]:
         yield {"reasoning_content": piece}
     for piece in split_pieces(reply.content or "", 4):
         yield {"content": piece}
-    for index, call in enumerate(reply.tool_calls, start=reply.index_base):
+    for n, call in enumerate(reply.tool_calls):
+        head = _index(reply, n)
         args = wire_arguments(reply, call)
         whole = not isinstance(args, str)  # an object goes whole in the first delta
-        yield {"tool_calls": [{"index": index, **_wire_call(call, args if whole else "")}]}
+        yield {"tool_calls": [{**head, **_wire_call(call, args if whole else "")}]}
         if whole:
             continue
         pieces = split_pieces(call.arguments, 3)
@@ -138,8 +144,17 @@ def _deltas(reply: Reply) -> Iterator[dict[str, Any]]:
             pieces = pieces[:-1]
         if reply.drop_empty_args and call.arguments == "{}":
             pieces = []
+        name = {"name": ""} if reply.repeat_empty_name else {}
         for piece in pieces:
-            yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+            yield {"tool_calls": [{**head, "function": {**name, "arguments": piece}}]}
+
+
+def _index(reply: Reply, n: int) -> dict[str, int]:
+    """The ``index`` field of call ``n``'s deltas: ``{}`` (omit_index), ``index_base`` for
+    every call (shared_index), else ``index_base + n``."""
+    if reply.omit_index:
+        return {}
+    return {"index": reply.index_base + (0 if reply.shared_index else n)}
 
 
 def stream_events(
