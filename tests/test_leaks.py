@@ -165,3 +165,22 @@ def test_a_leak_is_never_a_final_answer_in_any_turn(content: str, stream: bool) 
 def test_a_look_alike_is_a_final_answer(content: str) -> None:
     score = score_run(_record([None, content]))
     assert score.passed and score.final_answer and score.leaked_calls == [], score.failures
+
+
+# ------------------------------------------------------------------ parity of content
+
+
+def test_parity_compares_written_answer_and_leaks() -> None:
+    from harness.scoring.parity import pair_diffs
+
+    answer, leak = "Order A-17 has shipped.", LEAKS[3][0]
+    same = pair_diffs(_record([None, answer], stream=True), _record([None, answer]))
+    assert same == []
+    quiet = pair_diffs(_record([None, answer], stream=True), _record([None, " "]))
+    assert [(d.field, d.stream, d.nostream) for d in quiet] == [
+        ("content", "written answer", "no written answer")
+    ]
+    leaky = pair_diffs(_record([None, leak], stream=True), _record([None, answer]))
+    fields = {d.field: (d.stream, d.nostream) for d in leaky}
+    assert fields["leak"] == ("lookup_order (pythonic)", "none")
+    assert fields["content"] == ("no written answer", "written answer")

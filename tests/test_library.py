@@ -34,7 +34,10 @@ SCENARIOS_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 #: pad_tokens used in the fast runs (the shipped long-context file is checked separately)
 TEST_PAD_TOKENS = 30
 #: faults the reference server shows only when streaming
-STREAM_ONLY = {"stream_truncated_args", "empty_arguments", "index_offset"}
+STREAM_ONLY = {
+    "stream_truncated_args", "empty_arguments", "index_offset", "missing_call_index",
+    "shared_call_index",
+}  # fmt: skip
 
 #: failure kind -> single-fault profile of the same name
 KIND_PROFILES: dict[str, str] = {

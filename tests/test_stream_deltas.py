@@ -116,3 +116,17 @@ def test_repeated_empty_name_is_tolerated_and_noted() -> None:
     assert scored(resp) == []
     dumped = json.loads(resp.model_dump_json())
     assert dumped["notes"] == resp.notes  # kept in the transcript
+
+
+def test_a_fresh_id_per_chunk_without_a_name_continues_the_call() -> None:
+    resp = assembled(
+        call(0, "call_a", "lookup_order", ARGS[:9]),
+        call(0, "call_b", None, ARGS[9:]),
+    )
+    (c,) = resp.tool_calls
+    assert (c.id, c.arguments) == ("call_a", ARGS)
+    assert resp.notes == [
+        "tool_calls index 0: a later delta brings another id 'call_b' without a name "
+        "(kept 'call_a') (tolerated)"
+    ]
+    assert scored(resp) == []

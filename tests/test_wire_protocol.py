@@ -121,7 +121,7 @@ def test_stream_both_parity_shows_a_leak_only_when_streaming(sim_url, tmp_path):
     records = _run(sim_url, tmp_path, "tool-call-in-content-stream", "both")
     diffs = [d for d in parity_report(records) if d.scenario_id == "order_lookup_wire"]
     fields = {d.field for d in diffs}
-    assert {"leak", "content", "calls"} <= fields, diffs
+    assert {"leak", "calls"} <= fields, diffs
     leak = next(d for d in diffs if d.field == "leak")
     assert leak.turn == 0 and "lookup_order" in leak.stream and leak.nostream == "none"
     healthy = _run(sim_url, tmp_path / "h", "healthy", "both")

@@ -153,10 +153,11 @@ class StreamAssembler:
     - ``id``, ``type`` and ``name`` from the first delta of a call, string ``arguments``
       concatenated, an object ``arguments`` kept as received;
     - an entry with no ``index`` is recorded with ``index=None`` (``missing_call_index``);
-      it continues the last such call unless it brings a new, different ``id``;
-    - a different ``id`` on an index that is already open starts a second call with the
-      same ``index`` (``shared_call_index``; later fragments go to it), instead of merging
-      two calls into one;
+      it continues the last such call unless it brings another ``id`` with a name;
+    - a different ``id`` with a ``function.name`` on an index that is already open starts a
+      second call with the same ``index`` (``shared_call_index``; later fragments go to
+      it), instead of merging two calls into one; a different ``id`` without a name (a
+      server drawing a fresh id per chunk) continues the open call, and is noted;
     - a later delta of a call that repeats ``name`` (``""`` or the same name) or ``id`` is
       tolerated, as strict clients tolerate it, and noted in ``ResponseRecord.notes``.
 
@@ -216,16 +217,20 @@ class StreamAssembler:
         raw_idx = tc.get("index")
         idx = raw_idx if isinstance(raw_idx, int) and not isinstance(raw_idx, bool) else None
         cid = _opt_str(tc.get("id")) or None
+        fn = tc.get("function")
+        named = isinstance(fn, dict) and bool(_opt_str(fn.get("name")))
         entry = self.open.get(idx)
-        if entry is None or (cid and entry["id"] and cid != entry["id"]):
+        other = cid is not None and entry is not None and entry["id"] not in (None, cid)
+        if entry is None or (other and named):
             entry = {"index": idx, "id": None, "type": None}
             self.calls.append(entry)
             self.open[idx] = entry
-        elif cid and cid == entry["id"]:
+        elif other:
+            self._note(entry, f"brings another id {cid!r} without a name (kept {entry['id']!r})")
+        elif cid is not None and cid == entry["id"]:
             self._note(entry, f"repeats its id {cid!r}")
         entry["id"] = entry["id"] or cid
         entry["type"] = entry["type"] or _opt_str(tc.get("type"))
-        fn = tc.get("function")
         if isinstance(fn, dict):
             if "name" in fn and entry.get("name"):
                 self._note(entry, f"repeats name {fn['name']!r}")

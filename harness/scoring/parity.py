@@ -12,7 +12,8 @@ Compared per turn, in order (the OpenAI chat-completions ``message.tool_calls`` 
 :mod:`harness.client.completions` records them):
 
 - ``finish_reason`` of the turn;
-- ``content``: whether the turn has a written answer (non-blank ``content``);
+- ``content``: whether the turn has a written answer (non-blank ``content`` that is not a
+  leaked call);
 - ``leak``: the calls to declared tools written into ``content``
   (:func:`harness.scoring.leaks.find_leaks`: tool names, in order), so a server whose
   parser fails only when streaming shows here;
@@ -112,12 +113,14 @@ def _indices(calls: list[ToolCallRecord]) -> list[int | None]:
     return [c.index if c.index is not None else i for i, c in enumerate(calls)]
 
 
-def _written(r: ResponseRecord) -> str:
-    return "written answer" if (r.content or "").strip() else "no content"
-
-
 def _leaked(r: ResponseRecord, tools: ToolParams) -> list[str]:
+    """``"tool (dialect)"`` per call to a declared tool written into the content."""
     return [f"{x.tool} ({x.dialect})" for x in find_leaks(r.content, tools)]
+
+
+def _written(r: ResponseRecord, leaks: list[str]) -> str:
+    """Whether the turn has a written answer: non-blank content that is not a leaked call."""
+    return "written answer" if (r.content or "").strip() and not leaks else "no written answer"
 
 
 def _turn_diffs(
@@ -127,11 +130,11 @@ def _turn_diffs(
     out: list[tuple[ParityField, int | None, Any, Any]] = []
     if s.finish_reason != n.finish_reason:
         out.append(("finish_reason", None, s.finish_reason, n.finish_reason))
-    if _written(s) != _written(n):
-        out.append(("content", None, _written(s), _written(n)))
     leaks_s, leaks_n = _leaked(s, tools), _leaked(n, tools)
-    if [x.split()[0] for x in leaks_s] != [x.split()[0] for x in leaks_n]:
-        out.append(("leak", None, leaks_s or "none", leaks_n or "none"))
+    if _written(s, leaks_s) != _written(n, leaks_n):
+        out.append(("content", None, _written(s, leaks_s), _written(n, leaks_n)))
+    if leaks_s != leaks_n:
+        out.append(("leak", None, ", ".join(leaks_s) or "none", ", ".join(leaks_n) or "none"))
     if len(s.tool_calls) != len(n.tool_calls):
         out.append(("calls", None, len(s.tool_calls), len(n.tool_calls)))
     elif _indices(s.tool_calls) != _indices(n.tool_calls):

@@ -354,10 +354,12 @@ def _final_text(turns: list[TurnRecord], tools: ToolParams) -> str | None:
     return text
 
 
-def _answers(record: RunRecord, sc: Scenario) -> tuple[bool, bool, str | None, set[FailureKind]]:
-    """(every required answer reached, all meet expectations, last answer, failure kinds)."""
+def _answers(
+    record: RunRecord, sc: Scenario, tools: ToolParams
+) -> tuple[bool, bool, str | None, set[FailureKind]]:
+    """(every required answer reached, all meet expectations, last answer, failure kinds);
+    ``tools``: the declared tools (a leaked call to one is not an answer)."""
     by_seg = _segment_turns(record)
-    tools = tool_params(t.model_dump() for t in sc.tools)
     reached = ok = True
     kinds: set[FailureKind] = set()
     last: str | None = None
@@ -574,8 +576,8 @@ def score_run(record: RunRecord) -> RunScore:
     drift, schema = _score_arguments(calls, sc)
     allowed = allowed_repeats(sc)
     looping = len(reps) > allowed
-    reached, ok, final, answer_kinds = _answers(record, sc)
     tools = tool_params(t.model_dump() for t in sc.tools)
+    reached, ok, final, answer_kinds = _answers(record, sc, tools)
     leaked = _leaks(record, tools)
     protocol = _protocol(record) + _leak_violations(leaked)
     kinds |= {k for c in calls for k in c.kinds} | answer_kinds
