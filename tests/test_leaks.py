@@ -184,3 +184,14 @@ def test_parity_compares_written_answer_and_leaks() -> None:
     fields = {d.field: (d.stream, d.nostream) for d in leaky}
     assert fields["leak"] == ("lookup_order (pythonic)", "none")
     assert fields["content"] == ("no written answer", "written answer")
+
+
+def test_first_divergence_tells_a_leak_from_an_answer() -> None:
+    from harness.scoring.divergence import first_divergence
+
+    answer, leak = "Order A-17 has shipped.", LEAKS[0][0]
+    d = first_divergence(_record([None, answer]), _record([None, leak]))
+    assert d is not None and d.turn == 1
+    assert d.baseline == ["final answer: Order A-17 has shipped."]
+    assert d.candidate == ['written into content: lookup_order {"order_id": "A-17"}']
+    assert first_divergence(_record([None, leak]), _record([None, LEAKS[3][0]])) is None

@@ -2,7 +2,9 @@
 
 Pure functions of two :class:`~harness.transcript.RunRecord`\\ s. Calls within a turn
 compare as a set of ``tool canonical-arguments``; two final answers compare equal
-whatever their text (the models may word them differently); a run that has ended
+whatever their text (the models may word them differently); a call written into
+``content`` (:func:`harness.scoring.leaks.find_leaks`) is neither a call nor an answer,
+and shows as ``written into content: tool {args}``; a run that has ended
 compares as ``(ended: <stop reason>)``. :func:`pick_pair` chooses which two runs of a
 scenario to compare: the lowest repeat scored on both sides.
 """
@@ -14,6 +16,7 @@ import json
 from collections.abc import Mapping
 
 from harness.scoring.drift import canonical_json, excerpt
+from harness.scoring.leaks import ToolParams, find_leaks, tool_params
 from harness.scoring.models import Divergence
 from harness.transcript import RunRecord, TurnRecord
 
@@ -29,12 +32,20 @@ def _ident(text: str) -> str:
     return "#" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-def turn_calls(turn: TurnRecord) -> list[tuple[str, str]]:
+def turn_calls(turn: TurnRecord, tools: ToolParams | None = None) -> list[tuple[str, str]]:
     """``(identity, shown)`` per call of a turn: identity is tool + canonical arguments
-    (compared), shown is ``tool {args}`` cut to 160 characters or ``final answer: ...``."""
+    (compared), shown is ``tool {args}`` cut to 160 characters, ``final answer: ...`` or,
+    for a call to one of ``tools`` written into content, ``written into content: ...``."""
     r = turn.response
     if r is None:
         return [("(no response)", "(no response)")]
+    leaks = find_leaks(r.content, tools or {}) if not r.tool_calls else []
+    if leaks:
+        return [
+            (_ident(f"(leak) {x.tool} {canonical_json(x.arguments)}"),
+             f"written into content: {x.tool} {excerpt(json.dumps(x.arguments), 140)}")
+            for x in leaks
+        ]  # fmt: skip
     if not r.tool_calls:
         text = (r.content or "").strip()
         return [("(answer)", f"final answer: {excerpt(text, 80)}" if text else "(empty answer)")]
@@ -64,8 +75,9 @@ def pick_pair(baseline: Mapping[int, int], candidate: Mapping[int, int]) -> tupl
 
 def first_divergence(base: RunRecord, cand: RunRecord) -> Divergence | None:
     """The first turn where the two runs' calls differ, or None when they agree."""
-    tb_all = [turn_calls(t) for t in base.turns]
-    tc_all = [turn_calls(t) for t in cand.turns]
+    tools = tool_params(base.tools or base.scenario.get("tools") or [])
+    tb_all = [turn_calls(t, tools) for t in base.turns]
+    tc_all = [turn_calls(t, tools) for t in cand.turns]
     for i in range(max(len(tb_all), len(tc_all))):
         tb = tb_all[i] if i < len(tb_all) else [_ended(base)]
         tc = tc_all[i] if i < len(tc_all) else [_ended(cand)]

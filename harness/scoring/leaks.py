@@ -67,6 +67,7 @@ _FENCE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[\w+-]*[ \t]*$", re.MULTILINE)
 _FUNCTION_TAG = re.compile(r"<function=([\w.-]{1,64})>")
 _XML_CALL = re.compile(r"<function=([\w.-]{1,64})>(.*?)</function>", re.DOTALL)
 _XML_PARAM = re.compile(r"<parameter=([\w.-]{1,64})>\n?(.*?)\n?</parameter>", re.DOTALL)
+_PAREN = re.compile(r"\s*\(")
 _ARG_KEYS = ("arguments", "parameters", "args", "input")
 _MAX_CHARS = 50_000  # longer content is read up to here
 _MAX_TRIES = 400  # JSON decode attempts per text
@@ -246,37 +247,45 @@ def _literal_call(source: str, name: str) -> dict[str, Any] | None:
         return None
 
 
-def _call_at(text: str, start: int, name: str) -> tuple[dict[str, Any], int] | None:
-    """``(arguments, end)`` of the literal call to ``name`` starting at ``start``, if any."""
+def _call_at(
+    text: str, start: int, name: str, budget: list[int]
+) -> tuple[dict[str, Any], int] | None:
+    """``(arguments, end)`` of the literal call to ``name`` starting at ``start``, if any;
+    each parse attempt spends one of ``budget[0]``."""
     pos = text.find("(", start)
-    for _ in range(64):
+    while budget[0] > 0:
         pos = text.find(")", pos + 1)
         if pos < 0 or pos - start > _MAX_CALL:
             return None
+        budget[0] -= 1
         args = _literal_call(text[start : pos + 1], name)
         if args is not None:
             return args, pos + 1
     return None
 
 
+def _line_before(text: str, start: int) -> str:
+    return text[text.rfind("\n", 0, start) + 1 : start].strip(" \t`")
+
+
 def _standalone(text: str, start: int, end: int) -> bool:
     """A call inside ``[...]`` (a list of calls), or alone on its line."""
-    before = text[:start].rsplit("\n", 1)[-1].rstrip()
+    before = _line_before(text, start)
     after = text[end:].split("\n", 1)[0].strip()
     if before.endswith(("[", ",")) and after.startswith(("]", ",")):
         return True
-    return not before.strip(" \t`") and after.strip("`;") == ""
+    return not before and after.strip("`;") == ""
 
 
 def _pythonic(text: str, tools: ToolParams) -> list[Leak]:
-    out = []
+    """Literal calls in a list or alone on their line (at most 400 parse attempts)."""
+    out, budget = [], [_MAX_TRIES]
     for m in _names(tools).finditer(text):
-        if not re.match(r"\s*\(", text[m.end() :]):
+        start = m.start() - (len("functions.") if text[: m.start()].endswith("functions.") else 0)
+        before = _line_before(text, start)
+        if not _PAREN.match(text, m.end()) or (before and before[-1] not in "[,"):
             continue
-        start = m.start()
-        if text[:start].endswith("functions."):
-            start -= len("functions.")
-        found = _call_at(text, start, m.group(1))
+        found = _call_at(text, start, m.group(1), budget)
         if found is not None and _standalone(text, start, found[1]):
             out.append(Leak(m.group(1), found[0], "pythonic", start, found[1]))
     return out
