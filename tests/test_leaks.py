@@ -65,6 +65,12 @@ LEAKS = [
     ),
     ('{"name": "lookup_order", "arguments": "{\\"order_id\\": \\"A-17\\"}"}', "json"),
 ]
+#: a drifted call is still a leak when the shape says so (the keys are not the tool's)
+DRIFTED = [
+    '<|tool_call_start|>lookup_order{"order": "A-17"}<|tool_call_end|>',
+    '{"name": "lookup_order", "arguments": {"order": "A-17"}}',
+    "[lookup_order(order='A-17')]",
+]
 
 #: normal answers that mention the tool, or JSON that is not a call shape
 LOOK_ALIKES = [
@@ -92,6 +98,12 @@ def test_leak_forms_are_found_with_tool_and_arguments(content: str, dialect: str
     leaks = find_leaks(content, TOOLS)
     assert leaks, content
     assert (leaks[0].tool, leaks[0].arguments, leaks[0].dialect) == ("lookup_order", A17, dialect)
+
+
+@pytest.mark.parametrize("content", DRIFTED)
+def test_drifted_arguments_still_leak(content: str) -> None:
+    (leak,) = find_leaks(content, TOOLS)
+    assert (leak.tool, leak.arguments) == ("lookup_order", {"order": "A-17"})
 
 
 @pytest.mark.parametrize("content", LOOK_ALIKES)

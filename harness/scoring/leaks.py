@@ -22,7 +22,8 @@ these dialects (``Leak.dialect``):
                 with :mod:`ast` and :func:`ast.literal_eval`, never evaluated
 ``name_json``   ``T{...}``, ``T\\n{...}``, ``functions.T:0 {...}``, ``to=functions.T ...json
                 {...}``: the tool's name, then a JSON object whose keys are all parameters
-                of the tool (Kimi K2, DeepSeek V3, gpt-oss harmony, LFM2)
+                of the tool, or any object when the name starts its line (as it does
+                between special tokens) (Kimi K2, DeepSeek V3, gpt-oss harmony, LFM2)
 ``xml``         ``<function=T><parameter=k>v</parameter></function>`` (Qwen3-Coder)
 ==============  ========================================================================
 
@@ -68,6 +69,7 @@ _FUNCTION_TAG = re.compile(r"<function=([\w.-]{1,64})>")
 _XML_CALL = re.compile(r"<function=([\w.-]{1,64})>(.*?)</function>", re.DOTALL)
 _XML_PARAM = re.compile(r"<parameter=([\w.-]{1,64})>\n?(.*?)\n?</parameter>", re.DOTALL)
 _PAREN = re.compile(r"\s*\(")
+_GAP = re.compile(r"(?::\d+)?\s*(?:json\s*)?\{")  # between a name and its arguments
 _ARG_KEYS = ("arguments", "parameters", "args", "input")
 _MAX_CHARS = 50_000  # longer content is read up to here
 _MAX_TRIES = 400  # JSON decode attempts per text
@@ -209,12 +211,12 @@ def _json_calls(text: str, tools: ToolParams) -> list[Leak]:
 
 
 def _name_json(text: str, tools: ToolParams) -> list[Leak]:
-    """``T{...}``: a declared name, a short gap, then an object of the tool's parameters."""
+    """``T{...}``: a declared name, a short gap, then an object: of the tool's parameters,
+    or of any keys when the name stands at the start of its line (wrapped in tokens)."""
     decoder = json.JSONDecoder()
-    gap = re.compile(r"(?::\d+)?\s*(?:json\s*)?\{")
     out = []
     for m in _names(tools).finditer(text):
-        g = gap.match(text, m.end())
+        g = _GAP.match(text, m.end())
         if g is None:
             continue
         try:
@@ -222,7 +224,8 @@ def _name_json(text: str, tools: ToolParams) -> list[Leak]:
         except (ValueError, RecursionError):
             continue
         known = tools[m.group(1)]
-        fits = isinstance(args, dict) and (known is None or set(args) <= known)
+        alone = not _line_before(text, m.start()).removesuffix("functions.")
+        fits = isinstance(args, dict) and (alone or known is None or set(args) <= known)
         if fits and (args or not known):
             out.append(Leak(m.group(1), args, "name_json", m.start(), end))
     return out
