@@ -60,6 +60,22 @@ class InfraError(_Model):
     attempts: int = 1
 
 
+class RetryRecord(_Model):
+    """One failed attempt that was retried, and the wait before the next one.
+
+    ``waited_s``: seconds slept before retrying (the backoff, or the answer's
+    ``Retry-After`` when longer, capped at ``harness.client.target.MAX_RETRY_AFTER_S``);
+    ``retry_after_s``: the ``Retry-After`` the server asked for, if any.
+    """
+
+    attempt: int
+    kind: InfraErrorKind
+    message: str
+    status: int | None = None
+    waited_s: float
+    retry_after_s: float | None = None
+
+
 class ToolCallRecord(_Model):
     """One entry of ``tool_calls`` as received (``arguments`` raw, normally a string)."""
 
@@ -108,6 +124,7 @@ class TurnRecord(_Model):
     response: ResponseRecord | None = None
     tool_results: list[ToolResultRecord] = Field(default_factory=list)
     error: InfraError | None = None
+    retries: list[RetryRecord] = Field(default_factory=list)  # failed attempts before
 
 
 class TargetInfo(_Model):

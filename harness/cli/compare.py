@@ -100,7 +100,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="baseline server log (fusion engagement)",
     )
     p.add_argument("--candidate-log", default=None, metavar="FILE", help="candidate server log")
-    for name in ("request_timeout", "api_key_env", "max_retries"):
+    for name in ("request_timeout", "api_key_env", "max_retries", "max_response_bytes"):
         add_argument(p, name)
     p.add_argument("--strict", action="store_true", help="exit 1 on INCONCLUSIVE too")
     p.add_argument(
@@ -161,6 +161,7 @@ def _targets(args: argparse.Namespace) -> Iterator[tuple[TargetConfig, TargetCon
         "timeout_s": args.request_timeout,
         "api_key_env": args.api_key_env,
         "max_retries": args.max_retries,
+        "max_response_bytes": args.max_response_bytes,
     }
     if args.baseline or args.candidate:
         b_url = args.baseline or args.candidate

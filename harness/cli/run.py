@@ -58,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_argument(p, "results")
     p.add_argument("--run-id", help="name of the run folder (default: run-<time>-<pid>)")
     p.add_argument("--resume", metavar="RUN_ID", help="finish the run RUN_ID (skip recorded runs)")
-    for name in ("api_key_env", "request_timeout", "max_retries"):
+    for name in ("api_key_env", "request_timeout", "max_retries", "max_response_bytes"):
         add_argument(p, name)
     p.add_argument("--verbose", action="store_true", help="every scenario's full table and trace")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -110,6 +110,7 @@ def _target(args: argparse.Namespace) -> TargetConfig:
         api_key_env=args.api_key_env,
         timeout_s=args.request_timeout,
         max_retries=args.max_retries,
+        max_response_bytes=args.max_response_bytes,
     )
 
 
