@@ -59,7 +59,8 @@ class _Loader(_BASE):  # type: ignore[misc]
                         f"key {key_node.value!r} is given twice in one mapping; keep one",
                     )
                 seen.add(key_node.value)
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
