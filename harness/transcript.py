@@ -19,7 +19,9 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from harness.redaction import redact_text, redact_url
 
 __all__ = [
     "InfraError",
@@ -58,6 +60,12 @@ class InfraError(_Model):
     status: int | None = None  # HTTP status, for kind == "http_status"
     turn: int | None = None
     attempts: int = 1
+
+    @field_validator("message")
+    @classmethod
+    def _no_secret(cls, v: str) -> str:
+        """A URL in the message loses its key (:func:`harness.redaction.redact_text`)."""
+        return redact_text(v)
 
 
 class RetryRecord(_Model):
@@ -137,6 +145,12 @@ class TargetInfo(_Model):
     models: Any = None  # what GET /v1/models answered
     server_info: dict[str, Any] | None = None
 
+    @field_validator("base_url")
+    @classmethod
+    def _no_secret(cls, v: str) -> str:
+        """Recorded without a key in it (:func:`harness.redaction.redact_url`)."""
+        return redact_url(v)
+
     @property
     def key(self) -> str:
         """The column this target's runs belong to: ``baseline``/``candidate`` in a
@@ -203,3 +217,9 @@ class RunManifest(_Model):
     targets: list[TargetInfo] = Field(default_factory=list)
     args: dict[str, Any] = Field(default_factory=dict)  # secrets removed
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("command")
+    @classmethod
+    def _no_secret(cls, v: str) -> str:
+        """The command line without a key in its URLs (:func:`harness.redaction.redact_text`)."""
+        return redact_text(v)

@@ -13,13 +13,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from enum import IntEnum
+from typing import Any
 
 from harness._version import __version__
 
-__all__ = ["COMMANDS", "ExitCode", "main"]
+__all__ = ["COMMANDS", "ExitCode", "Terminated", "interrupted_code", "main"]
 
 
 class ExitCode(IntEnum):
@@ -82,19 +85,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return ExitCode.USAGE_ERROR
     args.argv = argv  # the command line as given (resume hints repeat it)
+    previous = _catch_sigterm()
     try:
         return int(modules[args.command].run(args))  # type: ignore[attr-defined]
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.INFRA_ERROR if isinstance(exc, RequestFailed) else ExitCode.USAGE_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("interrupted", file=sys.stderr)
-        return 130
+        return interrupted_code(exc)
     except BrokenPipeError:  # `harness ... | head`: the reader left; say nothing more
         # the recipe of https://docs.python.org/3/library/signal.html#note-on-sigpipe
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 128 + 13  # as a shell reports a process ended by SIGPIPE
+    finally:
+        from harness.runfolder import release_locks
+
+        release_locks()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during a command, raised as SIGINT raises ``KeyboardInterrupt``: the
+    commands that print a resume hint on Ctrl-C print it for ``kill`` too (exit 143)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _catch_sigterm() -> Any:
+    """Route SIGTERM to :class:`Terminated` (main thread only); the handler it replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def interrupted_code(exc: BaseException) -> int:
+    """The exit code of an interrupted command: 143 (128 + SIGTERM) for
+    :class:`Terminated`, else 130 (128 + SIGINT), as a shell reports them."""
+    return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
 
 
 if __name__ == "__main__":  # pragma: no cover

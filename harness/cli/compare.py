@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.cli import ExitCode
+from harness.cli import ExitCode, interrupted_code
 from harness.cli._common import (
     add_stream_argument,
     check_resume,
@@ -230,11 +230,11 @@ def run(args: argparse.Namespace) -> int:
     folder = open_run_folder("compare", args, console, scenarios)
     try:
         summary = _compare(args, scenarios, stream, folder)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.cli.Terminated)
         print(
             f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
         )
-        return 130
+        return interrupted_code(exc)
     traces = first_drift(s for _, s in folder.scores_with_offsets())
     render_compare(summary, console, traces, verbose=args.verbose)
     write_report_or_warn(folder, console)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.cli import ExitCode
+from harness.cli import ExitCode, interrupted_code
 from harness.cli._common import (
     add_stream_argument,
     check_resume,
@@ -89,11 +89,11 @@ def run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency, out_dir=folder, resume=True,
             progress=not args.no_progress, keep=False,
         )  # fmt: skip
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.cli.Terminated)
         print(
             f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
         )
-        return 130
+        return interrupted_code(exc)
     summary = score_folder(folder, FolderContext(settings=_settings(args, stream, scenarios)))
     traces = first_drift(s for _, s in folder.scores_with_offsets())
     render_run(summary, console, traces, verbose=args.verbose)
