@@ -5,6 +5,7 @@ in any file of a run folder."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -226,3 +227,46 @@ def test_no_secret_of_a_url_in_any_file_of_a_run_folder(
 def test_redact_url(url: str, redacted: str) -> None:
     assert redact_url(url) == redacted
     assert redact_text(f"error: GET {url} failed") == f"error: GET {redacted} failed"
+
+
+def _start_sim(cwd: Path, *extra: str) -> tuple[subprocess.Popen[str], str, str]:
+    """``harness sim`` in ``cwd``: the process, its URL, what it said before serving."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.sim", "--port", "0", *extra], cwd=cwd,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    said = ""
+    for line in proc.stdout:
+        said += line
+        if line.startswith("Serving on "):
+            return proc, line.split()[-1], said
+    proc.kill()
+    raise AssertionError(said + (proc.stderr.read() if proc.stderr else ""))
+
+
+def test_sim_says_what_it_plays_and_refuses_what_it_does_not_know(
+    write_scenarios: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenarios = write_scenarios(CLOCK, ENTROPY)
+    proc, url, said = _start_sim(tmp_path, "--scenarios", str(scenarios))
+    proc.terminate()
+    proc.wait()
+    assert f"Playing 2 scenario(s) from {scenarios}" in said
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc, url, said = _start_sim(empty)  # no scenarios/ here
+    try:
+        common = [str(scenarios), "--results", str(tmp_path), "--repeats", "1", "--no-progress"]
+        code = main(["run", *common, "--target", url, "--run-id", "u"])
+        capsys.readouterr()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "WARNING: no scenario files in 'scenarios'" in err and "give --scenarios DIR" in err
+    assert code == 3  # every run an infrastructure error, not a model failure
+    for rec in RunFolder(tmp_path / "u").records():
+        assert rec.stop_reason == "error" and rec.error is not None
+        assert (rec.error.kind, rec.error.status, rec.error.attempts) == ("http_status", 404, 1)
+        assert "the reference server does not know this scenario" in rec.error.message

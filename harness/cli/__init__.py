@@ -22,7 +22,7 @@ from typing import Any
 
 from harness._version import __version__
 
-__all__ = ["COMMANDS", "ExitCode", "Terminated", "interrupted_code", "main"]
+__all__ = ["COMMANDS", "ExitCode", "interrupted_code", "main"]
 
 
 class ExitCode(IntEnum):
@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return ExitCode.USAGE_ERROR
     args.argv = argv  # the command line as given (resume hints repeat it)
-    previous = _catch_sigterm()
+    previous = _catch_sigterm() if args.command != "sim" else None  # uvicorn handles its own
     try:
         return int(modules[args.command].run(args))  # type: ignore[attr-defined]
     except HarnessError as exc:
@@ -107,26 +107,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM during a command, raised as SIGINT raises ``KeyboardInterrupt``: the
-    commands that print a resume hint on Ctrl-C print it for ``kill`` too (exit 143)."""
+#: whether the interruption of the running command was a SIGTERM (see :func:`_on_sigterm`)
+_TERMINATED = [False]
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated()
+def _on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: SIGINT is raised, so the command stops as it does on Ctrl-C
+    (``asyncio.run`` cancels its main task, then ``KeyboardInterrupt``) and prints the
+    same resume hint; :func:`interrupted_code` then says 143."""
+    _TERMINATED[0] = True
+    signal.raise_signal(signal.SIGINT)
 
 
 def _catch_sigterm() -> Any:
-    """Route SIGTERM to :class:`Terminated` (main thread only); the handler it replaced."""
+    """Route SIGTERM to :func:`_on_sigterm` (main thread only); the handler it replaced."""
+    _TERMINATED[0] = False
     if threading.current_thread() is not threading.main_thread():
         return None
-    return signal.signal(signal.SIGTERM, _raise_terminated)
+    return signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def interrupted_code(exc: BaseException) -> int:
-    """The exit code of an interrupted command: 143 (128 + SIGTERM) for
-    :class:`Terminated`, else 130 (128 + SIGINT), as a shell reports them."""
-    return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+    """The exit code of a command stopped by ``exc`` (a ``KeyboardInterrupt``): 143
+    (128 + SIGTERM) after a SIGTERM, else 130 (128 + SIGINT), as a shell reports them."""
+    return 128 + (signal.SIGTERM if _TERMINATED[0] else signal.SIGINT)
 
 
 if __name__ == "__main__":  # pragma: no cover

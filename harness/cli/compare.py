@@ -230,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
     folder = open_run_folder("compare", args, console, scenarios)
     try:
         summary = _compare(args, scenarios, stream, folder)
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.cli.Terminated)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
         print(
             f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
         )

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency, out_dir=folder, resume=True,
             progress=not args.no_progress, keep=False,
         )  # fmt: skip
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.cli.Terminated)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
         print(
             f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
         )
