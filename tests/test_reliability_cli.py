@@ -270,3 +270,24 @@ def test_sim_says_what_it_plays_and_refuses_what_it_does_not_know(
         assert rec.stop_reason == "error" and rec.error is not None
         assert (rec.error.kind, rec.error.status, rec.error.attempts) == ("http_status", 404, 1)
         assert "the reference server does not know this scenario" in rec.error.message
+
+
+def test_reports_fold_long_fields_with_their_size(
+    write_scenarios: Callable[..., Path],
+    sim_url: Callable[..., str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A 10 MB answer let through a raised --max-response-bytes: the transcript keeps it,
+    the report shows its start and its size, and stays small."""
+    scenarios = write_scenarios(CLOCK)
+    url = sim_url("huge", scenarios_dir=scenarios)
+    argv = ["run", str(scenarios), "--target", url, "--results", str(tmp_path), "--run-id", "h",
+            "--repeats", "1", "--no-progress", "--max-response-bytes", "20000000"]  # fmt: skip
+    main(argv)
+    capsys.readouterr()
+    (rec,) = RunFolder(tmp_path / "h").records()
+    assert rec.final_content is not None and len(rec.final_content) == 10_000_000
+    report = (tmp_path / "h" / "report.html").read_text()
+    assert len(report) < 2_000_000
+    assert "folded: 9,940,000 more characters (10,000,000 in all) in transcripts.jsonl" in report
