@@ -74,8 +74,8 @@ class _Response:
         for event in self.events or []:
             yield event.encode()
 
-    # the names of the SDK's raw (httpx) response
-    aread, aiter_lines, aiter_bytes, headers = read, iter_lines, iter_bytes, {}  # noqa: RUF012
+    aread, aiter_lines, aiter_bytes = read, iter_lines, iter_bytes  # the raw response's names
+    headers: dict[str, str] = {}  # noqa: RUF012 - read only
 
     async def aclose(self) -> None:
         return None

@@ -109,3 +109,23 @@ def test_fault_matrix(
     assert rec.stop_reason == "error" and rec.error is not None
     assert (rec.error.kind, rec.error.attempts) == (expect.kind, expect.attempts), rec.error
     assert len(rec.turns[0].retries) == expect.attempts - 1
+
+
+def test_retry_after_is_read_and_capped() -> None:
+    """RFC 9110 section 10.2.3: delay-seconds or an HTTP date; the wait is the longer of
+    the backoff and the header, at most MAX_RETRY_AFTER_S."""
+    from datetime import datetime, timedelta, timezone
+    from email.utils import format_datetime
+
+    from harness.client.completions import retry_after_s
+    from harness.client.target import MAX_RETRY_AFTER_S, TargetConfig
+
+    assert retry_after_s({"retry-after": "5"}) == 5.0
+    assert retry_after_s({"retry-after": "-3"}) == 0.0
+    assert retry_after_s({"retry-after": "soon"}) is None and retry_after_s({}) is None
+    when = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
+    assert 25 < (retry_after_s({"retry-after": when}) or 0) <= 30
+    t = TargetConfig("http://h", backoff_s=0.5)
+    assert t.retry_delay_s(1) == 0.5 and t.retry_delay_s(1, 0.1) == 0.5  # the backoff
+    assert t.retry_delay_s(1, 7) == 7.0  # the server's, when longer
+    assert t.retry_delay_s(1, 3600) == MAX_RETRY_AFTER_S == 60.0  # capped

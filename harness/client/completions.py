@@ -65,6 +65,8 @@ __all__ = [
     "post_completion",
     "read_sse",
     "request_body",
+    "retry_after_s",
+    "sse_lines",
 ]
 
 
