@@ -108,8 +108,19 @@ def test_second_resume_of_one_folder_is_refused(
 ) -> None:
     scenarios = write_scenarios(CLOCK)
     url = sim_url("healthy", scenarios_dir=scenarios, latency_ms=300)
-    argv = ["run", str(scenarios), "--target", url, "--results", str(tmp_path), "--repeats", "4",
-            "--no-progress", "--concurrency", "1"]  # fmt: skip
+    argv = [
+        "run",
+        str(scenarios),
+        "--target",
+        url,
+        "--results",
+        str(tmp_path),
+        "--repeats",
+        "40",
+        "--no-progress",
+        "--concurrency",
+        "1",
+    ]  # fmt: skip  (~25 s: still running below)
     first = subprocess.Popen([sys.executable, "-m", "harness", *argv, "--run-id", "x"], cwd=ROOT,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
@@ -124,11 +135,13 @@ def test_second_resume_of_one_folder_is_refused(
             f"error: {tmp_path / 'x'} is being written by another harness process "
             f"(pid {first.pid}); wait for it to end, or give another --run-id"
         )
+        assert first.poll() is None  # the holder was still running when refused
     finally:
+        first.terminate()  # stops as Ctrl-C does, keeping what it finished
         out, ferr = first.communicate(timeout=120)
-    assert first.returncode == 0, ferr
+    assert first.returncode == 143, ferr
     keys = [r.run_key for r in RunFolder(tmp_path / "x").records()]
-    assert len(keys) == len(set(keys)) == 4  # nothing written twice
+    assert len(keys) == len(set(keys)) >= 1  # nothing written twice
 
 
 def test_score_says_how_many_lines_were_skipped(
