@@ -68,7 +68,14 @@ class _Response:
             for line in event.split("\n"):
                 yield line
 
-    aread, aiter_lines = read, iter_lines  # the names of the SDK's raw (httpx) response
+    async def iter_bytes(self) -> AsyncIterator[bytes]:
+        if self.events is None:
+            yield await self.read()
+        for event in self.events or []:
+            yield event.encode()
+
+    aread, aiter_lines, aiter_bytes = read, iter_lines, iter_bytes  # the raw response's names
+    headers: dict[str, str] = {}  # noqa: RUF012 - read only
 
     async def aclose(self) -> None:
         return None

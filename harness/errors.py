@@ -129,14 +129,25 @@ class RequestFailed(HarnessError):
             ``timeout``, ``connection``, ``invalid_body``, ``other``).
         message: what happened, at most 1,000 characters.
         status: the HTTP status for ``http_status``, else ``None``.
-        transient: whether a retry may help (HTTP 408/429/5xx, timeouts, connections).
+        transient: whether a retry may help: every kind but an HTTP status outside
+            408/429/5xx, unless the raiser says otherwise (a body over the size cap).
+        retry_after_s: the answer's ``Retry-After`` in seconds, else ``None``.
     """
 
-    def __init__(self, kind: str, message: str, *, status: int | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        status: int | None = None,
+        transient: bool | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message[:1000]
         self.status = status
-        self.transient = kind in ("timeout", "connection") or (
-            kind == "http_status" and status in TRANSIENT_STATUS
-        )
+        self.retry_after_s = retry_after_s
+        if transient is None:
+            transient = kind != "http_status" or status in TRANSIENT_STATUS
+        self.transient = transient

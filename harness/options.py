@@ -134,6 +134,10 @@ def stream_mode(value: str) -> str:
 
 # ---------------------------------------------------------------- the table
 
+#: ``--max-response-bytes`` default: ``harness.client.completions.DEFAULT_MAX_RESPONSE_BYTES``
+#: (not imported: this module stays free of the client's imports)
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+
 
 @dataclass(frozen=True)
 class Option:
@@ -184,13 +188,17 @@ _TABLE = (
            "runs in flight at once (default 8)", "N",
            plugin_aliases=("--harness-concurrency",)),
     Option("request_timeout", "--request-timeout", seconds, 120.0,
-           "per-request timeout in seconds (default 120)", "SECONDS",
+           "per-request timeout in seconds: the total deadline of one attempt, sending to "
+           "the last byte (default 120)", "SECONDS",
            cli_aliases=("--timeout",), plugin_aliases=("--harness-timeout",),
            old_names=("timeout",)),
     Option("max_retries", "--max-retries", count, 3,
-           "retries of a transient server error: HTTP 408/429/5xx, timeout, connection "
-           "(default 3)", "N",
+           "retries of a failed request: HTTP 408/429/5xx (after its Retry-After, at most "
+           "60 s), timeout, connection, a garbled or cut answer (default 3)", "N",
            plugin_aliases=("--harness-retries",), old_names=("retries",)),
+    Option("max_response_bytes", "--max-response-bytes", positive_int, MAX_RESPONSE_BYTES,
+           "the most bytes read of one answer; a larger one is an infrastructure error "
+           "(default 8388608, 8 MiB)", "BYTES"),
     Option("results", "--results", folder, None,
            "results root folder (default results/, or $HARNESS_RESULTS)", "DIR",
            plugin_aliases=("--harness-results",)),

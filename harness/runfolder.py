@@ -23,6 +23,7 @@ line (a run killed while writing) is skipped, and cut off before anything is app
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -33,12 +34,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import IO, Any, BinaryIO, Protocol
 
 from pydantic import BaseModel, ValidationError
 
 from harness._version import __version__
 from harness.errors import RunFolderError
+from harness.redaction import redact_text, redact_url
 from harness.scoring.models import RunScore
 from harness.summary import Summary
 from harness.transcript import RunManifest, RunRecord, TargetInfo
@@ -50,6 +52,7 @@ __all__ = [
     "check_run_id",
     "new_run_id",
     "redact",
+    "release_locks",
 ]
 
 #: results root; override with $HARNESS_RESULTS
@@ -98,18 +101,33 @@ def check_run_id(run_id: str) -> str:
 
 
 def redact(args: Mapping[str, Any]) -> dict[str, Any]:
-    """Copy of ``args`` as JSON values, with values of secret-looking keys as ``"***"``."""
+    """Copy of ``args`` as JSON values, with values of secret-looking keys as ``"***"``
+    and URLs without their keys (:func:`harness.redaction.redact_text`)."""
     out: dict[str, Any] = {}
     for k, v in args.items():
         if _SECRET.search(k) and not k.endswith("_env"):
             out[k] = "***" if v else v
-        elif isinstance(v, (str, int, float, bool, type(None))):
+        elif isinstance(v, str):
+            out[k] = redact_text(v)
+        elif isinstance(v, (int, float, bool, type(None))):
             out[k] = v
         elif isinstance(v, (list, tuple)):
-            out[k] = [str(x) for x in v]
+            out[k] = [redact_text(str(x)) for x in v]
         else:
-            out[k] = str(v)
+            out[k] = redact_text(str(v))
     return out
+
+
+#: the lock files this process holds (:meth:`RunFolder.lock`), open until released
+_HELD: list[IO[str]] = []
+
+
+def release_locks() -> None:
+    """Release every run-folder lock this process holds (the end of a command)."""
+    while _HELD:
+        fh = _HELD.pop()
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
 
 
 class _Line(Protocol):
@@ -158,9 +176,39 @@ class RunFolder:
     GSM8K_DIR = "gsm8k"
     #: the manifest's ``extra`` key of the scenario set (id -> content hash)
     SCENARIO_HASHES = "scenario_hashes"
+    #: the lock file of :meth:`lock` (holds the pid of the process that writes the folder)
+    LOCK = ".lock"
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        #: file name -> byte offsets of lines skipped while reading (not complete JSON)
+        self.skipped: dict[str, set[int]] = {}
+
+    # ------------------------------------------------------------------ one writer
+
+    def lock(self) -> None:
+        """Make this process the folder's one writer until :func:`release_locks` (or exit):
+        an exclusive ``fcntl.flock`` on :attr:`LOCK`, which then holds our pid.
+
+        Raises:
+            RunFolderError: another process holds it; the line names its pid.
+        """
+        fh = open(self.path / self.LOCK, "a+", encoding="utf-8")  # noqa: SIM115 - held open
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            fh.close()
+            raise RunFolderError(
+                f"{self.path} is being written by another harness process (pid {holder}); "
+                "wait for it to end, or give another --run-id"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        _HELD.append(fh)
 
     def __repr__(self) -> str:
         return f"RunFolder({str(self.path)!r})"
@@ -554,6 +602,7 @@ class RunFolder:
                     yield offset, cls.model_validate_json(line)
                 except ValidationError as exc:
                     if exc.errors()[0]["type"] == "json_invalid":
+                        self.skipped.setdefault(path.name, set()).add(offset)
                         continue  # a truncated last line: a run killed while writing
                     raise RunFolderError(
                         f"{path}: the line at byte {offset} is not a {cls.__name__} "
@@ -584,9 +633,10 @@ def _run_key(line: bytes) -> str | None:
 
 
 def _norm(key: str, value: Any) -> Any:
-    """Values as compared on resume: URLs without ``/`` or ``/v1`` at the end, stream modes."""
+    """Values as compared on resume: URLs without ``/`` or ``/v1`` at the end and without
+    their keys (the manifest keeps none), stream modes."""
     if isinstance(value, str) and value.startswith(("http://", "https://")):
-        return value.rstrip("/").removesuffix("/v1").rstrip("/")
+        return redact_url(value.rstrip("/").removesuffix("/v1").rstrip("/"))
     if key == "stream":
         text = str(value).lower()
         return {"on": "true", "false": "off", "none": "off"}.get(text, text)

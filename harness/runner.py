@@ -47,6 +47,7 @@ from harness.scenario.tools import ToolOutcome, render, simulate
 from harness.transcript import (
     InfraError,
     ResponseRecord,
+    RetryRecord,
     RunRecord,
     StopReason,
     TargetInfo,
@@ -76,23 +77,33 @@ async def _request(
     client: AsyncOpenAI,
     params: dict[str, Any],
     target: TargetConfig,
-    turn: int,
+    rec: TurnRecord,
     content: bytes | None = None,
 ) -> ResponseRecord | InfraError:
-    """One request with retries of transient failures (exponential backoff). ``content``:
+    """One request with retries of transient failures (exponential backoff, or the
+    server's ``Retry-After`` when longer, capped: :meth:`TargetConfig.retry_delay_s`);
+    each retried attempt is added to ``rec.retries`` with the wait. ``content``:
     ``params``' body already encoded (:class:`ConversationBody`), or ``None``."""
-    attempts = 0
+    attempts, limits = 0, target.limits()
     while True:
         attempts += 1
         try:
-            return await post_completion(client, params, content)
+            return await post_completion(client, params, content, limits)
         except RequestFailed as f:
+            kind: Any = f.kind
             if not f.transient or attempts > target.max_retries:
-                kind: Any = f.kind
                 return InfraError(
-                    kind=kind, message=f.message, status=f.status, turn=turn, attempts=attempts
+                    kind=kind, message=f.message, status=f.status, turn=rec.index,
+                    attempts=attempts,
+                )  # fmt: skip
+            wait = target.retry_delay_s(attempts, f.retry_after_s)
+            rec.retries.append(
+                RetryRecord(
+                    attempt=attempts, kind=kind, message=f.message[:300], status=f.status,
+                    waited_s=round(wait, 3), retry_after_s=f.retry_after_s,
                 )
-            await asyncio.sleep(min(target.backoff_s * 2 ** (attempts - 1), 30.0))
+            )  # fmt: skip
+            await asyncio.sleep(wait)
 
 
 # ---------------------------------------------------------------- the loop
@@ -150,7 +161,7 @@ class _Loop:
             self.turns.append(rec)
             self.pending = []
             params = {**self.params, "messages": list(self.messages)}
-            result = await _request(self.client, params, self.target, turn, self.body.content())
+            result = await _request(self.client, params, self.target, rec, self.body.content())
             if isinstance(result, InfraError):
                 rec.error = result
                 return "error", None, result

@@ -19,7 +19,9 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from harness.redaction import redact_text, redact_url
 
 __all__ = [
     "InfraError",
@@ -58,6 +60,28 @@ class InfraError(_Model):
     status: int | None = None  # HTTP status, for kind == "http_status"
     turn: int | None = None
     attempts: int = 1
+
+    @field_validator("message")
+    @classmethod
+    def _no_secret(cls, v: str) -> str:
+        """A URL in the message loses its key (:func:`harness.redaction.redact_text`)."""
+        return redact_text(v)
+
+
+class RetryRecord(_Model):
+    """One failed attempt that was retried, and the wait before the next one.
+
+    ``waited_s``: seconds slept before retrying (the backoff, or the answer's
+    ``Retry-After`` when longer, capped at ``harness.client.target.MAX_RETRY_AFTER_S``);
+    ``retry_after_s``: the ``Retry-After`` the server asked for, if any.
+    """
+
+    attempt: int
+    kind: InfraErrorKind
+    message: str
+    status: int | None = None
+    waited_s: float
+    retry_after_s: float | None = None
 
 
 class ToolCallRecord(_Model):
@@ -111,6 +135,7 @@ class TurnRecord(_Model):
     response: ResponseRecord | None = None
     tool_results: list[ToolResultRecord] = Field(default_factory=list)
     error: InfraError | None = None
+    retries: list[RetryRecord] = Field(default_factory=list)  # failed attempts before
 
 
 class TargetInfo(_Model):
@@ -122,6 +147,12 @@ class TargetInfo(_Model):
     model: str | None = None
     models: Any = None  # what GET /v1/models answered
     server_info: dict[str, Any] | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _no_secret(cls, v: str) -> str:
+        """Recorded without a key in it (:func:`harness.redaction.redact_url`)."""
+        return redact_url(v)
 
     @property
     def key(self) -> str:
@@ -189,3 +220,9 @@ class RunManifest(_Model):
     targets: list[TargetInfo] = Field(default_factory=list)
     args: dict[str, Any] = Field(default_factory=dict)  # secrets removed
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("command")
+    @classmethod
+    def _no_secret(cls, v: str) -> str:
+        """The command line without a key in its URLs (:func:`harness.redaction.redact_text`)."""
+        return redact_text(v)

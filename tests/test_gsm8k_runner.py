@@ -88,12 +88,12 @@ def test_failed_questions_are_left_out_not_wrong(tmp_path: Path, gsm8k_sim: Sim)
     assert recs[7].correct is None and recs[7].attempts == 4  # transient: retried 3 times
     assert (recs[7].error or "").startswith("http_status: HTTP 500:")
     assert "simulated internal server error" in (recs[7].error or "")
-    assert recs[11].correct is None and recs[11].attempts == 1  # not transient: not retried
+    assert recs[11].correct is None and recs[11].attempts == 4  # garbage is retried too
     assert recs[11].error == "invalid_body: the response is not JSON"
     stats = fetch_stats(broken)  # the server saw the retries, and only those
     assert stats.gsm8k_questions[7] == stats.gsm8k_questions[9] == 4
-    assert stats.gsm8k_questions[11] == 1 and stats.faults_served == 9
-    assert stats.requests == 37 + 9 and fetch_stats(good).faults_served == 0
+    assert stats.gsm8k_questions[11] == 4 and stats.faults_served == 12
+    assert stats.requests == 37 + 12 and fetch_stats(good).faults_served == 0
 
 
 def test_target_config_retries_apply_and_the_target_is_not_modified(

@@ -52,6 +52,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "concurrency": ("3", 3),
     "request_timeout": ("7.5", 7.5),
     "max_retries": ("0", 0),
+    "max_response_bytes": ("1000", 1000),
     "results": ("out", "out"),
     "min_pass_rate": ("0.25", 0.25),
     "boot_timeout": ("60", 60.0),

@@ -253,8 +253,8 @@ INFRA: dict[str, tuple[str, int | None, int, bool]] = {
     "http-500": ("http_status", 500, 2, True),
     "slow": ("timeout", None, 2, False),  # HANG: answers after the timeout
     "connection-drop": ("connection", None, 2, True),
-    "invalid-json": ("invalid_body", None, 1, True),  # streaming: an event that is not JSON
-    "no-choices": ("invalid_body", None, 1, True),
+    "invalid-json": ("invalid_body", None, 2, True),  # streaming: an event that is not JSON
+    "no-choices": ("invalid_body", None, 2, True),  # garbage is retried too (README)
 }
 
 

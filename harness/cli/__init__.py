@@ -13,13 +13,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from enum import IntEnum
+from typing import Any
 
 from harness._version import __version__
 
-__all__ = ["COMMANDS", "ExitCode", "main"]
+__all__ = ["COMMANDS", "ExitCode", "interrupted_code", "main"]
 
 
 class ExitCode(IntEnum):
@@ -82,19 +85,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return ExitCode.USAGE_ERROR
     args.argv = argv  # the command line as given (resume hints repeat it)
+    previous = _catch_sigterm() if args.command != "sim" else None  # uvicorn handles its own
     try:
         return int(modules[args.command].run(args))  # type: ignore[attr-defined]
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.INFRA_ERROR if isinstance(exc, RequestFailed) else ExitCode.USAGE_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("interrupted", file=sys.stderr)
-        return 130
+        return interrupted_code(exc)
     except BrokenPipeError:  # `harness ... | head`: the reader left; say nothing more
         # the recipe of https://docs.python.org/3/library/signal.html#note-on-sigpipe
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 128 + 13  # as a shell reports a process ended by SIGPIPE
+    finally:
+        from harness.runfolder import release_locks
+
+        release_locks()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+#: whether the interruption of the running command was a SIGTERM (see :func:`_on_sigterm`)
+_TERMINATED = [False]
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: SIGINT is raised, so the command stops as it does on Ctrl-C
+    (``asyncio.run`` cancels its main task, then ``KeyboardInterrupt``) and prints the
+    same resume hint; :func:`interrupted_code` then says 143."""
+    _TERMINATED[0] = True
+    signal.raise_signal(signal.SIGINT)
+
+
+def _catch_sigterm() -> Any:
+    """Route SIGTERM to :func:`_on_sigterm` (main thread only); the handler it replaced."""
+    _TERMINATED[0] = False
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def interrupted_code(exc: BaseException) -> int:
+    """The exit code of a command stopped by ``exc`` (a ``KeyboardInterrupt``): 143
+    (128 + SIGTERM) after a SIGTERM, else 130 (128 + SIGINT), as a shell reports them."""
+    return 128 + (signal.SIGTERM if _TERMINATED[0] else signal.SIGINT)
 
 
 if __name__ == "__main__":  # pragma: no cover

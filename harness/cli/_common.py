@@ -19,6 +19,7 @@ from harness.errors import OptionValueError, RunFolderError
 from harness.gsm8k.models import GSM8KSummary
 from harness.options import add_argument
 from harness.present.report import write_report_or_warning
+from harness.redaction import redact_text, redact_url
 from harness.runfolder import DEFAULT_RESULTS, RunFolder, check_run_id
 from harness.runner import StreamMode
 from harness.scenario.model import Scenario
@@ -68,18 +69,19 @@ def preflight(label: str, url: str, api_key_env: str = "OPENAI_API_KEY") -> str 
     Only an unreachable server (connection refused, timeout, DNS), a 5xx or an auth
     refusal (401/403) is a problem; a server without ``/v1/models`` (404) is let through.
     """
-    root = server_root(url)
+    root, url = server_root(url), redact_url(url)
     key = os.environ.get(api_key_env)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
         r = httpx.get(root + "/v1/models", headers=headers, timeout=10.0)
     except httpx.ConnectError as exc:
         why = "connection refused" if "refused" in str(exc).lower() else f"cannot connect ({exc})"
+        why = redact_text(why)
         return f"{label} {url}: {why}"
     except httpx.TimeoutException:
         return f"{label} {url}: no answer to GET /v1/models within 10 s"
     except httpx.HTTPError as exc:
-        return f"{label} {url}: {type(exc).__name__}: {exc}"
+        return f"{label} {url}: {type(exc).__name__}: {redact_text(str(exc))}"
     if r.status_code in (401, 403):
         return f"{label} {url}: GET /v1/models answered {r.status_code} (set ${api_key_env})"
     if r.status_code >= 500:
@@ -100,7 +102,7 @@ def resume_command(args: argparse.Namespace, run_id: str) -> str:
             skip = True
         elif not a.startswith(("--run-id=", "--resume=")):
             kept.append(a)
-    return shlex.join([*_program(), *kept, "--resume", run_id])
+    return redact_text(shlex.join([*_program(), *kept, "--resume", run_id]))
 
 
 def _program() -> list[str]:
@@ -157,12 +159,15 @@ def open_run_folder(
     resume it, so a killed run can be found and finished.
 
     Raises:
-        RunFolderError: the folder cannot be created (``--results`` is a file, read-only).
+        RunFolderError: the folder cannot be created (``--results`` is a file, read-only),
+            or another process writes it (:meth:`RunFolder.lock`, held until the command
+            ends: :func:`harness.cli.main` releases it).
     """
     run_id = getattr(args, "resume", None) or args.run_id
     folder = RunFolder.create(
         command, results=args.results, run_id=run_id, args=recorded_args(args), **kw
     )
+    folder.lock()  # one writer: a second --resume of it at once gets one line, exit 2
     if scenarios is not None:  # what --resume must give again (check_resume)
         folder.record_scenarios({s.id: s.content_hash() for s in scenarios})
     console.print(f"run folder: {folder.path}", markup=False, highlight=False, soft_wrap=True)

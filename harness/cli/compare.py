@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.cli import ExitCode
+from harness.cli import ExitCode, interrupted_code
 from harness.cli._common import (
     add_stream_argument,
     check_resume,
@@ -100,7 +100,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="baseline server log (fusion engagement)",
     )
     p.add_argument("--candidate-log", default=None, metavar="FILE", help="candidate server log")
-    for name in ("request_timeout", "api_key_env", "max_retries"):
+    for name in ("request_timeout", "api_key_env", "max_retries", "max_response_bytes"):
         add_argument(p, name)
     p.add_argument("--strict", action="store_true", help="exit 1 on INCONCLUSIVE too")
     p.add_argument(
@@ -161,6 +161,7 @@ def _targets(args: argparse.Namespace) -> Iterator[tuple[TargetConfig, TargetCon
         "timeout_s": args.request_timeout,
         "api_key_env": args.api_key_env,
         "max_retries": args.max_retries,
+        "max_response_bytes": args.max_response_bytes,
     }
     if args.baseline or args.candidate:
         b_url = args.baseline or args.candidate
@@ -229,11 +230,11 @@ def run(args: argparse.Namespace) -> int:
     folder = open_run_folder("compare", args, console, scenarios)
     try:
         summary = _compare(args, scenarios, stream, folder)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
         print(
             f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
         )
-        return 130
+        return interrupted_code(exc)
     traces = first_drift(s for _, s in folder.scores_with_offsets())
     render_compare(summary, console, traces, verbose=args.verbose)
     write_report_or_warn(folder, console)

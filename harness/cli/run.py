@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.cli import ExitCode
+from harness.cli import ExitCode, interrupted_code
 from harness.cli._common import (
     add_stream_argument,
     check_resume,
@@ -58,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_argument(p, "results")
     p.add_argument("--run-id", help="name of the run folder (default: run-<time>-<pid>)")
     p.add_argument("--resume", metavar="RUN_ID", help="finish the run RUN_ID (skip recorded runs)")
-    for name in ("api_key_env", "request_timeout", "max_retries"):
+    for name in ("api_key_env", "request_timeout", "max_retries", "max_response_bytes"):
         add_argument(p, name)
     p.add_argument("--verbose", action="store_true", help="every scenario's full table and trace")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -89,11 +89,11 @@ def run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency, out_dir=folder, resume=True,
             progress=not args.no_progress, keep=False,
         )  # fmt: skip
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
         print(
             f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
         )
-        return 130
+        return interrupted_code(exc)
     summary = score_folder(folder, FolderContext(settings=_settings(args, stream, scenarios)))
     traces = first_drift(s for _, s in folder.scores_with_offsets())
     render_run(summary, console, traces, verbose=args.verbose)
@@ -110,6 +110,7 @@ def _target(args: argparse.Namespace) -> TargetConfig:
         api_key_env=args.api_key_env,
         timeout_s=args.request_timeout,
         max_retries=args.max_retries,
+        max_response_bytes=args.max_response_bytes,
     )
 
 

@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
             return _gsm8k(folder)
         return _not_a_run_folder(folder)
     summary = score_folder(rf)
+    _say_skipped(rf)
     console = make_console()
     if args.quiet:  # the verdict line alone; the report is still redrawn
         banner, message = headline(summary)
@@ -66,6 +67,18 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"summary: {rf.summary_path}", markup=False, soft_wrap=True)
     write_report_or_warn(rf, console)
     return exit_code(summary, strict=args.strict)
+
+
+def _say_skipped(folder: RunFolder) -> None:
+    """One ``warning:`` line on stderr per file with lines left out while scoring."""
+    for name, offsets in sorted(folder.skipped.items()):
+        n = len(offsets)
+        print(
+            f"warning: {folder.file(name)}: {n} line{'s' if n != 1 else ''} skipped (at byte "
+            f"{', '.join(str(o) for o in sorted(offsets)[:5])}): not complete JSON, as a run "
+            "killed while writing leaves it; those runs are not scored (--resume re-runs them)",
+            file=sys.stderr,
+        )
 
 
 def _matrix(folder: RunFolder, *, quiet: bool) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from harness.cli import ExitCode
 from harness.sim.profiles import INFRA_FAULTS, gsm8k_fault
@@ -29,6 +30,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=0, help="TCP port (0 = a free port)")
     p.add_argument("--latency-ms", type=float, default=0, help="delay added to every POST")
     p.add_argument("--scenarios", default="scenarios", help="scenario directory to play")
+    p.add_argument(
+        "--play-unknown",
+        action="store_true",
+        help="answer a tool-calling conversation no scenario opens with by a generic reply "
+        "(default: HTTP 404 'the reference server does not know this scenario')",
+    )
     p.add_argument("--gsm8k", default=None, help="GSM8K jsonl answered on /v1/completions")
     p.add_argument(
         "--gsm8k-fault",
@@ -55,6 +62,24 @@ def _list_profiles() -> int:
     for name, prof in PROFILES.items():
         print(f"{name:<{width}}  {prof.description}")
     return ExitCode.OK
+
+
+def _say_scenarios(folder: str, n: int, play_unknown: bool) -> None:
+    """Which scenario set the server plays; with none, a loud warning on stderr."""
+    if n:
+        print(f"Playing {n} scenario(s) from {folder}", flush=True)
+        return
+    unknown = (
+        "answered with a generic reply (--play-unknown)"
+        if play_unknown
+        else "refused: HTTP 404 'the reference server does not know this scenario'"
+    )
+    print(
+        f"WARNING: no scenario files in {folder!r}: this server plays no scenario, and every "
+        f"tool-calling conversation is {unknown}; give --scenarios DIR",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,8 +115,11 @@ def run(args: argparse.Namespace) -> int:
         latency_ms=args.latency_ms,
         seed=args.seed,
         capture=capture,
+        refuse_unknown=not args.play_unknown,
         on_started=announce,
     )
+    app: Any = server.config.app  # the Starlette app of create_app
+    _say_scenarios(args.scenarios, len(app.state.sim.index), args.play_unknown)
     server.run()
     if not server.started:
         print(f"error: --host/--port: could not serve on {args.host}:{args.port}", file=sys.stderr)

@@ -13,10 +13,18 @@ read by us and kept raw) and returns a :class:`harness.transcript.ResponseRecord
 
 Every failure raises :class:`RequestFailed` with an :class:`~harness.transcript.InfraError`
 kind: ``http_status`` (with the status), ``timeout``, ``connection`` (refused, reset,
-dropped mid-body), ``invalid_body`` (not JSON, no ``choices[0].message``, a stream chunk
-that is not JSON or has no ``choices``, an empty stream) or ``other`` (an error object
-in the body, anything else). ``RequestFailed.transient`` says whether a retry may help
-(HTTP 408/429/5xx, timeouts, connection errors).
+dropped mid-body, a stream that ends without ``[DONE]`` and without any
+``finish_reason``), ``invalid_body`` (not JSON, not UTF-8, no ``choices[0].message``, a
+stream chunk that is not JSON or has no ``choices``, an empty stream, a body over the
+size cap) or ``other`` (an error object in the body, anything else).
+``RequestFailed.transient`` says whether a retry may help: every kind but an HTTP status
+outside 408/429/5xx and a body over the size cap.
+
+Bounds of one attempt (:class:`Limits`): a total deadline from sending to the last byte
+(``deadline_s``: ``--request-timeout``; the SDK's read timeout is the idle timeout between
+two reads, the same value), and at most ``max_bytes`` read of the body
+(``--max-response-bytes``). A 429/503 answer's ``Retry-After`` (seconds or an HTTP date,
+RFC 9110 section 10.2.3) is kept as ``RequestFailed.retry_after_s`` for the retry loop.
 """
 
 from __future__ import annotations
@@ -27,6 +35,9 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -43,14 +54,18 @@ from harness.scenario.tools import render
 from harness.transcript import ResponseRecord, ToolCallRecord
 
 __all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "TRANSIENT_STATUS",
     "ConversationBody",
+    "Limits",
     "RequestFailed",
     "StreamAssembler",
     "parse_completion",
     "post_completion",
     "read_sse",
     "request_body",
+    "retry_after_s",
+    "sse_lines",
 ]
 
 
@@ -74,6 +89,107 @@ try:  # openai >= 3 talks through httpx2, whose exceptions are separate classes
     _RAW_RESPONSE = httpx2.Response
 except ImportError:  # pragma: no cover - depends on the installed openai
     pass
+
+
+#: the most bytes of one response body read by default (``--max-response-bytes``): 8 MiB,
+#: over 100 times a 1,024-token answer streamed with per-token chunks
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds of one request attempt.
+
+    Attributes:
+        deadline_s: seconds from sending the request to the last byte of the answer
+            (``None``: no total deadline, only the SDK's per-read timeout).
+        max_bytes: the most bytes of the body read; past it the attempt fails
+            (``invalid_body``, not retried) and the message says how much was read.
+    """
+
+    deadline_s: float | None = None
+    max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+
+
+class _Budget:
+    """Counts the bytes read of one body against ``Limits.max_bytes``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes, self.read = max_bytes, 0
+
+    def take(self, n: int) -> None:
+        self.read += n
+        if self.read > self.max_bytes:
+            raise RequestFailed(
+                "invalid_body",
+                f"response larger than --max-response-bytes {self.max_bytes:,}: reading "
+                f"stopped after {self.read:,} bytes (raise --max-response-bytes to accept it)",
+                transient=False,
+            )
+
+
+async def _read_body(resp: Any, budget: _Budget) -> bytes:
+    """The whole body, at most ``budget.max_bytes`` (a larger ``Content-Length`` is refused
+    before reading)."""
+    length = resp.headers.get("content-length", "")
+    if length.isdigit() and int(length) > budget.max_bytes:
+        budget.take(int(length))
+    parts: list[bytes] = []
+    async for chunk in resp.aiter_bytes():
+        budget.take(len(chunk))
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _decode_line(line: bytes, offset: int) -> str:
+    try:
+        return line.removesuffix(b"\r").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestFailed(
+            "invalid_body",
+            f"stream is not valid UTF-8 at byte {offset + exc.start}: "
+            f"{line[max(0, exc.start - 20) : exc.start + 20]!r}",
+        ) from None
+
+
+async def sse_lines(chunks: AsyncIterator[bytes], budget: _Budget) -> AsyncIterator[str]:
+    """The lines of an SSE body (``\\n`` or ``\\r\\n`` ended), each decoded as strict
+    UTF-8 (the SSE format, WHATWG HTML section 9.2.5); at most ``budget.max_bytes`` read.
+
+    Raises:
+        RequestFailed: ``invalid_body`` for bytes that are not UTF-8 (a stream is refused
+            as a non-streaming body is, never decoded with replacement characters) or a
+            body over the cap.
+    """
+    buf, offset = b"", 0
+    async for chunk in chunks:
+        budget.take(len(chunk))
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            yield _decode_line(line, offset)
+            offset += len(line) + 1
+    if buf:
+        yield _decode_line(buf, offset)
+
+
+def retry_after_s(headers: Any) -> float | None:
+    """``Retry-After`` in seconds (delay-seconds or an HTTP date, RFC 9110 section
+    10.2.3), or ``None`` when absent or unreadable; never negative."""
+    value = (headers.get("retry-after") or "").strip() if headers is not None else ""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
 def _opt_str(v: Any) -> str | None:
@@ -289,8 +405,9 @@ def _merge_fn(entry: dict[str, Any], fn: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-async def read_sse(lines: AsyncIterator[str], state: StreamAssembler) -> None:
-    """Feed the ``data:`` payloads of an SSE body to ``state`` until ``[DONE]``."""
+async def read_sse(lines: AsyncIterator[str], state: StreamAssembler) -> bool:
+    """Feed the ``data:`` payloads of an SSE body to ``state`` until ``[DONE]``; returns
+    whether ``[DONE]`` came (``False``: the body ended first)."""
     data: list[str] = []
 
     def flush() -> bool:
@@ -313,8 +430,8 @@ async def read_sse(lines: AsyncIterator[str], state: StreamAssembler) -> None:
         if line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))
         elif not line.strip() and flush():
-            return
-    flush()
+            return True
+    return flush()
 
 
 def request_body(params: dict[str, Any]) -> dict[str, Any]:
@@ -394,9 +511,13 @@ async def _post(client: AsyncOpenAI, params: dict[str, Any], content: bytes | No
 
 
 async def post_completion(
-    client: AsyncOpenAI, params: dict[str, Any], content: bytes | None = None
+    client: AsyncOpenAI,
+    params: dict[str, Any],
+    content: bytes | None = None,
+    limits: Limits | None = None,
 ) -> ResponseRecord:
-    """One attempt. Raises :class:`RequestFailed` classifying any failure.
+    """One attempt, within ``limits`` (default :class:`Limits`: no total deadline, 8 MiB).
+    Raises :class:`RequestFailed` classifying any failure.
 
     Sent with the SDK's own request method, ``client.post("/chat/completions",
     cast_to=<http response>, stream=True)`` (the SDK's documented way to make a request
@@ -410,22 +531,27 @@ async def post_completion(
     :class:`ConversationBody`), else ``request_body(params)``, sent exactly as given;
     the response is read raw by us.
     """
+    limits = limits or Limits()
     t0 = time.perf_counter()
     try:
-        resp = await _post(client, params, content)
-        try:
-            if params.get("stream"):
-                state = StreamAssembler()
-                await read_sse(resp.aiter_lines(), state)
-                rec = state.record()
-            else:
-                rec = parse_completion(await resp.aread())
-        finally:
-            await resp.aclose()
+        rec = await asyncio.wait_for(
+            _attempt(client, params, content, _Budget(limits.max_bytes)), limits.deadline_s
+        )
     except RequestFailed:
         raise
     except APIStatusError as exc:
-        raise RequestFailed("http_status", str(exc), status=exc.status_code) from None
+        raise RequestFailed(
+            "http_status",
+            str(exc),
+            status=exc.status_code,
+            retry_after_s=retry_after_s(getattr(exc.response, "headers", None)),
+        ) from None
+    except asyncio.TimeoutError:  # wait_for's own: _attempt converts the others
+        raise RequestFailed(
+            "timeout",
+            f"no complete answer within {limits.deadline_s:g} s (the request's total "
+            "deadline, --request-timeout)",
+        ) from None
     except _TIMEOUTS as exc:
         raise RequestFailed("timeout", _describe(exc)) from None
     except _TRANSPORT as exc:
@@ -434,6 +560,32 @@ async def post_completion(
         raise RequestFailed("other", _describe(exc)) from None
     rec.latency_s = time.perf_counter() - t0
     return rec
+
+
+async def _attempt(
+    client: AsyncOpenAI, params: dict[str, Any], content: bytes | None, budget: _Budget
+) -> ResponseRecord:
+    """Send, read the whole answer (at most ``budget``), parse it. A timeout inside (the
+    SDK's, the transport's) is raised as ``RequestFailed``, apart from the deadline's."""
+    try:
+        resp = await _post(client, params, content)
+    except asyncio.TimeoutError as exc:
+        raise RequestFailed("timeout", _describe(exc)) from None
+    try:
+        if not params.get("stream"):
+            return parse_completion(await _read_body(resp, budget))
+        state = StreamAssembler()
+        done = await read_sse(sse_lines(resp.aiter_bytes(), budget), state)
+        rec = state.record()
+        if not done and rec.finish_reason is None:
+            raise RequestFailed(
+                "connection",
+                f"the stream ended without [DONE] and without a finish_reason after "
+                f"{len(state.chunks)} chunk(s), {budget.read:,} bytes (closed early)",
+            )
+        return rec
+    finally:
+        await resp.aclose()
 
 
 def _describe(exc: BaseException) -> str:

@@ -21,10 +21,12 @@ from typing import Any, Literal
 import httpx
 from openai import AsyncOpenAI
 
+from harness.client.completions import DEFAULT_MAX_RESPONSE_BYTES, Limits
 from harness.transcript import TargetInfo
 
 __all__ = [
     "MAX_BACKOFF_S",
+    "MAX_RETRY_AFTER_S",
     "TargetConfig",
     "fetch_target_info",
     "make_client",
@@ -34,6 +36,8 @@ __all__ = [
 
 #: the longest wait between two attempts of a request (seconds)
 MAX_BACKOFF_S = 30.0
+#: the longest ``Retry-After`` honoured (seconds); a longer one is waited this long
+MAX_RETRY_AFTER_S = 60.0
 
 
 @dataclass
@@ -46,8 +50,12 @@ class TargetConfig:
         label: human label (``"fused"``); names the run in ``run_key`` when ``side`` is unset.
         side: ``"baseline"`` / ``"candidate"`` in a comparison, else ``None``.
         api_key_env: environment variable holding the API key (``"EMPTY"`` if unset).
-        timeout_s: per-request HTTP timeout in seconds (connect, read, write each).
-        max_retries: retries of a transient failure (429, 5xx, timeout, reset connection).
+        timeout_s: per-request timeout in seconds: the total deadline of one attempt
+            (sending to the last byte) and the SDK's connect/read/write timeout each.
+        max_retries: retries of a transient failure (429, 5xx, timeout, reset connection,
+            a garbled or cut answer).
+        max_response_bytes: the most bytes read of one answer (larger: infrastructure
+            error, not retried).
         extra_body: extra request fields for this server (merged over the scenario's).
         backoff_s: first retry delay in seconds; doubles per retry (capped at 30 s,
             :meth:`retry_delay_s`).
@@ -62,6 +70,7 @@ class TargetConfig:
     max_retries: int = 3
     extra_body: dict[str, Any] = field(default_factory=dict)
     backoff_s: float = 0.5
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     @property
     def name(self) -> str:
@@ -72,10 +81,18 @@ class TargetConfig:
         """The API key from ``api_key_env``, or ``"EMPTY"`` (local servers ignore it)."""
         return os.environ.get(self.api_key_env) or "EMPTY"
 
-    def retry_delay_s(self, attempt: int) -> float:
+    def retry_delay_s(self, attempt: int, retry_after_s: float | None = None) -> float:
         """Seconds to wait after failed attempt ``attempt`` (1-based): ``backoff_s``
-        doubled per attempt, at most :data:`MAX_BACKOFF_S`."""
-        return float(min(self.backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S))
+        doubled per attempt, at most :data:`MAX_BACKOFF_S`; the server's ``Retry-After``
+        instead when it is longer, at most :data:`MAX_RETRY_AFTER_S`."""
+        backoff = min(self.backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S)
+        if retry_after_s is not None and retry_after_s > backoff:
+            return float(min(retry_after_s, MAX_RETRY_AFTER_S))
+        return float(backoff)
+
+    def limits(self) -> Limits:
+        """The bounds of one attempt: ``timeout_s`` as the total deadline, the size cap."""
+        return Limits(deadline_s=self.timeout_s, max_bytes=self.max_response_bytes)
 
 
 def openai_base_url(url: str) -> str:

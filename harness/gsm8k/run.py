@@ -44,6 +44,7 @@ import certifi
 import httpx
 from rich.progress import Progress
 
+from harness.client.completions import retry_after_s
 from harness.client.target import TargetConfig, openai_base_url
 from harness.errors import RequestFailed
 from harness.gsm8k.data import (
@@ -173,7 +174,12 @@ def _post_once(
         raise RequestFailed("connection", f"{type(exc).__name__}: {exc}") from None
     if resp.status_code != 200:
         status = resp.status_code
-        raise RequestFailed("http_status", f"HTTP {status}: {resp.text[:200]}", status=status)
+        raise RequestFailed(
+            "http_status",
+            f"HTTP {status}: {resp.text[:200]}",
+            status=status,
+            retry_after_s=retry_after_s(resp.headers),
+        )
     try:
         data = resp.json()
     except ValueError:
@@ -218,7 +224,7 @@ def _ask(
             rec.update(error=error, attempts=attempt, latency_s=time.perf_counter() - t0)
             if not exc.transient or attempt > target.max_retries:
                 break
-            time.sleep(target.retry_delay_s(attempt))
+            time.sleep(target.retry_delay_s(attempt, exc.retry_after_s))
             continue
         rec.update(error=None, attempts=attempt, latency_s=time.perf_counter() - t0)
         rec.update(output=text, finish_reason=finish, completion_tokens=tokens, **_score(q, text))

@@ -80,6 +80,7 @@ OPTIONS: tuple[Option, ...] = (
     SHARED["concurrency"],
     SHARED["request_timeout"],
     SHARED["max_retries"],
+    SHARED["max_response_bytes"],
     SHARED["results"],
     Option("html", "--harness-html", text, None,
            "HTML report path (default: report.html in the run folder)", "PATH"),
@@ -135,6 +136,7 @@ class HarnessSettings:
     concurrency: int = 8
     request_timeout: float = 120.0
     max_retries: int = 3
+    max_response_bytes: int = SHARED["max_response_bytes"].default
     results: str | None = None
     html: str | None = None
     gsm8k: bool = False

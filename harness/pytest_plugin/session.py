@@ -81,6 +81,7 @@ class HarnessState:
         return TargetConfig(
             base_url=s.target, model=s.model, label=label, side=side,
             api_key_env=s.api_key_env, timeout_s=s.request_timeout, max_retries=s.max_retries,
+            max_response_bytes=s.max_response_bytes,
         )  # fmt: skip
 
     def baseline(self) -> TargetConfig | None:
@@ -93,7 +94,7 @@ class HarnessState:
         return TargetConfig(
             base_url=s.baseline, model=s.baseline_model or s.model, label="baseline",
             side="baseline", api_key_env=s.api_key_env, timeout_s=s.request_timeout,
-            max_retries=s.max_retries,
+            max_retries=s.max_retries, max_response_bytes=s.max_response_bytes,
         )  # fmt: skip
 
     def targets(self) -> list[TargetConfig]:

@@ -47,11 +47,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import ScenarioError
 from harness.kinds import FailureKind, failure_kind
+from harness.scenario.parse import MAX_FILE_BYTES, parse_text
+
+#: Bounds of the numeric fields (the JSON Schema carries them; README "Scenario files:
+#: limits"): ``max_turns`` 1-100, ``repeats`` 1-1000, ``sampling.max_tokens``
+#: 1-1,000,000, ``sampling.temperature`` 0-2, ``sampling.top_p`` (0, 1],
+#: ``simulator.pad_tokens`` 0-200,000.
+MAX_TURNS = 100
+MAX_REPEATS = 1000
+MAX_TOKENS = 1_000_000
+MAX_PAD_TOKENS = 200_000
 
 __all__ = [
     "ArgMatcher",
@@ -131,7 +140,7 @@ class SimulatorSpec(_Strict):
     sequence: list[Any] | None = Field(default=None, min_length=1)
     error: str | None = None
     builtin: str | None = None
-    pad_tokens: int = Field(default=0, ge=0)
+    pad_tokens: int = Field(default=0, ge=0, le=MAX_PAD_TOKENS)
 
     @model_validator(mode="after")
     def _one_kind(self) -> SimulatorSpec:
@@ -254,10 +263,10 @@ class Followup(_Strict):
 class Sampling(_Strict):
     """Sampling parameters sent with every request (``None`` = not sent)."""
 
-    temperature: float | None = 0.0
-    top_p: float | None = None
+    temperature: float | None = Field(default=0.0, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     seed: int | None = None
-    max_tokens: int | None = 1024
+    max_tokens: int | None = Field(default=1024, ge=1, le=MAX_TOKENS)
 
 
 class Scenario(_Strict):
@@ -277,9 +286,9 @@ class Scenario(_Strict):
     parallel_tool_calls: bool | None = None
     expect: Expectation = Field(default_factory=Expectation)
     followups: list[Followup] = Field(default_factory=list)
-    max_turns: int = Field(default=12, ge=1)
+    max_turns: int = Field(default=12, ge=1, le=MAX_TURNS)
     sampling: Sampling = Field(default_factory=Sampling)
-    repeats: int = Field(default=3, ge=1)
+    repeats: int = Field(default=3, ge=1, le=MAX_REPEATS)
     extra_body: dict[str, Any] = Field(default_factory=dict)
 
     # Set by the loader, not part of the file format.
@@ -418,6 +427,8 @@ def scenario_from_data(data: Any, path: str | Path | None = None) -> Scenario:
             msg = f"unknown key; {hint} (`harness schema` prints the format)"
         elif err["type"] == "missing":
             msg = "required key missing; add it (`harness schema` prints the format)"
+        elif err["type"] in ("less_than_equal", "greater_than_equal", "less_than", "greater_than"):
+            msg += " (the bounds: `harness schema`; README, scenario limits)"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
         raise ScenarioError(path, field, msg) from None
@@ -432,26 +443,20 @@ def load_scenario(path: str | Path) -> Scenario:
     """Load one scenario file (``.yaml``, ``.yml`` or ``.json``).
 
     Raises:
-        ScenarioError: unreadable file, bad YAML/JSON, or an invalid scenario.
+        ScenarioError: unreadable file, bad YAML/JSON, over a limit of
+            :mod:`harness.scenario.parse` (size, depth, aliases, a duplicate key), or an
+            invalid scenario.
     """
     p = Path(path)
     try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise ScenarioError(p, "", f"larger than {MAX_FILE_BYTES:,} bytes; split the file")
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(p, "", f"cannot read: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise ScenarioError(p, f"byte {exc.start}", "not UTF-8; save the file as UTF-8") from None
-    try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        line = getattr(exc, "lineno", None) if line is None else line + 1
-        where = f"line {line}" if line else ""
-        reason = getattr(exc, "problem", None) or getattr(exc, "msg", None) or str(exc)
-        raise ScenarioError(
-            p, where, f"not valid {p.suffix.lstrip('.').upper()}: {reason}"
-        ) from None
-    return scenario_from_data(data, p)
+    return scenario_from_data(parse_text(text, p), p)
 
 
 SCENARIO_SUFFIXES = (".yaml", ".yml", ".json")

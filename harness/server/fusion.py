@@ -32,6 +32,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from harness.client.target import server_root
+from harness.redaction import redact_url
 
 __all__ = [
     "FusionEngagement",
@@ -184,7 +185,7 @@ def collect_engagement(
         model_info=model_info if isinstance(model_info, dict) else None,
         models=models,
         endpoints=endpoints,
-        base_url=base_url,
+        base_url=redact_url(base_url) if base_url else None,  # no key written (issue 18)
         log_path=str(log_path) if log_path is not None else None,
     )
 

@@ -79,7 +79,15 @@ from harness.sim.stats import STATS_PATH, SimStats
 from harness.sim.tokens import count_tokens, prompt_tokens, truncate_tokens
 from harness.sim.wire import Reply, WireCall, completion_body, sse, stream_events
 
-__all__ = ["GSM8K_DATA_PATH", "MODEL_NAME", "ConnectionDropped", "SimState", "create_app"]
+__all__ = [
+    "GSM8K_DATA_PATH",
+    "MODEL_NAME",
+    "UNKNOWN_SCENARIO",
+    "ConnectionDropped",
+    "SimState",
+    "UnknownScenario",
+    "create_app",
+]
 
 #: The model id the server reports and answers as (any requested model is accepted).
 MODEL_NAME = "harness-sim"
@@ -91,6 +99,16 @@ GSM8K_DATA_PATH = "/sim/gsm8k.jsonl"
 
 class BadRequest(HarnessError):
     """A request the server rejects with HTTP 400."""
+
+
+#: the message of :class:`UnknownScenario` (the harness's infrastructure error quotes it)
+UNKNOWN_SCENARIO = "the reference server does not know this scenario"
+
+
+class UnknownScenario(HarnessError):
+    """A tool-calling conversation no scenario file opens with, while the server refuses
+    those (``refuse_unknown``): answered HTTP 404 ``unknown_scenario``, which the harness
+    records as an infrastructure error, never as the model's reply."""
 
 
 @dataclass
@@ -105,6 +123,7 @@ class SimState:
     seed: int = 0
     capture: bool = False
     rng: random.Random = field(default_factory=random.Random)
+    refuse_unknown: bool = False
     flaky_seen: set[str] = field(default_factory=set)
     stats: SimStats = field(default_factory=SimStats)
     scenarios_dir: str | Path | None = None
@@ -230,12 +249,20 @@ def _required_keys(body: dict[str, Any], name: str) -> list[str]:
     return []
 
 
-def _unscripted(state: SimState, messages: list[dict[str, Any]]) -> Decision:
-    """A conversation no scenario matches: a GSM8K answer if it is one, else a polite reply."""
-    prompt = gsm8k_model.prompt_from_messages(messages)
+def _unscripted(state: SimState, body: dict[str, Any]) -> Decision:
+    """A conversation no scenario matches: a GSM8K answer if it is one, else a polite reply
+    (or, with ``refuse_unknown`` and ``tools`` in the request, :class:`UnknownScenario`)."""
+    prompt = gsm8k_model.prompt_from_messages(body["messages"])
     text = gsm8k_model.answer(state.profile, prompt, seed=state.seed, gsm8k_path=state.gsm8k_path)
     if text is not None:
         return Decision(content=text.strip(), reasoning="A math word problem; I work it out.")
+    if state.refuse_unknown and body.get("tools"):
+        where = state.scenarios_dir if state.scenarios_dir is not None else "(none)"
+        raise UnknownScenario(
+            f"{UNKNOWN_SCENARIO}: no scenario file under {where} opens with this "
+            f"conversation ({len(state.index)} scenarios loaded); start harness sim with "
+            "--scenarios DIR holding the scenario files you run"
+        )
     return Decision(content=UNKNOWN_ANSWER, reasoning="No tool is needed; I reply directly.")
 
 
@@ -255,7 +282,7 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
     turn = conv.turn - (sum(m.role == "assistant" for m in sc.messages) if sc else 0)
     nonce = nonce_for(conv, req, server_seed=state.seed, rng=state.rng)
     if sc is None:
-        decision = _unscripted(state, body["messages"])
+        decision = _unscripted(state, body)
     else:
         plan = plan_for(sc, conv, req, nonce, profile)
         decision = decide(sc, conv, req, plan, loop=should_loop(profile, nonce, turn))
@@ -481,6 +508,10 @@ async def _bad_request(request: Request, exc: Exception) -> Response:
     return error_response(400, str(exc))
 
 
+async def _unknown_scenario(request: Request, exc: Exception) -> Response:
+    return error_response(404, str(exc), "unknown_scenario")
+
+
 #: The endpoints (see the module docstring).
 ROUTES = [
     Route("/v1/chat/completions", chat_completions, methods=["POST"]),
@@ -508,6 +539,9 @@ class SimOptions(TypedDict, total=False):
     ``latency_ms``: added delay before every POST response, in milliseconds.
     ``seed``: server seed (noise draws, GSM8K correctness).
     ``capture``: routed-experts capture on (``--enable-return-routed-experts``).
+    ``refuse_unknown``: a tool-calling conversation no scenario opens with is answered
+    HTTP 404 "the reference server does not know this scenario" (:class:`UnknownScenario`)
+    instead of a generic reply (default False; ``harness sim`` turns it on).
     """
 
     scenarios_dir: str | Path | None
@@ -516,6 +550,7 @@ class SimOptions(TypedDict, total=False):
     latency_ms: float
     seed: int
     capture: bool
+    refuse_unknown: bool
 
 
 def create_app(profile: str | SimProfile = "healthy", **options: Unpack[SimOptions]) -> Starlette:
@@ -545,11 +580,12 @@ def create_app(profile: str | SimProfile = "healthy", **options: Unpack[SimOptio
         latency_ms=options.get("latency_ms", 0),
         seed=seed,
         capture=options.get("capture", False),
+        refuse_unknown=options.get("refuse_unknown", False),
         rng=random.Random(seed),
     )
     app = Starlette(
         routes=ROUTES,
-        exception_handlers={BadRequest: _bad_request},
+        exception_handlers={BadRequest: _bad_request, UnknownScenario: _unknown_scenario},
         middleware=[Middleware(_CountPosts, stats=state.stats)],
     )
     app.state.sim = state

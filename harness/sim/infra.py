@@ -14,6 +14,8 @@ answers a POST request instead of the model:
 ``no-choices``       HTTP 200 with ``"choices": []`` (streaming: one such event)
 ``connection-drop``  HTTP 200, headers promising :data:`DROP_LENGTH` bytes, the first bytes
                      of the body, then the connection closes (:class:`ConnectionDropped`)
+``endless`` ...      the transport faults of :mod:`harness.sim.misbehave` (``endless``,
+                     ``cut-stream``, ``bad-utf8``, ``rate-limit``, ``huge``, ``error-200``)
 ===================  ===================================================================
 
 Shapes of the error bodies: the OpenAI API reference (``{"error": {"message", "type",
@@ -32,6 +34,7 @@ from typing import Any
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from harness.errors import HarnessError
+from harness.sim.misbehave import TRANSPORT_FAULTS, transport_response
 from harness.sim.profiles import InfraFault
 from harness.sim.wire import sse
 
@@ -109,6 +112,12 @@ async def infra_response(
         return _no_choices(obj, model, stream)
     if infra == "connection-drop":
         return _DroppingResponse(stream)
+    if infra in TRANSPORT_FAULTS:
+        key = flaky_key(body) if infra == "rate-limit" else None
+        first_try = key is not None and key not in flaky_seen
+        if key is not None:
+            flaky_seen.add(key)
+        return transport_response(infra, obj=obj, model=model, stream=stream, first_try=first_try)
     return None
 
 

@@ -73,6 +73,8 @@ name                       behaviour
 ``no-choices``             infrastructure: 200 with ``"choices": []``
 ``connection-drop``        infrastructure: 200, headers and the first bytes of the body,
                            then the connection is closed (streaming too)
+``endless``, ``cut-stream``, ``bad-utf8``, ``rate-limit``, ``huge``, ``error-200``
+                           infrastructure: transport faults, see :mod:`harness.sim.misbehave`
 =========================  ==============================================================
 
 Single-fault profiles are named after their fault (``_`` as ``-``), and the fault after
@@ -112,8 +114,9 @@ __all__ = [
 ]
 
 InfraFault = Literal[
-    "http-500", "http-400", "flaky-500", "slow", "invalid-json", "no-choices", "connection-drop"
-]
+    "http-500", "http-400", "flaky-500", "slow", "invalid-json", "no-choices", "connection-drop",
+    "endless", "cut-stream", "bad-utf8", "rate-limit", "huge", "error-200",
+]  # fmt: skip
 INFRA_FAULTS: tuple[str, ...] = InfraFault.__args__  # type: ignore[attr-defined]
 
 
@@ -294,6 +297,12 @@ _LIST: list[SimProfile] = [
         infra="connection-drop",
         description="200, part of the body, then the connection closes",
     ),
+    SimProfile(name="endless", infra="endless", description="200 that never ends (trickles)"),
+    SimProfile(name="cut-stream", infra="cut-stream", description="body ends early, cleanly"),
+    SimProfile(name="bad-utf8", infra="bad-utf8", description="200 with bytes that are not UTF-8"),
+    SimProfile(name="rate-limit", infra="rate-limit", description="429 Retry-After: 1, once"),
+    SimProfile(name="huge", infra="huge", description="200 with 10 MB of content"),
+    SimProfile(name="error-200", infra="error-200", description="200 with an error object"),
 ]
 
 #: Profiles by name.

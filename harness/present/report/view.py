@@ -33,6 +33,7 @@ __all__ = [
     "TurnView",
     "build_scenario",
     "build_sides",
+    "fold",
     "pretty_json",
     "runs_by_scenario",
 ]
@@ -167,6 +168,17 @@ def pretty_json(value: Any, *, limit: int = RAW_LIMIT, indent: int | None = 2) -
     return text
 
 
+def fold(text: str | None, limit: int = RAW_LIMIT) -> str | None:
+    """``text`` up to ``limit`` characters, the rest folded into a note with its size (a
+    model's or server's text can be megabytes; the report stays bounded)."""
+    if text is None or len(text) <= limit:
+        return text
+    return (
+        f"{text[:limit]}\n… folded: {len(text) - limit:,} more characters "
+        f"({len(text):,} in all) in transcripts.jsonl"
+    )
+
+
 def build_sides(
     records: Iterable[RunRecord | RunFacts], manifest: RunManifest | None
 ) -> list[SideView]:
@@ -195,7 +207,9 @@ def _call_view(rec: RunRecord, turn: int, index: int, ann: Annotator) -> CallVie
             parsed, ok = json.loads(raw_args), True
         except ValueError:
             parsed = None
-    raw = raw_args if isinstance(raw_args, str) else pretty_json(raw_args, indent=None)
+    raw = (
+        (fold(raw_args) or "") if isinstance(raw_args, str) else pretty_json(raw_args, indent=None)
+    )
     marks = ann.arg_badges(rec, turn, index)
     args: list[ArgView] = []
     if isinstance(parsed, dict):
@@ -257,7 +271,9 @@ def _tokens(usage: dict[str, Any] | None) -> str:
 
 def _turn_view(rec: RunRecord, t: TurnRecord, ann: Annotator) -> TurnView:
     resp = t.response
-    users = [str(m.get("content", "")) for m in t.new_messages if m.get("role") == "user"]
+    users = [
+        fold(str(m.get("content", ""))) or "" for m in t.new_messages if m.get("role") == "user"
+    ]
     results = [
         ResultView(r.name or "", r.content[:RESULT_PREVIEW], r.content[RESULT_PREVIEW:], r.error)
         for r in t.tool_results
@@ -268,8 +284,8 @@ def _turn_view(rec: RunRecord, t: TurnRecord, ann: Annotator) -> TurnView:
         index=t.index,
         segment=t.segment,
         user_messages=users if t.index > 0 else [],
-        content=resp.content if resp else None,
-        reasoning=resp.reasoning_content if resp else None,
+        content=fold(resp.content) if resp else None,
+        reasoning=fold(resp.reasoning_content) if resp else None,
         calls=calls,
         results=results,
         finish_reason=resp.finish_reason if resp else None,
@@ -289,7 +305,7 @@ def _run_view(rec: RunRecord, ann: Annotator) -> RunView:
         repeat=rec.repeat,
         stream=rec.stream,
         stop_reason=rec.stop_reason,
-        final_content=rec.final_content,
+        final_content=fold(rec.final_content),
         n_calls=sum(1 for _ in rec.all_tool_calls()),
         turns=[_turn_view(rec, t, ann) for t in rec.turns],
         error=rec.error.message if rec.error else None,
