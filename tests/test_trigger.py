@@ -18,7 +18,6 @@ from harness.cli import main
 from harness.runfolder import RunFolder
 from harness.scenario.model import scenario_from_data
 from harness.scoring.trigger import (
-    VERIFIER_FILE,
     VerifierFigures,
     calls_valid,
     single_turn,
@@ -147,7 +146,7 @@ def test_compare_single_turn_writes_the_figures(
     out = capsys.readouterr().out
     assert rc in (0, 1)
     run = RunFolder(tmp_path / "res" / "st")
-    saved = VerifierFigures.model_validate(json.loads(run.file(VERIFIER_FILE).read_text()))
+    saved = VerifierFigures.model_validate(json.loads(run.file(RunFolder.VERIFIER).read_text()))
     assert saved == verifier_figures(run.records())
     assert saved.pairs == 3 and saved.trigger.tp == 3 and saved.trigger.f1 == 1.0
     assert saved.baseline.accuracy == 1.0 and saved.candidate.accuracy == 0.0

@@ -50,7 +50,7 @@ from harness.present.verifier import render_verifier
 from harness.present.views import first_drift
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario, load_scenarios
-from harness.scoring.trigger import VERIFIER_FILE, single_turn, verifier_figures
+from harness.scoring.trigger import single_turn, verifier_figures
 from harness.stats.verdict import ALPHA, DECISION_RULE, INFRA_ERROR_LIMIT
 from harness.summary import Settings, Summary
 
@@ -255,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
 def _verifier(folder: RunFolder, summary: Summary, console: Any) -> None:
     """A vendor verifier's figures (:mod:`harness.scoring.trigger`): printed and saved."""
     figures = verifier_figures(folder.records())
-    folder.write_model(VERIFIER_FILE, figures)
+    folder.write_model(RunFolder.VERIFIER, figures)
     base, cand = summary.side_label("baseline"), summary.side_label("candidate")
     render_verifier(figures, console, base, cand)
 

@@ -35,7 +35,6 @@ from harness.scenario.model import Expectation, Scenario
 from harness.transcript import ResponseRecord, RunRecord
 
 __all__ = [
-    "VERIFIER_FILE",
     "SchemaAccuracy",
     "TriggerAgreement",
     "VerifierFigures",
@@ -44,9 +43,6 @@ __all__ = [
     "trigger_agreement",
     "verifier_figures",
 ]
-
-#: the run-folder file ``harness compare --single-turn`` writes these figures to
-VERIFIER_FILE = "verifier.json"
 
 
 class TriggerAgreement(BaseModel):
