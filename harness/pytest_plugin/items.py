@@ -70,6 +70,20 @@ def _under_named_dir(file_path: Path, config: pytest.Config) -> bool:
     return any(_under(file_path, d) for d in _named_dirs(config))
 
 
+def add_default_places(config: pytest.Config) -> None:
+    """A bare ``pytest`` (no paths given) also walks the ``harness_scenarios`` paths
+    that lie outside what it walks already (``testpaths`` or the current directory)."""
+    state = config.stash.get(state_key(), None)
+    if config.args_source == pytest.Config.ArgsSource.ARGS or state is None:
+        return
+    base = config.invocation_params.dir
+    walked = [(base / a).resolve() for a in config.args]
+    for place in state.settings.scenario_paths:
+        p = (config.rootpath / place).resolve()
+        if p.exists() and not any(_under(p, w) for w in walked):
+            config.args.append(str(p))
+
+
 def is_scenario_file(file_path: Path, parent: pytest.Collector) -> bool:
     """The collection rule of the module docstring."""
     if file_path.suffix not in SCENARIO_SUFFIXES:
