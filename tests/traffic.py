@@ -56,3 +56,28 @@ def sim_traffic(url: str, work: Path, *, repeats: int = 5) -> list[dict[str, Any
             if key not in bodies or (len(bodies) % 2 and body.get("stream")):
                 bodies[key] = body
     return list(bodies.values())
+
+
+def main_cli(argv: list[str]) -> int:
+    """``python -m tests.traffic OUT_DIR``: write ``OUT_DIR/requests.jsonl`` from a healthy
+    reference server's traffic (the corpus of tests/test_import.py)."""
+    import sys
+
+    from harness.sim.server import serve_in_thread
+
+    if len(argv) != 1:
+        print("usage: python -m tests.traffic OUT_DIR", file=sys.stderr)
+        return 2
+    out = Path(argv[0])
+    with serve_in_thread("healthy", scenarios_dir=REPO / "scenarios", seed=0) as url:
+        bodies = sim_traffic(url, out / "work")
+    path = out / "requests.jsonl"
+    path.write_text("".join(json.dumps(b) + "\n" for b in bodies), encoding="utf-8")
+    print(f"{path}: {len(bodies)} requests")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main_cli(sys.argv[1:]))
