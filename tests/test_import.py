@@ -24,6 +24,7 @@ from harness.scenario.importer import import_lines, redact_text, unwrap
 from harness.scenario.model import load_scenarios, scenario_from_data
 from harness.scenario.tools import simulate
 from harness.sim.server import serve_in_thread
+from tests.sim_driver import entropy_scenario
 from tests.traffic import REPO, sim_traffic
 
 KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
@@ -310,3 +311,24 @@ def test_import_of_sim_traffic_then_compare_and_pytest(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "4 passed" in proc.stdout
+
+
+def test_a_golden_call_that_breaks_the_schema_is_expected_by_name_only(
+    tmp_path: Path, sim_url: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "g.yaml").write_text(yaml.safe_dump(entropy_scenario()), encoding="utf-8")
+    golden = sim_url("container-as-string", scenarios_dir=lib)  # a golden server gone wrong
+    sc = entropy_scenario()
+    opening = {"messages": sc["messages"], "tools": [{"type": "function", "function": t}
+                                                     for t in sc["tools"]]}  # fmt: skip
+    src = tmp_path / "r.jsonl"
+    src.write_text(json.dumps(opening) + "\n", encoding="utf-8")
+    rc = main(["import", str(src), "-o", str(tmp_path / "o"), "--golden", golden])
+    assert rc == 1
+    assert f"{src}:1: golden call 0 entropy: reference arguments break the schema" in (
+        capsys.readouterr().err
+    )
+    (imported,) = load_scenarios([tmp_path / "o"])
+    assert [(c.tool, c.arguments) for c in imported.expect.calls] == [("entropy", {})]

@@ -58,6 +58,7 @@ __all__ = [
     "ParsedLine",
     "Redaction",
     "import_lines",
+    "loaded",
     "read_lines",
     "redact_text",
     "request_id",
