@@ -153,3 +153,8 @@ def test_compare_single_turn_writes_the_figures(
     assert "F1 1.00 (TP 3, FP 0, FN 0, TN 0)" in out
     assert "candidate: schema accuracy 0/3 (0.00%)" in out
     assert all(len(r.turns) == 1 for r in run.records())
+    run.file(RunFolder.VERIFIER).write_text(VerifierFigures().model_dump_json())
+    assert main(["score", str(run.path)]) == rc  # re-scored: the figures rewritten
+    assert "F1 1.00 (TP 3, FP 0, FN 0, TN 0)" in capsys.readouterr().out
+    rewritten = json.loads(run.file(RunFolder.VERIFIER).read_text())
+    assert VerifierFigures.model_validate(rewritten) == saved

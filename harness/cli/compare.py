@@ -46,11 +46,11 @@ from harness.client.target import TargetConfig
 from harness.options import add_argument, http_url
 from harness.pipeline import compare
 from harness.present.console import make_console, render_compare
-from harness.present.verifier import render_verifier
+from harness.present.verifier import write_verifier
 from harness.present.views import first_drift
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario, load_scenarios
-from harness.scoring.trigger import single_turn, verifier_figures
+from harness.scoring.trigger import single_turn
 from harness.stats.verdict import ALPHA, DECISION_RULE, INFRA_ERROR_LIMIT
 from harness.summary import Settings, Summary
 
@@ -247,17 +247,9 @@ def run(args: argparse.Namespace) -> int:
     traces = first_drift(s for _, s in folder.scores_with_offsets())
     render_compare(summary, console, traces, verbose=args.verbose)
     if args.single_turn:
-        _verifier(folder, summary, console)
+        write_verifier(folder, summary, console)
     write_report_or_warn(folder, console)
     return exit_code(summary, strict=args.strict)
-
-
-def _verifier(folder: RunFolder, summary: Summary, console: Any) -> None:
-    """A vendor verifier's figures (:mod:`harness.scoring.trigger`): printed and saved."""
-    figures = verifier_figures(folder.records())
-    folder.write_model(RunFolder.VERIFIER, figures)
-    base, cand = summary.side_label("baseline"), summary.side_label("candidate")
-    render_verifier(figures, console, base, cand)
 
 
 def _compare(

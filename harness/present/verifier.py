@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from harness.scoring.trigger import SchemaAccuracy, VerifierFigures
+from harness.runfolder import RunFolder
+from harness.scoring.trigger import SchemaAccuracy, VerifierFigures, verifier_figures
+from harness.summary import Summary
 
-__all__ = ["render_verifier", "verifier_lines"]
+__all__ = ["render_verifier", "verifier_lines", "write_verifier"]
 
 
 def _rate(x: float | None) -> str:
@@ -43,3 +45,13 @@ def render_verifier(fig: VerifierFigures, console: Console, baseline: str, candi
     """Print :func:`verifier_lines` (model text never reaches here: counts and labels only)."""
     for line in verifier_lines(fig, baseline, candidate):
         console.print(line, markup=False, highlight=False)
+
+
+def write_verifier(folder: RunFolder, summary: Summary, console: Console) -> VerifierFigures:
+    """Compute the figures from the folder's transcripts, save them as ``verifier.json``
+    and print them (``compare --single-turn``; ``harness score`` of such a folder)."""
+    figures = verifier_figures(folder.records())
+    folder.write_model(RunFolder.VERIFIER, figures)
+    base, cand = summary.side_label("baseline"), summary.side_label("candidate")
+    render_verifier(figures, console, base, cand)
+    return figures
