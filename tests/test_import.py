@@ -121,12 +121,15 @@ def test_envelopes_of_k2vv_and_litellm_give_the_same_scenario() -> None:
 def test_secrets_are_redacted_and_reported() -> None:
     msgs = body()["messages"]
     msgs[0]["content"] = f"Use api_key={KEY} for the backend. Also AKIAABCDEFGHIJKLMNOP."
-    report = import_lines(_lines(body(messages=msgs)), "r.jsonl")
+    tool = json.loads(json.dumps(WEATHER_TOOL))
+    tool["function"]["description"] += " token: " + "ghp_" + "x" * 36
+    report = import_lines(_lines(body(messages=msgs, tools=[tool])), "r.jsonl")
     (parsed,) = report.scenarios.values()
     text = json.dumps(parsed.data)
     assert KEY not in text and "AKIAABCDEFGHIJKLMNOP" not in text
     assert "[REDACTED]" in parsed.data["messages"][0]["content"]
-    assert {r.where for r in report.redactions} == {"messages[0].content"}
+    assert {r.where for r in report.redactions} == {"messages[0].content", "tools[0].description"}
+    assert "ghp_" not in text
     assert redact_text("nothing secret here, token count 12")[1] == []
 
 
@@ -332,3 +335,17 @@ def test_a_golden_call_that_breaks_the_schema_is_expected_by_name_only(
     )
     (imported,) = load_scenarios([tmp_path / "o"])
     assert [(c.tool, c.arguments) for c in imported.expect.calls] == [("entropy", {})]
+
+
+def test_output_must_be_a_folder_and_a_bom_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "r.jsonl"
+    src.write_bytes(b"\xef\xbb\xbf" + json.dumps(body()).encode() + b"\r\n\r\n")
+    not_dir = tmp_path / "file"
+    not_dir.write_text("x")
+    assert main(["import", str(src), "-o", str(not_dir)]) == 2
+    assert "not a folder" in capsys.readouterr().err
+    assert main(["import", str(src), "-o", str(tmp_path / "o")]) == 0
+    (sc,) = load_scenarios([tmp_path / "o"])
+    assert sc.description.startswith("Imported from r.jsonl line 1:")

@@ -30,8 +30,8 @@ Each request becomes a scenario (:func:`scenario_data`):
   ``model`` left out), so the same request always gets the same id and a repeated
   request (say, streamed and not) is merged into one scenario;
 - secrets are not copied: headers never are (those that look like credentials are
-  reported), and text that looks like a key (:data:`SECRET_PATTERNS`) in any message or
-  tool call is replaced by ``[REDACTED]`` and reported.
+  reported), and text that looks like a key (:data:`SECRET_PATTERNS`) in any message,
+  recorded tool call or tool description is replaced by ``[REDACTED]`` and reported.
 
 A line that cannot be imported is reported as one :class:`LineProblem`
 (``requests.jsonl:7: messages[2].role: 'function' is not supported; ...``) and the import
@@ -156,7 +156,7 @@ def read_lines(path: Path) -> Iterator[tuple[int, str]]:
         ScenarioError: the file cannot be read (names the file and the fix).
     """
     try:
-        with path.open(encoding="utf-8", errors="strict") as fh:
+        with path.open(encoding="utf-8-sig", errors="strict") as fh:  # a BOM is dropped
             for n, text in enumerate(fh, 1):
                 if text.strip():
                     yield n, text
@@ -392,13 +392,17 @@ def scenario_data(
     """
     msgs = _opening(body.get("messages"))
     redactions = _redact_messages(msgs, line)
-    core: dict[str, Any] = {"messages": msgs, "tools": _tools(body.get("tools"), _recorded(msgs))}
+    tools = _tools(body.get("tools"), _recorded(msgs))
+    for i, tool in enumerate(tools):
+        tool["description"], kinds = redact_text(tool["description"])
+        redactions += [Redaction(line, f"tools[{i}].description", k) for k in kinds]
+    core: dict[str, Any] = {"messages": msgs, "tools": tools}
     core |= _request_fields(body)
     rid = request_id(core)
     results = sum(m["role"] == "tool" for m in msgs)
     data: dict[str, Any] = {
         "id": rid,
-        "description": f"Imported from {source} line {line}: {len(msgs)} messages, "
+        "description": f"Imported from {Path(source).name} line {line}: {len(msgs)} messages, "
         f"{results} recorded tool results; no golden run (schema and protocol checks only).",
         "tags": ["imported", "tool-results" if results else "no-tool-results"],
         **core,
