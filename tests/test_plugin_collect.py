@@ -32,6 +32,15 @@ def test_a_folder_named_on_the_command_line_is_collected(project: pytest.Pyteste
     assert _collected(result) == ["in_cases"]
 
 
+def test_a_folder_without_any_ini_file_is_collected(pytester: pytest.Pytester) -> None:
+    """No ini file: pytest makes the named folder itself the rootdir; still collected."""
+    folder = pytester.path / "loose"
+    folder.mkdir()
+    (folder / "one.yaml").write_text(yaml.safe_dump(entropy_scenario(id="loose_one")))
+    result = pytester.runpytest_subprocess(str(folder), "--collect-only", "-q")
+    assert _collected(result) == ["loose_one"]
+
+
 def test_a_bare_run_walks_testpaths_without_taking_their_yaml(project: pytest.Pytester) -> None:
     result = project.runpytest_subprocess("--collect-only", "-q")
     assert _collected(result) == []

@@ -8,8 +8,8 @@ file that
 - lies under a path of the ini option ``harness_scenarios`` (default places for
   scenario files, e.g. ``harness_scenarios = scenarios/imported lab/cases``); or
 - was named on the command line (``pytest my_case.yaml``), or lies under a directory
-  named there (``pytest tmp/imported --target URL``; not the rootdir itself, and not
-  the ``testpaths`` a bare ``pytest`` walks).
+  named there (``pytest tmp/imported --target URL``; not the rootdir of a project with
+  an ini file, and not the ``testpaths`` a bare ``pytest`` walks).
 
 So a repository's other YAML (``.github/``, ``e2e/``, ``docker-compose.yml``) is never
 collected by accident, and pytest's own ``norecursedirs``/``--ignore`` apply as usual.
@@ -53,11 +53,12 @@ def _under(path: Path, root: Path) -> bool:
 
 
 def _named_dirs(config: pytest.Config) -> list[Path]:
-    """Directories named on the command line (not the rootdir, nor ``testpaths``)."""
+    """Directories named on the command line (not ``testpaths``, nor a project's rootdir:
+    the folder of its ini file, whose own YAML is the project's, not scenarios)."""
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         return []
     base = config.invocation_params.dir
-    root = config.rootpath.resolve()
+    root = config.rootpath.resolve() if config.inipath is not None else None
     out = []
     for arg in config.args:
         p = (base / arg.split("::")[0]).resolve()
