@@ -349,3 +349,32 @@ def test_output_must_be_a_folder_and_a_bom_is_read(
     assert main(["import", str(src), "-o", str(tmp_path / "o")]) == 0
     (sc,) = load_scenarios([tmp_path / "o"])
     assert sc.description.startswith("Imported from r.jsonl line 1:")
+
+
+def test_the_reference_server_plays_an_imported_mid_conversation_scenario(
+    tmp_path: Path, sim_url: Callable[..., str]
+) -> None:
+    """Two sequential calls; imported after the first, the golden run expects the second,
+    and a server started on the imported folder alone plays it from there."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    two_steps = json.loads(json.dumps(GOLDEN_LIBRARY))
+    two_steps["expect"]["calls"][1]["parallel"] = False
+    (lib / "g.yaml").write_text(yaml.safe_dump(two_steps), encoding="utf-8")
+    golden = sim_url("healthy", scenarios_dir=lib)
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
+    messages = [
+        *GOLDEN_LIBRARY["messages"],
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+    ]
+    src, out = tmp_path / "r.jsonl", tmp_path / "imported"
+    src.write_text(json.dumps({"messages": messages, "tools": [WEATHER_TOOL]}) + "\n")
+    assert main(["import", str(src), "-o", str(out), "--golden", golden]) == 0
+    (sc,) = load_scenarios([out])
+    assert [(c.tool, c.arguments) for c in sc.expect.calls] == [("get_weather", {"city": "Rome"})]
+    player = sim_url("healthy", scenarios_dir=out)  # the imported file, nothing else
+    res = tmp_path / "res"
+    assert main(["run", "--target", player, "--repeats", "2", "--results", str(res),
+                 "--run-id", "r", "--no-progress", str(out)]) == 0  # fmt: skip
