@@ -142,7 +142,7 @@ class _Loop:
         self, scenario: Scenario, client: AsyncOpenAI, target: TargetConfig, params: dict[str, Any]
     ) -> None:
         self.scenario, self.client, self.target, self.params = scenario, client, target, params
-        self.messages: list[dict[str, Any]] = [m.model_dump() for m in scenario.messages]
+        self.messages: list[dict[str, Any]] = [m.wire() for m in scenario.messages]
         self.pending: list[dict[str, Any]] = list(self.messages)
         self.body = ConversationBody(params, self.messages)  # each message encoded once
         self.turns: list[TurnRecord] = []

@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "matrix": "harness.cli.matrix",
     "list": "harness.cli.list_scenarios",
     "schema": "harness.cli.schema",
+    "import": "harness.cli.import_",
 }
 
 

@@ -46,9 +46,11 @@ from harness.client.target import TargetConfig
 from harness.options import add_argument, http_url
 from harness.pipeline import compare
 from harness.present.console import make_console, render_compare
+from harness.present.verifier import write_verifier
 from harness.present.views import first_drift
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario, load_scenarios
+from harness.scoring.trigger import single_turn
 from harness.stats.verdict import ALPHA, DECISION_RULE, INFRA_ERROR_LIMIT
 from harness.summary import Settings, Summary
 
@@ -107,6 +109,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--verbose", action="store_true", help="every scenario's full table, trace and divergence"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--single-turn",
+        action="store_true",
+        help="first responses only, with a vendor verifier's figures beside the verdict "
+        "(tool-call trigger F1 against the baseline, schema accuracy per side)",
+    )
 
 
 def _usage_error(msg: str) -> int:
@@ -219,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
     scenarios = load_scenarios(args.scenarios)
     if not scenarios:
         return _usage_error(f"no scenario files in {' '.join(args.scenarios)}")
+    if args.single_turn:
+        scenarios = [single_turn(s) for s in scenarios]
     problem = check_resume(args, scenarios, RESUME_KEYS)
     if problem:
         return _usage_error(problem)
@@ -237,6 +247,8 @@ def run(args: argparse.Namespace) -> int:
         return interrupted_code(exc)
     traces = first_drift(s for _, s in folder.scores_with_offsets())
     render_compare(summary, console, traces, verbose=args.verbose)
+    if args.single_turn:
+        write_verifier(folder, summary, console)
     write_report_or_warn(folder, console)
     return exit_code(summary, strict=args.strict)
 

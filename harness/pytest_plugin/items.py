@@ -5,8 +5,11 @@ file that
 
 - has a directory named ``scenarios`` among its parents (inside the rootdir), e.g.
   ``scenarios/entropy.yaml`` or ``lab/scenarios/long/x.yaml``; or
-- lies under a path of the ini option ``harness_scenarios``; or
-- was named on the command line (``pytest my_case.yaml``).
+- lies under a path of the ini option ``harness_scenarios`` (default places for
+  scenario files, e.g. ``harness_scenarios = scenarios/imported lab/cases``); or
+- was named on the command line (``pytest my_case.yaml``), or lies under a directory
+  named there (``pytest tmp/imported --target URL``; not the rootdir of a project with
+  an ini file, and not the ``testpaths`` a bare ``pytest`` walks).
 
 So a repository's other YAML (``.github/``, ``e2e/``, ``docker-compose.yml``) is never
 collected by accident, and pytest's own ``norecursedirs``/``--ignore`` apply as usual.
@@ -49,11 +52,44 @@ def _under(path: Path, root: Path) -> bool:
     return True
 
 
+def _named_dirs(config: pytest.Config) -> list[Path]:
+    """Directories named on the command line (not ``testpaths``, nor a project's rootdir:
+    the folder of its ini file, whose own YAML is the project's, not scenarios)."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return []
+    base = config.invocation_params.dir
+    root = config.rootpath.resolve() if config.inipath is not None else None
+    out = []
+    for arg in config.args:
+        p = (base / arg.split("::")[0]).resolve()
+        if p.is_dir() and p != root:
+            out.append(p)
+    return out
+
+
+def _under_named_dir(file_path: Path, config: pytest.Config) -> bool:
+    return any(_under(file_path, d) for d in _named_dirs(config))
+
+
+def add_default_places(config: pytest.Config) -> None:
+    """A bare ``pytest`` (no paths given) also walks the ``harness_scenarios`` paths
+    that lie outside what it walks already (``testpaths`` or the current directory)."""
+    state = config.stash.get(state_key(), None)
+    if config.args_source == pytest.Config.ArgsSource.ARGS or state is None:
+        return
+    base = config.invocation_params.dir
+    walked = [(base / a).resolve() for a in config.args]
+    for place in state.settings.scenario_paths:
+        p = (config.rootpath / place).resolve()
+        if p.exists() and not any(_under(p, w) for w in walked):
+            config.args.append(str(p))
+
+
 def is_scenario_file(file_path: Path, parent: pytest.Collector) -> bool:
     """The collection rule of the module docstring."""
     if file_path.suffix not in SCENARIO_SUFFIXES:
         return False
-    if parent.session.isinitpath(file_path):
+    if parent.session.isinitpath(file_path) or _under_named_dir(file_path, parent.config):
         return True
     state = parent.config.stash.get(state_key(), None)
     extra = state.settings.scenario_paths if state is not None else []

@@ -76,6 +76,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in _MARKERS:
         config.addinivalue_line("markers", line)
     config.stash[state_key()] = HarnessState(resolve_settings(config))
+    from harness.pytest_plugin.items import add_default_places
+
+    add_default_places(config)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

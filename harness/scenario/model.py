@@ -68,7 +68,9 @@ __all__ = [
     "Expectation",
     "FinalAnswerExpectation",
     "Followup",
+    "FunctionCall",
     "Message",
+    "MessageToolCall",
     "Sampling",
     "Scenario",
     "ScenarioError",
@@ -100,11 +102,44 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
 
-class Message(_Strict):
-    """One message of the conversation's opening (OpenAI chat format)."""
+class FunctionCall(_Strict):
+    """The ``function`` of a recorded tool call: its name and ``arguments`` (a JSON string)."""
 
-    role: Literal["system", "user", "assistant", "developer"]
-    content: str
+    name: str
+    arguments: str = "{}"
+
+
+class MessageToolCall(_Strict):
+    """A tool call an earlier assistant message made (OpenAI chat format)."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class Message(_Strict):
+    """One message of the conversation's opening (OpenAI chat format).
+
+    ``tool_calls`` (assistant messages only) and ``role: tool`` messages with their
+    ``tool_call_id`` let an opening start mid-conversation, as ``harness import`` writes it.
+    """
+
+    role: Literal["system", "user", "assistant", "developer", "tool"]
+    content: str = ""
+    tool_calls: list[MessageToolCall] | None = None
+    tool_call_id: str | None = None
+
+    @model_validator(mode="after")
+    def _fields_of_role(self) -> Message:
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError("only assistant messages carry tool_calls")
+        if (self.tool_call_id is not None) != (self.role == "tool"):
+            raise ValueError("a tool message needs tool_call_id (and only a tool message has one)")
+        return self
+
+    def wire(self) -> dict[str, Any]:
+        """The message as sent: ``{"role", "content"}`` plus the fields that are set."""
+        return self.model_dump(exclude_none=True)
 
 
 class SimMatchRule(_Strict):
@@ -300,6 +335,14 @@ class Scenario(_Strict):
         dupes = {n for n in names if names.count(n) > 1}
         if dupes:
             raise ValueError(f"tool names must be unique; repeated: {sorted(dupes)}")
+        ids: set[str] = set()
+        for i, m in enumerate(self.messages):
+            ids.update(c.id for c in m.tool_calls or [])
+            if m.tool_call_id is not None and m.tool_call_id not in ids:
+                raise ValueError(
+                    f"messages[{i}].tool_call_id {m.tool_call_id!r} answers no earlier tool call; "
+                    "use the id of a call in an assistant message before it"
+                )
         return self
 
     def tool(self, name: str) -> Tool | None:
@@ -328,8 +371,9 @@ _TYPE_PART = re.compile(r"^(str|int|float|bool|none|list|dict|function-\w+)(\[.*
 
 def _all_field_names() -> set[str]:
     names: set[str] = set()
-    for model in (Scenario, Message, Tool, SimulatorSpec, SimMatchRule, ExpectedCall,
-                  ArgMatcher, FinalAnswerExpectation, Expectation, Followup, Sampling):  # fmt: skip
+    for model in (Scenario, Message, MessageToolCall, FunctionCall, Tool, SimulatorSpec,
+                  SimMatchRule, ExpectedCall, ArgMatcher, FinalAnswerExpectation, Expectation,
+                  Followup, Sampling):  # fmt: skip
         names.update(model.model_fields)
     return names
 

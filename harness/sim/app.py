@@ -69,6 +69,7 @@ from harness.sim.model import (
     PlannedCall,
     RequestOptions,
     ScenarioIndex,
+    beyond_opening,
     call_id,
     decide,
     nonce_for,
@@ -278,6 +279,7 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
         raise BadRequest(str(exc)) from None
     req, profile = _request_options(body), state.profile
     sc = state.scenarios().match(conv)
+    conv = beyond_opening(sc, conv) if sc is not None else conv
     # turn: assistant messages beyond the scenario's opening (few-shot ones do not count)
     turn = conv.turn - (sum(m.role == "assistant" for m in sc.messages) if sc else 0)
     nonce = nonce_for(conv, req, server_seed=state.seed, rng=state.rng)

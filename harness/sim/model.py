@@ -2,7 +2,10 @@
 
 Recognition: a request's conversation is matched to a scenario by its system
 message and first user message (exact text; the first user message alone when
-that is unambiguous). The scenarios are indexed when the app is created and
+that is unambiguous). A scenario whose opening already holds tool calls and
+results (one ``harness import`` wrote from a mid-loop request) is matched by its
+whole opening instead, the longest one that starts the conversation, and its
+position is counted from the end of that opening. The scenarios are indexed when the app is created and
 re-read when a scenario file changes (see ``SimState.scenarios`` in ``app.py``).
 
 Position (stateless per request): the segment is the number of user messages
@@ -31,7 +34,9 @@ unseeded sampled requests draw it from the server's seeded RNG.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
+import json
 import random
 import re
 import sys
@@ -102,6 +107,8 @@ class Conversation:
     position: int  # assistant tool-call messages since the last user message
     prior_ids: list[str]
     all_user_text: str
+    #: sha256 of the messages up to each user or tool message (ScenarioIndex.match)
+    prefixes: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, messages: Any) -> Conversation:
@@ -110,10 +117,14 @@ class Conversation:
         system, turn, position = "", 0, 0
         users: list[str] = []
         ids: list[str] = []
+        running, prefixes = hashlib.sha256(), []
         for i, msg in enumerate(messages):
             if not isinstance(msg, dict) or "role" not in msg:
                 raise ValueError(f"messages[{i}] must be an object with a 'role'")
             role, text = msg["role"], text_of(msg.get("content"))
+            running.update(_fingerprint(msg, text))
+            if role in ("user", "tool"):
+                prefixes.append(running.copy().hexdigest())
             if role in ("system", "developer") and not system and not users:
                 system = text
             elif role == "user":
@@ -125,7 +136,8 @@ class Conversation:
                 position += 1 if calls else 0
                 ids += [c.get("id", "") for c in calls if isinstance(c, dict)]
         first = users[0] if users else ""
-        return cls(system, first, len(users), turn, position, ids, "\n\n".join(users))
+        joined = "\n\n".join(users)
+        return cls(system, first, len(users), turn, position, ids, joined, tuple(prefixes))
 
     def key(self) -> str:
         """sha256 (hex) of the opening: system and first user message."""
@@ -138,6 +150,21 @@ class Conversation:
             if m:
                 return m.group(1)
         return None
+
+
+def _fingerprint(msg: dict[str, Any], text: str) -> bytes:
+    """What identifies a message in an opening: role, text, tool calls, tool_call_id."""
+    calls = [
+        [
+            c.get("id"),
+            (c.get("function") or {}).get("name"),
+            (c.get("function") or {}).get("arguments"),
+        ]
+        for c in msg.get("tool_calls") or []
+        if isinstance(c, dict)
+    ]
+    blob = json.dumps([msg["role"], text, calls, msg.get("tool_call_id")], sort_keys=True)
+    return blob.encode() + b"\x1e"
 
 
 @dataclass
@@ -167,8 +194,12 @@ class ScenarioIndex:
         self.scenarios = scenarios
         self._by_key: dict[tuple[str, str], Scenario] = {}
         self._by_user: dict[str, list[Scenario]] = {}
+        self._by_opening: dict[str, Scenario] = {}  # openings that start mid-conversation
         for sc in scenarios:
-            conv = Conversation.parse([m.model_dump() for m in sc.messages])
+            conv = Conversation.parse([m.wire() for m in sc.messages])
+            if any(m.role == "tool" or m.tool_calls for m in sc.messages) and conv.prefixes:
+                self._by_opening.setdefault(conv.prefixes[-1], sc)
+                continue  # found by its whole opening only
             self._by_key.setdefault((conv.system, conv.first_user), sc)
             self._by_user.setdefault(conv.first_user, []).append(sc)
 
@@ -207,7 +238,13 @@ class ScenarioIndex:
         return tuple(out)
 
     def match(self, conv: Conversation) -> Scenario | None:
-        """The scenario this conversation plays, or ``None``."""
+        """The scenario this conversation plays, or ``None``: the one whose opening
+        (with its tool calls and results, as ``harness import`` writes them) is the
+        longest prefix of the conversation, else by system and first user message."""
+        for prefix in reversed(conv.prefixes):
+            found = self._by_opening.get(prefix)
+            if found is not None:
+                return found
         hit = self._by_key.get((conv.system, conv.first_user))
         if hit is not None:
             return hit
@@ -218,6 +255,15 @@ class ScenarioIndex:
 def opening_users(sc: Scenario) -> int:
     """Number of user messages in the scenario's opening."""
     return sum(1 for m in sc.messages if m.role == "user")
+
+
+def beyond_opening(sc: Scenario, conv: Conversation) -> Conversation:
+    """``conv`` with its position counted from the end of the scenario's opening, for an
+    opening that already holds tool calls (mid-conversation, as imported)."""
+    if conv.user_count != opening_users(sc):
+        return conv
+    opening = Conversation.parse([m.wire() for m in sc.messages]).position
+    return dataclasses.replace(conv, position=max(0, conv.position - opening))
 
 
 # ------------------------------------------------------------------- planning
@@ -319,7 +365,7 @@ def decide(
     if calls:
         names = ", ".join(c.name for c in calls)
         return Decision(calls=calls, reasoning=f"To answer this I need to call {names} next.")
-    segment = min(conv.user_count - opening_users(sc), len(sc.followups))
+    segment = max(0, min(conv.user_count - opening_users(sc), len(sc.followups)))
     text = (
         ""
         if plan.failure == "no_answer"

@@ -1,0 +1,141 @@
+"""``harness import requests.jsonl -o scenarios/imported/``: scenarios from recorded traffic.
+
+One OpenAI chat-completions request per line, bare or in a K2-Vendor-Verifier /
+LiteLLM envelope (:mod:`harness.scenario.importer`), becomes ``<out>/<id>.yaml``. With
+``--golden URL`` each scenario is played once against that trusted server and its calls
+and finish_reason become the expectation, under ``--match`` (:mod:`harness.scenario.golden`);
+without it only the schema and protocol checks apply.
+
+Prints one line per line that could not be imported (``requests.jsonl:7: reason``, on
+stderr), per duplicate merged and per secret redacted, then a summary line.
+Exit codes: 0 every line imported; 1 some lines (or golden runs) failed, the others were
+written; 2 the file or the output folder cannot be used; 3 the golden server is unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.cli import ExitCode
+from harness.cli._common import preflight
+from harness.client.target import TargetConfig
+from harness.errors import ScenarioError
+from harness.options import add_argument, http_url
+from harness.scenario.golden import POLICIES, expectation, golden_runs
+from harness.scenario.importer import ImportReport, ParsedLine, import_lines, loaded, read_lines
+
+#: libyaml's emitter when PyYAML has it (10x faster on long tool results), else Python's
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+HELP = "Import recorded chat-completions requests (JSONL) as scenario files."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("requests", help="JSONL file: one request body (or envelope) per line")
+    p.add_argument(
+        "-o", "--out", required=True, metavar="DIR", help="folder for the scenario files"
+    )
+    p.add_argument(
+        "--golden", metavar="URL", type=http_url, default=None,
+        help="trusted server whose answers become the expectation (default: none, "
+        "schema and protocol checks only)",
+    )  # fmt: skip
+    p.add_argument(
+        "--match", choices=POLICIES, default="exact",
+        help="how the golden calls are matched: exact arguments, schema-only (same types), "
+        "tool-name-only (default exact)",
+    )  # fmt: skip
+    for name in ("model", "concurrency", "request_timeout", "api_key_env", "max_retries"):
+        add_argument(p, name)
+
+
+def _golden(report: ImportReport, args: argparse.Namespace) -> list[str]:
+    """Add each scenario's expectation from a golden run; the problems, one line each."""
+    target = TargetConfig(
+        args.golden, label="golden", model=args.model, timeout_s=args.request_timeout,
+        api_key_env=args.api_key_env, max_retries=args.max_retries,
+    )  # fmt: skip
+    items = list(report.scenarios.values())
+    records = golden_runs([loaded(p) for p in items], target, concurrency=args.concurrency)
+    problems = []
+    for parsed, record in zip(items, records, strict=True):
+        where = f"{args.requests}:{parsed.line}"
+        if record.is_infra_error:
+            why = record.error.message if record.error else "failed"
+            problems.append(f"{where}: golden run failed ({why}); written without an expectation")
+            continue
+        out = expectation(record, loaded(parsed), args.match)
+        problems += [f"{where}: golden {d}" for d in out.dropped]
+        parsed.data["expect"] = out.expect
+        parsed.data["tags"].append(f"golden-{out.finish_reason}")
+        parsed.data["description"] = parsed.data["description"].replace(
+            "no golden run (schema and protocol checks only)",
+            f"golden run: finish_reason {out.finish_reason}, {out.calls} calls "
+            f"expected ({args.match})",
+        )
+    return problems
+
+
+def _write(parsed: ParsedLine, out: Path) -> None:
+    loaded(parsed)  # the file written is a loadable scenario
+    text = yaml.dump(parsed.data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=100)
+    (out / f"{parsed.data['id']}.yaml").write_text(text, encoding="utf-8")
+
+
+def _print_notes(report: ImportReport, source: str) -> None:
+    for problem in report.problems:
+        print(problem, file=sys.stderr)
+    for line, first, rid in report.duplicates:
+        print(f"{source}:{line}: the same request as line {first} ({rid}): merged")
+    for r in report.redactions:
+        print(f"{source}:{r.line}: {r.where}: looked like a secret ({r.kind}): redacted")
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        print(
+            f"error: {out}: not a folder (-o takes a folder for the scenario files)",
+            file=sys.stderr,
+        )
+        return ExitCode.USAGE_ERROR
+    if args.golden:
+        down = preflight("golden", args.golden, args.api_key_env)
+        if down:
+            print(f"error: {down}", file=sys.stderr)
+            return ExitCode.INFRA_ERROR
+    try:
+        report = import_lines(read_lines(Path(args.requests)), args.requests)
+    except ScenarioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    _print_notes(report, args.requests)
+    golden_problems = _golden(report, args) if args.golden and report.scenarios else []
+    for line in golden_problems:
+        print(line, file=sys.stderr)
+    out.mkdir(parents=True, exist_ok=True)
+    for parsed in report.scenarios.values():
+        _write(parsed, out)
+    print(_summary(report, args, out, len(golden_problems)))
+    failed = report.problems or golden_problems
+    return ExitCode.REGRESSION if failed else ExitCode.OK
+
+
+def _summary(report: ImportReport, args: Any, out: Path, golden_problems: int) -> str:
+    n_bad = len(report.problems)
+    parts = [
+        f"imported {report.lines - n_bad} of {report.lines} lines into {out}/: "
+        f"{len(report.scenarios)} scenarios ({len(report.duplicates)} duplicates merged)",
+        f"{n_bad} lines failed" if n_bad != 1 else "1 line failed",
+        f"{len(report.redactions)} secrets redacted",
+    ]
+    if args.golden:
+        parts.append(f"golden {args.golden} ({args.match}), {golden_problems} problems")
+    else:
+        parts.append("no golden run: schema and protocol checks only")
+    return "; ".join(parts)
