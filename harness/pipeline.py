@@ -140,9 +140,13 @@ class _Summarizer:
     repeats: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)
     #: (side, scenario, repeat) -> stream -> record key, scored runs
     modes: dict[tuple[str, str, int], dict[bool, int]] = field(default_factory=dict)
+    #: scenarios with a greedy scored run (temperature absent or 0): repeats not independent
+    greedy: set[str] = field(default_factory=set)
 
-    def add(self, score: RunScore, target: TargetInfo, key: int) -> None:
+    def add(self, score: RunScore, target: TargetInfo, key: int, greedy: bool = False) -> None:
         side = self.sides.setdefault(score.side, _Side(score.label, target))
+        if greedy and score.infra_error is None:
+            self.greedy.add(score.scenario_id)
         side.runs += 1
         for sid in (score.scenario_id, "*"):
             b = self.builders.get((score.side, sid))
@@ -224,6 +228,7 @@ class _Summarizer:
         decision = decide(
             base, cand, summary.sides,
             alpha=settings.alpha, infra_error_limit=settings.infra_error_limit,
+            permutations=settings.permutations, seed=settings.seed, greedy=sorted(self.greedy),
         )  # fmt: skip
         summary.comparisons = [  # the evidence beside each decision; decisions unchanged
             c.model_copy(update={"first_divergence": self._divergence(c.scenario_id, fetch)})
@@ -281,6 +286,11 @@ def _unfinished(
     return "; ".join(parts)
 
 
+def _greedy(record: RunRecord) -> bool:
+    """Whether the run was greedy: no temperature sent, or 0 (its repeats are copies)."""
+    return not record.sampling.get("temperature")
+
+
 def score_folder(folder: RunFolder, context: FolderContext | None = None) -> Summary:
     """Score ``folder``'s transcripts into ``scores.jsonl`` and (re)write ``summary.json``.
 
@@ -299,7 +309,7 @@ def score_folder(folder: RunFolder, context: FolderContext | None = None) -> Sum
             if offset in keep:
                 score = score_run(record)
                 write(score)
-                acc.add(score, record.target, offset)
+                acc.add(score, record.target, offset, _greedy(record))
     if not acc.sides:
         raise RunFolderError(f"{folder.transcripts}: no recorded runs (is this a run folder?)")
     context = context or _previous_context(folder)
@@ -321,7 +331,7 @@ def summarize(
     for i in sorted(latest.values()):
         score = score_run(records[i])
         scores.append(score)
-        acc.add(score, records[i].target, i)
+        acc.add(score, records[i].target, i, _greedy(records[i]))
     return acc.summary(run_id, context or FolderContext(), records.__getitem__), scores
 
 
@@ -373,10 +383,11 @@ def compare(
     Fusion engagement is collected first and saved in the manifest with the settings
     (a comparison killed before its summary is re-scored with them).
     ``baseline.side``/``candidate.side`` are set to ``"baseline"``/``"candidate"``.
-    Repeats, stream mode, concurrency and A/A come from ``settings``. Runs already in
+    Repeats, stream mode, concurrency, A/A, the temperature and the seed come from
+    ``settings``. Runs already in
     the folder are not made again (resume).
     """
-    from harness.runner import run_many_sync
+    from harness.runner import SamplingPolicy, run_many_sync
 
     baseline.side, candidate.side = "baseline", "candidate"
     sides, warnings, diff = engagement(baseline, candidate, logs, aa=settings.aa)
@@ -391,5 +402,6 @@ def compare(
         out_dir=folder,
         progress=progress,
         keep=False,
+        sampling=SamplingPolicy(settings.temperature, settings.seed),
     )
     return score_folder(folder, context)

@@ -136,6 +136,10 @@ class Aggregate(_Model):
     #: how the runs that did not pass ended (runs not counted here passed, whatever their
     #: termination: a single-turn ``tool_choice`` scenario passes at the turn cap)
     termination_failed: dict[str, int] = Field(default_factory=dict)
+    #: scored runs per outcome set: the run's outcomes (``passed``, ``final_answer``, its
+    #: failure kinds) sorted and joined with ``,`` -> runs (what the permutation tests of
+    #: :mod:`harness.stats.verdict` relabel; empty in summaries written before it)
+    patterns: dict[str, int] = Field(default_factory=dict)
 
     def rate(self, metric: str) -> Rate:
         """``rates[metric]``, or ``0/scored`` for a failure kind that never occurred."""
@@ -217,6 +221,10 @@ class Verdict(_Model):
     candidate_only_kinds: list[str] = Field(default_factory=list)
     repeats_needed: int | None = None
     infra_limited: list[str] = Field(default_factory=list)
+    #: what the decision could see: the family (tests, permutations, critical p), the
+    #: greedy scenarios counted once, and for NO CHANGE the smallest effect it would have
+    #: detected with 80% probability
+    power: str | None = None
 
 
 class RunOutcome(_Model):
@@ -267,6 +275,13 @@ class Settings(_Model):
     infra_error_limit: float = 0.2
     min_pass_rate: float = 1.0  # one-sided runs: the pass rate every scenario must reach
     decision_rule: str = ""
+    #: sampling temperature sent with every request unless a scenario sets its own
+    #: (None: each scenario's own, as before temperature was an option)
+    temperature: float | None = None
+    #: base of every run's request seed and of the permutations (same seed, same verdict)
+    seed: int = 0
+    #: Westfall-Young permutations
+    permutations: int = 10_000
 
 
 class Summary(_Model):

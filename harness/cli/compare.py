@@ -87,6 +87,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--aa", action="store_true", help="A/A: compare one target with itself (noise floor)"
     )
     add_argument(p, "model")
+    add_argument(p, "temperature")
+    add_argument(p, "sampling_seed")
     add_argument(p, "concurrency")
     add_argument(p, "results")
     p.add_argument("--run-id", default=None, help="run folder name (resumes it if it exists)")
@@ -192,7 +194,16 @@ def _targets(args: argparse.Namespace) -> Iterator[tuple[TargetConfig, TargetCon
 
 
 #: manifest arguments that must match when an existing run folder is resumed
-RESUME_KEYS = ("baseline", "candidate", "aa", "model", "repeats", "stream")
+RESUME_KEYS = (
+    "baseline",
+    "candidate",
+    "aa",
+    "model",
+    "repeats",
+    "stream",
+    "temperature",
+    "sampling_seed",
+)
 
 
 def _preflight(args: argparse.Namespace) -> str | None:
@@ -253,6 +264,8 @@ def _compare(
         alpha=ALPHA,
         infra_error_limit=INFRA_ERROR_LIMIT,
         decision_rule=DECISION_RULE,
+        temperature=args.temperature,
+        seed=args.sampling_seed,
     )
     with _targets(args) as (base, cand):
         return compare(
