@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.client.target import TargetConfig
 from harness.cli import main
+from harness.client.target import TargetConfig
 from harness.errors import UnknownProfileError
 from harness.runner import SamplingPolicy, run_many_sync
 from harness.scenario.model import load_scenarios
