@@ -282,6 +282,12 @@ class Settings(_Model):
     seed: int = 0
     #: Westfall-Young permutations
     permutations: int = 10_000
+    #: sequential mode (:mod:`harness.stats.sequential`): ``repeats`` per round, at most
+    #: ``rounds`` rounds; ``look``: the round the verdict was decided at (its level is
+    #: ``look_alpha(alpha, look, rounds)``)
+    sequential: bool = False
+    rounds: int = 4
+    look: int | None = None
 
 
 class Summary(_Model):

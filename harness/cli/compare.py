@@ -43,12 +43,13 @@ from harness.cli._common import (
     write_report_or_warn,
 )
 from harness.client.target import TargetConfig
-from harness.options import add_argument, http_url
+from harness.options import add_argument, http_url, positive_int
 from harness.pipeline import compare
 from harness.present.console import make_console, render_compare
 from harness.present.views import first_drift
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario, load_scenarios
+from harness.stats.sequential import ROUNDS
 from harness.stats.verdict import ALPHA, DECISION_RULE, INFRA_ERROR_LIMIT
 from harness.summary import Settings, Summary
 
@@ -104,7 +105,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--candidate-log", default=None, metavar="FILE", help="candidate server log")
     for name in ("request_timeout", "api_key_env", "max_retries"):
         add_argument(p, name)
-    p.add_argument("--strict", action="store_true", help="exit 1 on INCONCLUSIVE too")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 on INCONCLUSIVE too (CI: a comparison that could not decide fails)",
+    )
+    p.add_argument(
+        "--sequential",
+        action="store_true",
+        help="run --repeats per round and stop as soon as the decision is clear "
+        "(group-sequential, alpha spent over the rounds); the summary says the runs spent",
+    )
+    p.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=ROUNDS,
+        metavar="K",
+        help=f"--sequential: at most K rounds (default {ROUNDS})",
+    )
     p.add_argument(
         "--verbose", action="store_true", help="every scenario's full table, trace and divergence"
     )
@@ -266,6 +284,8 @@ def _compare(
         decision_rule=DECISION_RULE,
         temperature=args.temperature,
         seed=args.sampling_seed,
+        sequential=args.sequential,
+        rounds=args.rounds,
     )
     with _targets(args) as (base, cand):
         return compare(

@@ -24,6 +24,7 @@ left out of both, which cannot unbalance a stratum).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,9 +66,17 @@ class Stratum:
         return np.asarray(self.events[: self.n_cand].sum(axis=0), dtype=np.int64)
 
 
+@functools.lru_cache(maxsize=4096)
+def _pmf_cached(runs: int, events: int, n_cand: int) -> Floats:
+    pmf = np.asarray(sps.hypergeom.pmf(np.arange(n_cand + 1), runs, events, n_cand), float)
+    pmf.setflags(write=False)
+    return pmf
+
+
 def _pmf(runs: int, events: int, n_cand: int) -> Floats:
-    """P(candidate count = t), t = 0..n_cand, under random labels (hypergeometric)."""
-    return np.asarray(sps.hypergeom.pmf(np.arange(n_cand + 1), runs, events, n_cand), float)
+    """P(candidate count = t), t = 0..n_cand, under random labels (hypergeometric;
+    cached per margins, read-only)."""
+    return _pmf_cached(runs, events, n_cand)
 
 
 def _tails(pmf: Floats) -> tuple[Floats, Floats]:
@@ -134,8 +143,9 @@ def permuted_counts(strata: Sequence[Stratum], permutations: int, seed: int) -> 
     rng = np.random.default_rng(seed)
     out = []
     for s in strata:
-        if s.n_cand == 0 or s.runs == 0:
-            out.append(np.zeros((permutations, s.events.shape[1]), dtype=np.int64))
+        if s.runs == 0 or s.n_cand in (0, s.runs) or bool((s.events == s.events[0]).all()):
+            # every relabelling gives the observed counts: no draw needed
+            out.append(np.broadcast_to(s.observed(), (permutations, s.events.shape[1])))
             continue
         keys = rng.random((permutations, s.runs))
         chosen = np.argpartition(keys, s.n_cand - 1, axis=1)[:, : s.n_cand]
