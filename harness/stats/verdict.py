@@ -261,13 +261,19 @@ class _Context:
         ]
 
     def suggestive(self) -> list[FamilyTest]:
-        """Rule 5: worse in the candidate with an adjusted p at most ``SUGGESTIVE_P``."""
+        """Rule 5: worse in the candidate with an adjusted p at most ``SUGGESTIVE_P``, or
+        failing every candidate unit of a scenario and no baseline unit where too few
+        units let no test reach the critical p (greedy scenarios, one repeat)."""
+        crit = self.family.critical_worse
         return [
             t
             for t in self.family.tests
             if t.in_family
             and t.k_c * t.n_b > t.k_b * t.n_c
-            and (t.adj_worse or 1.0) <= SUGGESTIVE_P
+            and (
+                (t.adj_worse or 1.0) <= SUGGESTIVE_P
+                or (t.k_c == t.n_c > 0 and t.k_b == 0 and t.min_p_worse >= crit)
+            )
         ]
 
 
