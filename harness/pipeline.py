@@ -421,7 +421,9 @@ def compare(
         per_round = settings.repeats or 5
         _run_round(scenarios, (baseline, candidate), settings, folder, look * per_round, progress)
         look_settings = settings.model_copy(update={"look": look, "repeats": look * per_round})
-        summary = score_folder(folder, replace(context, settings=look_settings))
+        at_look = replace(context, settings=look_settings)
+        _save_context(folder, at_look)  # a re-score decides at this look's level too
+        summary = score_folder(folder, at_look)
         if should_stop(summary, look, settings.rounds):
             break
     return summary

@@ -112,9 +112,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--sequential",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="run --repeats per round and stop as soon as the decision is clear "
-        "(group-sequential, alpha spent over the rounds); the summary says the runs spent",
+        "(group-sequential, alpha spent over the rounds; the summary says the runs spent); "
+        "on by default, --no-sequential runs --repeats once",
     )
     p.add_argument(
         "--rounds",
