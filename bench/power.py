@@ -2,7 +2,9 @@
 
 Run: ``python -m bench.power [--parts aa,one,curve,fused,gsm8k] [--json FILE]`` (``make
 bench`` runs every part as benchmark 5 and writes ``results/bench/power.json``); sizes
-are options (``--aa 1000 --one 200 --curve 60 --fused 100 --gsm8k 1000``).
+are options (``--aa 1000 --aa-sequential 200 --one 150 --curve 40 --fused 60 --gsm8k
+1000``, the defaults); ``--workers N`` runs comparisons in N processes (the figures do not
+depend on it: every comparison is a pure function of its seed).
 
 Every comparison runs the shipped scenarios at the shipped defaults: temperature 0.7
 (a scenario's own temperature wins: ``long_context_logs`` is greedy and counts once per
@@ -431,10 +433,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--scenarios", default=str(ROOT / "scenarios"))
     p.add_argument("--parts", default="aa,one,curve,fused,gsm8k")
     p.add_argument("--aa", type=int, default=1000)
-    p.add_argument("--aa-sequential", type=int, default=300)
-    p.add_argument("--one", type=int, default=200)
-    p.add_argument("--curve", type=int, default=60)
-    p.add_argument("--fused", type=int, default=100)
+    p.add_argument("--aa-sequential", type=int, default=200)
+    p.add_argument("--one", type=int, default=150)
+    p.add_argument("--curve", type=int, default=40)
+    p.add_argument("--fused", type=int, default=60)
     p.add_argument("--gsm8k", type=int, default=1000)
     p.add_argument("--workers", type=int, default=1, help="processes (comparisons in parallel)")
     p.add_argument("--json", default=None, help="write the figures here as JSON")
