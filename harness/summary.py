@@ -162,7 +162,7 @@ class MetricRow(_Model):
     ``effect``: candidate minus baseline (rate difference, or difference of means).
     ``worse``: the candidate is worse on this metric (direction only, not significance).
     ``p_value``: one-sided p of the test in the direction of the observed effect;
-    ``p_adjusted``: Holm-adjusted within the decision family (None if not in it).
+    ``p_adjusted``: Westfall-Young adjusted within the decision family (None if not in it).
     """
 
     metric: str
@@ -191,9 +191,10 @@ class ScenarioComparison(_Model):
     #: the label views show for ``verdict`` (e.g. ``WORSE (not significant alone)`` for an
     #: INCONCLUSIVE scenario whose candidate is worse); None: show ``verdict``
     display: str | None = None
-    #: one sentence on why the verdict is what it is (e.g. the Holm family's size)
+    #: one sentence on why the verdict is what it is (e.g. the family's size)
     note: str | None = None
-    #: number of tests in the Holm family (regression direction) this scenario was judged in
+    #: number of tests in the family (regression direction) this scenario was judged in (the
+    #: name predates the Westfall-Young adjustment; kept for summaries already written)
     holm_tests: int | None = None
 
     @property

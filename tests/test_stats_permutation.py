@@ -181,3 +181,35 @@ def test_lost_runs_do_not_unbalance_strata() -> None:
     assert r.verdict.verdict == "NO CHANGE"
     pooled = next(x for x in r.comparisons[-1].rows if x.metric == "passed")
     assert pooled.p_value == pytest.approx(1.0)
+
+
+def _sides(base: dict[str, list[list[str]]], cand: dict[str, list[list[str]]]):  # type: ignore[no-untyped-def]
+    kinds = sorted({k for d in (base, cand) for fs in d.values() for f in fs for k in f})
+    out = []
+    for name, data in (("baseline", base), ("candidate", cand)):
+        scores = {s: _scores(name, s, f) for s, f in data.items()}
+        aggs = {s: aggregate(name, name, s, v, kinds) for s, v in scores.items()}
+        aggs["*"] = aggregate(name, name, "*", [x for v in scores.values() for x in v], kinds)
+        out.append(aggs)
+    return out
+
+
+def test_mixed_result_is_a_regression_naming_the_improvement() -> None:
+    clean, loop = [[]] * 8, [["repeat_loop"]] * 8
+    drift = [["value_mismatch"]] * 8
+    base, cand = _sides({"a": clean, "b": drift}, {"a": loop, "b": clean})
+    v = decide(base, cand).verdict
+    assert v.verdict == "REGRESSION"
+    assert v.regressed_kinds == ["repeat_loop"] and v.improved_kinds == ["value_mismatch"]
+    assert "repeat_loop (in a); but better: value_mismatch (in b)" in v.message
+
+
+def test_no_change_states_what_it_would_have_detected() -> None:
+    ids = [f"s{i}" for i in range(17)]
+    base, cand = _sides({s: [[]] * 5 for s in ids}, {s: [[]] * 5 for s in ids})
+    v = decide(base, cand).verdict
+    assert v.verdict == "NO CHANGE" and v.power is not None
+    q = min_detectable_rate(85, 85, 0.01)  # nothing varies: the critical p is alpha itself
+    assert q is not None and f"a new failure kind in >= {q:.1%} of candidate runs" in v.power
+    assert "one scenario failing every candidate run would have been detected" in v.power
+    assert "10000 permutations" in v.power

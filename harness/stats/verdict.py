@@ -497,11 +497,13 @@ def _power(ctx: _Context) -> str:
         if q is not None
         else "no new failure kind could have been detected at this budget"
     )
-    one = [t for t in runs if t.n_c and t.n_b]
+    sampled = set(ctx.family.collapsed)
+    one = [t for t in runs if t.n_c and t.n_b and t.scenario not in sampled]
     caught = bool(one) and all(
         one_scenario_p(t.n_c, t.n_b) < crit for t in one
-    )  # a scenario failing every candidate run, never the baseline's
-    second = "; one scenario failing every candidate run would " + ("" if caught else "not ")
+    )  # a (sampled) scenario failing every candidate run, never the baseline's
+    which = "sampled scenario" if sampled else "scenario"
+    second = f"; one {which} failing every candidate run would " + ("" if caught else "not ")
     return f"power: {first}{second}have been detected ({_budget(ctx)})"
 
 
