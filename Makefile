@@ -59,9 +59,15 @@ compare: $(STAMP)
 
 # The harness's own speed and scale (bench/): one table, JSON under results/bench/.
 # BENCH_ARGS="--quick" for a smoke run, "--only 1,3" for some benchmarks (~5 min in full).
+# Then the decision rule's false alarms and detection power at the shipped defaults
+# (bench/power.py, JSON in bench/power.json, ~30 min of CPU; POWER_ARGS="--workers 2"
+# for two processes, "--parts aa" for one part) and the README's detection table from it.
 BENCH_ARGS ?=
+POWER_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+	$(BIN)/python -m bench.power --json bench/power.json $(POWER_ARGS) > /dev/null
+	$(BIN)/python -m bench.power_table bench/power.json README.md
 
 # End to end on a real server: llama.cpp + SmolLM2-135M on the CPU (scripts/e2e.sh).
 # The llama-cpp-python wheel is built once into $(HARNESS_E2E_CACHE) (~/.cache/harness-e2e).

@@ -1,19 +1,33 @@
-"""Detection power of ``harness compare``, measured against the reference server.
+"""Detection power and false alarms of ``harness compare`` at its shipped defaults.
 
-Run: ``python -m bench.power [--aa 200] [--regression 100] [--faults 20] [--repeats 5]``.
+Run: ``python -m bench.power [--parts aa,one,curve,fused,gsm8k] [--json FILE]`` (``make
+bench`` runs every part as benchmark 5 and writes ``results/bench/power.json``); sizes
+are options (``--aa 1000 --aa-sequential 200 --one 150 --curve 40 --fused 60 --gsm8k
+1000``, the defaults); ``--workers N`` runs comparisons in N processes (the figures do not
+depend on it: every comparison is a pure function of its seed).
 
-Each comparison runs every scenario ``--repeats`` times per side with sampling noise on
-(temperature 0.7, no request seed; the server's seed differs per side and comparison, so
-every comparison sees fresh noise) and decides with the same :func:`harness.pipeline.summarize`
-as ``harness compare``. It reports:
+Every comparison runs the shipped scenarios at the shipped defaults: temperature 0.7
+(a scenario's own temperature wins: ``long_context_logs`` is greedy and counts once per
+side), a request seed per run derived from the comparison's seed, 5 repeats per round,
+alpha 0.01, 10,000 Westfall-Young permutations; each side has its own server seed, so
+every comparison sees fresh, independent noise. Each is decided by the same
+:func:`harness.pipeline.summarize` as ``harness compare``, fixed (5 repeats) and
+sequential (``--sequential``: rounds of 5 repeats, at most 4, each look at its spent
+level, :mod:`harness.stats.sequential`). Runs are made lazily and nested: the 10-repeat
+decision uses the 5-repeat runs and 5 more, as a sequential comparison would.
 
-- the false-alarm rate: REGRESSION verdicts among ``--aa`` A/A comparisons of ``healthy``;
-- the detection rate: REGRESSION verdicts among ``--regression`` comparisons of ``healthy``
-  against ``fused-regression``;
-- per single-fault profile: detections among ``--faults`` comparisons, how often the
-  fault's own kind is among the significant ones (``kind_significant``: in
-  ``regressed_kinds``) and how often a REGRESSION verdict names it (``kind_named``: in
-  ``regressed_kinds`` or ``candidate_only_kinds``).
+Parts:
+
+- ``aa``: healthy against healthy: REGRESSION and INCONCLUSIVE rates (fixed on all,
+  sequential on the first ``--aa-sequential``), runs spent;
+- ``one``: one scenario (``enum_units``) looping in every candidate run, the rest healthy
+  (sim profile ``repeat-loop@enum_units``);
+- ``curve``: a loop in 5/10/20/30% of all candidate runs (``repeat-loop@RATE``) at 5, 10
+  and 20 repeats fixed, and sequential; the baseline runs are shared by the rates;
+- ``fused``: the ``fused-regression`` profile (the seed case), fixed and sequential;
+- ``gsm8k``: GSM8K-500, 0.88 against 0.81 and 0.88 against 0.88, correctness drawn per
+  question and side as the sim's GSM8K model draws it (a hash of server seed and
+  question; independent sides), decided by :func:`harness.gsm8k.stats.paired_verdict`.
 
 Fast path: the runner's real loop (:func:`harness.runner.run_scenario`) talks to the sim's
 request handler (:func:`harness.sim.app.chat_reply`) through an in-process stand-in for the
@@ -27,33 +41,44 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import random
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from harness import pipeline
 from harness.client.target import TargetConfig
-from harness.kinds import FailureKind
+from harness.gsm8k.stats import paired_verdict
+from harness.options import OPTIONS
 from harness.pipeline import FolderContext, summarize
-from harness.runner import run_scenario
+from harness.runner import SamplingPolicy, run_scenario
 from harness.scenario.model import Scenario, load_scenarios
+from harness.scoring.models import RunScore
+from harness.scoring.score import score_run
 from harness.sim.app import SimState, chat_reply
+from harness.sim.gsm8k_model import _unit
 from harness.sim.model import ScenarioIndex
-from harness.sim.profiles import PROFILES, get_profile
+from harness.sim.profiles import get_profile
 from harness.sim.wire import completion_body, stream_events
+from harness.stats.sequential import ROUNDS, should_stop
+from harness.stats.verdict import ALPHA
 from harness.summary import Settings, Summary
 from harness.transcript import RunRecord
 
-__all__ = ["InProcessClient", "compare_in_process", "main"]
+__all__ = ["InProcessClient", "Side", "compare_in_process", "main"]
 
-#: single-fault profiles and the failure kind each must be named with (its fault's kind)
-FAULT_PROFILES: dict[str, FailureKind | str] = {
-    p.name: p.faults[0].kind for p in PROFILES.values() if len(p.faults) == 1
-}
-STREAM_ONLY = {"stream-truncated-args", "empty-arguments", "index-offset"}
+ROOT = Path(__file__).resolve().parents[1]
+#: the shipped defaults every figure is measured at
+REPEATS = 5
+TEMPERATURE: float = OPTIONS["temperature"].default
+ONE_SCENARIO = "enum_units"
+RATES = (0.05, 0.1, 0.2, 0.3)
+BUDGETS = (5, 10, 20)
 
 
 class _Response:
@@ -133,19 +158,91 @@ class InProcessClient:
         return None
 
 
-def _state(profile: str, seed: int, index: ScenarioIndex) -> SimState:
-    return SimState(profile=get_profile(profile), index=index, seed=seed, rng=random.Random(seed))
+@dataclass
+class Side:
+    """One side of a comparison against an in-process sim; runs are made on demand
+    (:meth:`upto`) and kept, so a larger budget extends a smaller one."""
+
+    scenarios: Sequence[Scenario]
+    index: ScenarioIndex
+    profile: str
+    side: str
+    seed: int
+    stream: bool = False
+    records: list[RunRecord] = field(default_factory=list)
+    made: int = 0
+    #: id(record) -> its score (records stay alive in ``records``: ids are stable)
+    scores: dict[int, RunScore] = field(default_factory=dict)
+
+    def upto(self, repeats: int) -> list[RunRecord]:
+        """The runs of repeats ``0 .. repeats - 1`` of every scenario."""
+        if repeats > self.made:
+            self.records += asyncio.run(self._run(range(self.made, repeats)))
+            self.made = repeats
+        return [r for r in self.records if r.repeat < repeats]
+
+    async def _run(self, repeats: range) -> list[RunRecord]:
+        server = 2 * self.seed + (self.side == "candidate")
+        state = SimState(
+            profile=get_profile(self.profile),
+            index=self.index,
+            seed=server,
+            rng=random.Random(server),
+        )
+        client: Any = InProcessClient(state)
+        target = TargetConfig(
+            f"http://in-process/{self.side}",
+            label=self.profile,
+            side="candidate" if self.side == "candidate" else "baseline",
+        )
+        policy = SamplingPolicy(TEMPERATURE, self.seed)
+        return [
+            await run_scenario(
+                sc, target, repeat=r, stream=self.stream, client=client, sampling=policy
+            )
+            for sc in self.scenarios
+            for r in repeats
+        ]
 
 
-async def _run_side(
-    scenarios: Sequence[Scenario], target: TargetConfig, state: SimState, repeats: int, stream: bool
-) -> list[RunRecord]:
-    client: Any = InProcessClient(state)
-    return [
-        await run_scenario(sc, target, repeat=r, stream=stream, client=client)
-        for sc in scenarios
-        for r in range(repeats)
-    ]
+def _summarize(base: Side, cand: Side, records: list[RunRecord], settings: Settings) -> Summary:
+    """:func:`harness.pipeline.summarize` with each run scored once (a record is scored
+    again for every budget and look otherwise; the score is a pure function of it)."""
+
+    def cached(rec: RunRecord) -> RunScore:
+        side = cand if rec.target.side == "candidate" else base
+        found = side.scores.get(id(rec))
+        if found is None:
+            found = side.scores[id(rec)] = score_run(rec)
+        return found
+
+    vars(pipeline)["score_run"] = cached
+    try:
+        context = FolderContext(settings=settings)
+        return summarize(records, run_id="power", context=context)[0]
+    finally:
+        vars(pipeline)["score_run"] = score_run
+
+
+def decide_fixed(base: Side, cand: Side, repeats: int) -> Summary:
+    """The comparison at ``repeats`` per side, as ``harness compare --repeats N``."""
+    records = base.upto(repeats) + cand.upto(repeats)
+    settings = Settings(repeats=repeats, stream=base.stream, temperature=TEMPERATURE)
+    return _summarize(base, cand, records, settings)
+
+
+def decide_sequential(base: Side, cand: Side, rounds: int = ROUNDS) -> tuple[Summary, int]:
+    """The comparison as ``harness compare --sequential``: ``(summary, round decided)``."""
+    for look in range(1, rounds + 1):
+        records = base.upto(look * REPEATS) + cand.upto(look * REPEATS)
+        settings = Settings(
+            repeats=look * REPEATS, stream=base.stream, temperature=TEMPERATURE,
+            sequential=True, rounds=rounds, look=look,
+        )  # fmt: skip
+        summary = _summarize(base, cand, records, settings)
+        if should_stop(summary, look, rounds):
+            return summary, look
+    raise AssertionError("unreachable: the last look always stops")
 
 
 def compare_in_process(
@@ -158,94 +255,206 @@ def compare_in_process(
     repeats: int,
     stream: bool = False,
 ) -> Summary:
-    """One comparison of two sim profiles (fresh noise per ``seed``); returns its summary."""
-    b = TargetConfig("http://in-process/baseline", label=baseline, side="baseline")
-    c = TargetConfig("http://in-process/candidate", label=candidate, side="candidate")
-    recs = asyncio.run(_run_side(scenarios, b, _state(baseline, 2 * seed, index), repeats, stream))
-    recs += asyncio.run(
-        _run_side(scenarios, c, _state(candidate, 2 * seed + 1, index), repeats, stream)
-    )
-    context = FolderContext(settings=Settings(repeats=repeats, stream=stream))
-    return summarize(recs, run_id=f"power-{seed}", context=context)[0]
+    """One fixed comparison of two sim profiles (fresh noise per ``seed``)."""
+    base = Side(scenarios, index, baseline, "baseline", seed, stream)
+    cand = Side(scenarios, index, candidate, "candidate", seed, stream)
+    return decide_fixed(base, cand, repeats)
 
 
 def _noisy(scenarios: Sequence[Scenario]) -> list[Scenario]:
+    """Copies of ``scenarios`` sampled at the default temperature (greedy ones too)."""
     out = []
     for sc in scenarios:
         copy = sc.model_copy(deep=True)
-        copy.sampling.temperature, copy.sampling.seed = 0.7, None
+        copy.sampling.temperature, copy.sampling.seed = TEMPERATURE, None
         out.append(copy)
     return out
 
 
-def _batch(name: str, n: int, fn: Any) -> list[Summary]:
-    t0 = time.perf_counter()
-    out = [fn(i) for i in range(n)]
-    print(f"  {name}: {n} comparisons in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+def _verdict(s: Summary) -> str:
+    return s.verdict.verdict if s.verdict else "none"
+
+
+#: one decision: (figure key, verdict, rounds used, runs spent)
+Outcome = tuple[str, str, int, int]
+
+
+def _tally(results: Sequence[Outcome]) -> dict[str, Any]:
+    """Counts of verdicts, rounds and runs spent over one figure's outcomes."""
+    verdicts = Counter(v for _, v, _, _ in results)
+    n = len(results)
+    return {
+        "n": n,
+        "regression": verdicts.get("REGRESSION", 0),
+        "regression_rate": verdicts.get("REGRESSION", 0) / n if n else None,
+        "inconclusive_rate": verdicts.get("INCONCLUSIVE", 0) / n if n else None,
+        "verdicts": dict(verdicts),
+        "rounds": {str(k): c for k, c in sorted(Counter(r for _, _, r, _ in results).items())},
+        "mean_runs": sum(x for *_, x in results) / n if n else None,
+        "max_rounds": max((r for _, _, r, _ in results), default=0),
+    }
+
+
+_BENCH: Bench | None = None
+
+
+def _bench(scenarios: str) -> Bench:
+    """The process's :class:`Bench` (loaded once per worker)."""
+    global _BENCH
+    if _BENCH is None:
+        _BENCH = Bench(load_scenarios([scenarios]), ScenarioIndex.from_dir(scenarios))
+    return _BENCH
+
+
+def _job(args: tuple[str, str, int, bool]) -> list[Outcome]:
+    """One comparison index of a part: ``(scenarios, candidate or "curve", seed, seq)``."""
+    scenarios, cand, seed, seq = args
+    b = _bench(scenarios)
+    base = b.side("healthy", "baseline", seed)
+    if cand == "curve":
+        return b.curve_one(base, seed)
+    c = b.side(cand, "candidate", seed)
+    out = [("fixed", _verdict(decide_fixed(base, c, REPEATS)), 1, b.runs(REPEATS))]
+    if seq:
+        s, look = decide_sequential(base, c)
+        out.append(("sequential", _verdict(s), look, b.runs(look * REPEATS)))
     return out
+
+
+@dataclass
+class Bench:
+    """The shipped scenarios and what every part needs."""
+
+    scenarios: list[Scenario]
+    index: ScenarioIndex
+
+    def side(self, profile: str, side: str, seed: int) -> Side:
+        return Side(self.scenarios, self.index, profile, side, seed)
+
+    def runs(self, repeats: int) -> int:
+        return 2 * repeats * len(self.scenarios)
+
+    def curve_one(self, base: Side, seed: int) -> list[Outcome]:
+        """One index of the loop curve: every rate at every budget and sequential."""
+        out: list[Outcome] = []
+        for rate in RATES:
+            cand = self.side(f"repeat-loop@{rate:g}", "candidate", seed)
+            for budget in BUDGETS:
+                v = _verdict(decide_fixed(base, cand, budget))
+                out.append((f"{rate:g}/{budget}", v, budget // REPEATS, self.runs(budget)))
+            s, look = decide_sequential(base, cand)
+            out.append((f"{rate:g}/sequential", _verdict(s), look, self.runs(look * REPEATS)))
+        return out
+
+
+def _run_jobs(jobs: list[tuple[str, str, int, bool]], workers: int) -> dict[str, Any]:
+    """Every job's outcomes, tallied per figure key (``workers`` processes)."""
+    if workers > 1:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            done = pool.map(_job, jobs, chunksize=4)
+    else:
+        done = [_job(j) for j in jobs]
+    by: dict[str, list[Outcome]] = {}
+    for outcomes in done:
+        for o in outcomes:
+            by.setdefault(o[0], []).append(o)
+    return {k: _tally(v) for k, v in by.items()}
+
+
+def _curve(tallies: dict[str, Any]) -> dict[str, Any]:
+    """``{"0.1/10": t}`` as ``{"0.1": {"10": t}}``."""
+    out: dict[str, Any] = {}
+    for key, t in tallies.items():
+        rate, budget = key.split("/")
+        out.setdefault(rate, {})[budget] = t
+    return out
+
+
+def gsm8k_part(n: int, questions: int = 500, alpha: float = 0.05) -> dict[str, Any]:
+    """GSM8K-``questions``: 0.88 against 0.81 and against 0.88, ``n`` comparisons each."""
+
+    def once(seed: int, acc: float) -> str:
+        qs = [f"q{i}" for i in range(questions)]
+        base = [_unit("correct", 2 * seed, q) < 0.88 for q in qs]
+        cand = [_unit("correct", 2 * seed + 1, q) < acc for q in qs]
+        both = sum(x and y for x, y in zip(base, cand, strict=True))
+        b = sum(x and not y for x, y in zip(base, cand, strict=True))
+        c = sum(y and not x for x, y in zip(base, cand, strict=True))
+        return paired_verdict((both, b, c, questions - both - b - c), alpha=alpha)[0]
+
+    out = {}
+    for name, acc, offset in (("drop_0.88_0.81", 0.81, 0), ("aa_0.88", 0.88, 1_000_000)):
+        verdicts = Counter(once(offset + i, acc) for i in range(n))
+        out[name] = {
+            "n": n,
+            "questions": questions,
+            "alpha": alpha,
+            "regression_rate": verdicts.get("REGRESSION", 0) / n,
+            "inconclusive_rate": verdicts.get("INCONCLUSIVE", 0) / n,
+            "verdicts": dict(verdicts),
+        }
+    return out
+
+
+def _timed(name: str, fn: Callable[[], Any]) -> Any:
+    t0 = time.perf_counter()
+    out = fn()
+    print(f"  {name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return out
+
+
+def run_parts(args: argparse.Namespace) -> dict[str, Any]:
+    """Every part named in ``args.parts``; the figures as one JSON-ready dict."""
+    parts, sc, w = set(args.parts.split(",")), args.scenarios, args.workers
+    doc: dict[str, Any] = {
+        "command": "python -m bench.power " + " ".join(sys.argv[1:]),
+        "defaults": {
+            "repeats": REPEATS, "temperature": TEMPERATURE, "alpha": ALPHA,
+            "permutations": Settings().permutations, "rounds": ROUNDS,
+            "scenarios": len(_bench(sc).scenarios),
+        },
+    }  # fmt: skip
+
+    def pairs(cand: str, n: int, offset: int, seq: int) -> dict[str, Any]:
+        return _run_jobs([(sc, cand, offset + i, i < seq) for i in range(n)], w)
+
+    if "aa" in parts:
+        doc["aa"] = _timed("aa", lambda: pairs("healthy", args.aa, 0, args.aa_sequential))
+    if "one" in parts:
+        prof = f"repeat-loop@{ONE_SCENARIO}"
+        doc["one_scenario"] = _timed("one", lambda: pairs(prof, args.one, 200_000, args.one))
+    if "curve" in parts:
+        jobs = [(sc, "curve", 300_000 + i, True) for i in range(args.curve)]
+        doc["loop_curve"] = _timed("curve", lambda: _curve(_run_jobs(jobs, w)))
+    if "fused" in parts:
+        doc["fused_regression"] = _timed(
+            "fused", lambda: pairs("fused-regression", args.fused, 400_000, args.fused)
+        )
+    if "gsm8k" in parts:
+        doc["gsm8k"] = _timed("gsm8k", lambda: gsm8k_part(args.gsm8k))
+    return doc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.power", description=__doc__.split("\n")[0])
-    p.add_argument("--scenarios", default="scenarios")
-    p.add_argument("--aa", type=int, default=200)
-    p.add_argument("--regression", type=int, default=100)
-    p.add_argument("--faults", type=int, default=20)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--profiles", default=None, help="comma-separated fault profiles (default all)")
+    p.add_argument("--scenarios", default=str(ROOT / "scenarios"))
+    p.add_argument("--parts", default="aa,one,curve,fused,gsm8k")
+    p.add_argument("--aa", type=int, default=1000)
+    p.add_argument("--aa-sequential", type=int, default=200)
+    p.add_argument("--one", type=int, default=150)
+    p.add_argument("--curve", type=int, default=40)
+    p.add_argument("--fused", type=int, default=60)
+    p.add_argument("--gsm8k", type=int, default=1000)
+    p.add_argument("--workers", type=int, default=1, help="processes (comparisons in parallel)")
     p.add_argument("--json", default=None, help="write the figures here as JSON")
     args = p.parse_args(argv)
-    scenarios = _noisy(load_scenarios([args.scenarios]))
-    index = ScenarioIndex.from_dir(args.scenarios)
-    r = args.repeats
-
-    def run(base: str, cand: str, offset: int, stream: bool = False) -> Any:
-        return lambda i: compare_in_process(
-            scenarios, index, base, cand, seed=offset + i, repeats=r, stream=stream
-        )
-
-    aa = _batch("A/A healthy", args.aa, run("healthy", "healthy", 0))
-    reg = _batch(
-        "healthy vs fused-regression", args.regression, run("healthy", "fused-regression", 10_000)
-    )
-    figures: dict[str, Any] = {
-        "repeats": r,
-        "scenarios": [s.id for s in scenarios],
-        "aa": _tally(aa),
-        "fused_regression": _tally(reg),
-        "faults": {},
-    }
-    chosen = args.profiles.split(",") if args.profiles else list(FAULT_PROFILES)
-    for k, (prof, kind) in enumerate(FAULT_PROFILES.items()):
-        if prof not in chosen:
-            continue
-        res = _batch(
-            prof, args.faults, run("healthy", prof, 20_000 + 1000 * k, prof in STREAM_ONLY)
-        )
-        t = _tally(res)
-        t["kind_significant"] = sum(kind in s.verdict.regressed_kinds for s in res if s.verdict)
-        t["kind_named"] = sum(
-            kind in s.verdict.regressed_kinds + s.verdict.candidate_only_kinds
-            for s in res
-            if s.verdict and s.verdict.verdict == "REGRESSION"
-        )
-        figures["faults"][prof] = t
-    print(json.dumps(figures, indent=2))
+    doc = run_parts(args)
+    text = json.dumps(doc, indent=2)
+    print(text)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(figures, fh, indent=2)
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
     return 0
-
-
-def _tally(summaries: Sequence[Summary]) -> dict[str, Any]:
-    verdicts = Counter(s.verdict.verdict if s.verdict else "none" for s in summaries)
-    kinds = Counter(k for s in summaries if s.verdict for k in s.verdict.regressed_kinds)
-    return {
-        "n": len(summaries),
-        "regression": verdicts.get("REGRESSION", 0),
-        "verdicts": dict(verdicts),
-        "regressed_kinds": dict(kinds.most_common()),
-    }
 
 
 if __name__ == "__main__":

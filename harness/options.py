@@ -42,6 +42,7 @@ __all__ = [
     "rate",
     "seconds",
     "stream_mode",
+    "temperature",
     "text",
 ]
 
@@ -96,6 +97,14 @@ def rate(value: str) -> float:
     x: float = _number(value, float, "a rate between 0 and 1")
     if not 0.0 <= x <= 1.0:  # also refuses nan
         raise OptionValueError(f"{value!r} is not a rate between 0 and 1")
+    return x
+
+
+def temperature(value: str) -> float:
+    """A sampling temperature, finite and in [0, 2] (``--temperature``; 0 is greedy)."""
+    x: float = _number(value, float, "a temperature between 0 and 2")
+    if not 0.0 <= x <= 2.0:  # also refuses nan
+        raise OptionValueError(f"{value!r} is not a temperature between 0 and 2 (0: greedy)")
     return x
 
 
@@ -179,6 +188,14 @@ _TABLE = (
            "model name sent in requests (default: the first of GET /v1/models)", "NAME"),
     Option("repeats", "--repeats", positive_int, None,
            "runs per scenario (default: the scenario's repeats)", "N"),
+    Option("temperature", "--temperature", temperature, 0.7,
+           "sampling temperature of every request unless the scenario sets its own "
+           "(default 0.7: repeats are independent trials; 0 is greedy and each scenario "
+           "then counts once per side)", "T"),
+    Option("sampling_seed", "--sampling-seed", count, 0,
+           "base of the per-run request seed (each run's seed is derived from it, the "
+           "side, the scenario and the repeat, and recorded in its transcript) and of the "
+           "verdict's permutations (default 0)", "N"),
     Option("api_key_env", "--api-key-env", text, "OPENAI_API_KEY",
            "environment variable holding the API key (default OPENAI_API_KEY)", "NAME"),
     Option("stream", "--stream", stream_mode, "off",

@@ -34,6 +34,7 @@ from harness.scoring.parity import ParityDiff, pair_diffs
 from harness.scoring.score import score_run
 from harness.server import fusion
 from harness.stats.aggregate import AggregateBuilder
+from harness.stats.sequential import look_alpha, should_stop
 from harness.stats.verdict import decide, judge_run
 from harness.summary import Aggregate, Settings, SideInfo, Summary, Verdict
 from harness.transcript import RunRecord, TargetInfo
@@ -140,9 +141,13 @@ class _Summarizer:
     repeats: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)
     #: (side, scenario, repeat) -> stream -> record key, scored runs
     modes: dict[tuple[str, str, int], dict[bool, int]] = field(default_factory=dict)
+    #: scenarios with a greedy scored run (temperature absent or 0): repeats not independent
+    greedy: set[str] = field(default_factory=set)
 
-    def add(self, score: RunScore, target: TargetInfo, key: int) -> None:
+    def add(self, score: RunScore, target: TargetInfo, key: int, greedy: bool = False) -> None:
         side = self.sides.setdefault(score.side, _Side(score.label, target))
+        if greedy and score.infra_error is None:
+            self.greedy.add(score.scenario_id)
         side.runs += 1
         for sid in (score.scenario_id, "*"):
             b = self.builders.get((score.side, sid))
@@ -221,15 +226,19 @@ class _Summarizer:
             )
             return
         settings = summary.settings
+        alpha = settings.alpha
+        if settings.sequential and settings.look:
+            alpha = look_alpha(settings.alpha, settings.look, settings.rounds)
         decision = decide(
             base, cand, summary.sides,
-            alpha=settings.alpha, infra_error_limit=settings.infra_error_limit,
+            alpha=alpha, infra_error_limit=settings.infra_error_limit,
+            permutations=settings.permutations, seed=settings.seed, greedy=sorted(self.greedy),
         )  # fmt: skip
         summary.comparisons = [  # the evidence beside each decision; decisions unchanged
             c.model_copy(update={"first_divergence": self._divergence(c.scenario_id, fetch)})
             for c in decision.comparisons
         ]
-        summary.verdict = decision.verdict
+        summary.verdict = _sequential_note(decision.verdict, settings, alpha, base)
 
     def _divergence(self, sid: str, fetch: Callable[[int], RunRecord]) -> Divergence | None:
         """The first divergence of scenario ``sid`` (none for the pool ``"*"``)."""
@@ -248,6 +257,23 @@ class _Summarizer:
                 pairs += 1
                 diffs += pair_diffs(fetch(modes[True]), fetch(modes[False]))
         return diffs, pairs
+
+
+def _sequential_note(
+    verdict: Verdict, settings: Settings, alpha: float, base: dict[str, Aggregate]
+) -> Verdict:
+    """The verdict with, in sequential mode, the round it was decided at and its level."""
+    if not (settings.sequential and settings.look):
+        return verdict
+    runs = 2 * sum(a.runs for sid, a in base.items() if sid != "*")
+    most = runs // settings.look * settings.rounds
+    note = (
+        f"sequential (group-sequential, alpha spending rho 2): decided at round "
+        f"{settings.look} of {settings.rounds} at alpha {alpha:.2g}; {runs} runs spent "
+        f"(at most {most})"
+    )
+    power = f"{note}; {verdict.power}" if verdict.power else note
+    return verdict.model_copy(update={"power": power})
 
 
 def _unfinished(
@@ -281,6 +307,11 @@ def _unfinished(
     return "; ".join(parts)
 
 
+def _greedy(record: RunRecord) -> bool:
+    """Whether the run was greedy: no temperature sent, or 0 (its repeats are copies)."""
+    return not record.sampling.get("temperature")
+
+
 def score_folder(folder: RunFolder, context: FolderContext | None = None) -> Summary:
     """Score ``folder``'s transcripts into ``scores.jsonl`` and (re)write ``summary.json``.
 
@@ -299,7 +330,7 @@ def score_folder(folder: RunFolder, context: FolderContext | None = None) -> Sum
             if offset in keep:
                 score = score_run(record)
                 write(score)
-                acc.add(score, record.target, offset)
+                acc.add(score, record.target, offset, _greedy(record))
     if not acc.sides:
         raise RunFolderError(f"{folder.transcripts}: no recorded runs (is this a run folder?)")
     context = context or _previous_context(folder)
@@ -321,7 +352,7 @@ def summarize(
     for i in sorted(latest.values()):
         score = score_run(records[i])
         scores.append(score)
-        acc.add(score, records[i].target, i)
+        acc.add(score, records[i].target, i, _greedy(records[i]))
     return acc.summary(run_id, context or FolderContext(), records.__getitem__), scores
 
 
@@ -373,23 +404,50 @@ def compare(
     Fusion engagement is collected first and saved in the manifest with the settings
     (a comparison killed before its summary is re-scored with them).
     ``baseline.side``/``candidate.side`` are set to ``"baseline"``/``"candidate"``.
-    Repeats, stream mode, concurrency and A/A come from ``settings``. Runs already in
-    the folder are not made again (resume).
+    Repeats, stream mode, concurrency, A/A, the temperature and the seed come from
+    ``settings``. Runs already in the folder are not made again (resume). With
+    ``settings.sequential`` the runs come in rounds of ``repeats`` per scenario and side,
+    each followed by a look at its level, until one says stop
+    (:mod:`harness.stats.sequential`); the summary says which round decided.
     """
-    from harness.runner import run_many_sync
-
     baseline.side, candidate.side = "baseline", "candidate"
     sides, warnings, diff = engagement(baseline, candidate, logs, aa=settings.aa)
     context = FolderContext(settings, sides, warnings, diff, kind="compare")
     _save_context(folder, context)
+    if not settings.sequential:
+        _run_round(scenarios, (baseline, candidate), settings, folder, settings.repeats, progress)
+        return score_folder(folder, context)
+    for look in range(1, settings.rounds + 1):
+        per_round = settings.repeats or 5
+        _run_round(scenarios, (baseline, candidate), settings, folder, look * per_round, progress)
+        look_settings = settings.model_copy(update={"look": look, "repeats": look * per_round})
+        at_look = replace(context, settings=look_settings)
+        _save_context(folder, at_look)  # a re-score decides at this look's level too
+        summary = score_folder(folder, at_look)
+        if should_stop(summary, look, settings.rounds):
+            break
+    return summary
+
+
+def _run_round(
+    scenarios: Sequence[Scenario],
+    targets: tuple[TargetConfig, TargetConfig],
+    settings: Settings,
+    folder: RunFolder,
+    repeats: int | None,
+    progress: bool,
+) -> None:
+    """Run every scenario up to ``repeats`` per side (runs already there are kept)."""
+    from harness.runner import SamplingPolicy, run_many_sync
+
     run_many_sync(
         scenarios,
-        [baseline, candidate],
-        repeats=settings.repeats,
+        list(targets),
+        repeats=repeats,
         stream=settings.stream if settings.stream == "both" else bool(settings.stream),
         concurrency=settings.concurrency or 8,
         out_dir=folder,
         progress=progress,
         keep=False,
+        sampling=SamplingPolicy(settings.temperature, settings.seed),
     )
-    return score_folder(folder, context)

@@ -28,9 +28,11 @@ already there, so a killed run can be finished later without losing or repeating
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -57,11 +59,13 @@ from harness.transcript import (
 )
 
 __all__ = [
+    "SamplingPolicy",
     "StreamMode",
     "run_key",
     "run_many",
     "run_many_sync",
     "run_scenario",
+    "run_seed",
 ]
 
 #: ``stream`` argument of :func:`run_many`: one mode, or ``"both"`` (each run twice).
@@ -109,18 +113,49 @@ async def _request(
 # ---------------------------------------------------------------- the loop
 
 
-def _sampling(scenario: Scenario, repeat: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SamplingPolicy:
+    """What a command asks of every run's sampling: ``temperature`` unless the scenario
+    sets its own (None: the scenario's), and a request seed per run derived from
+    ``seed`` unless the scenario sets its own (None: no seed sent)."""
+
+    temperature: float | None = None
+    seed: int | None = None
+
+
+def run_seed(base: int, side: str, scenario_id: str, repeat: int) -> int:
+    """The request seed of one run: the first 31 bits of
+    ``sha256("<base>:<side>:<scenario id>:<repeat>")``, so every run of every side gets its
+    own seed (a scenario's own ``seed`` gives ``seed + repeat`` instead, on both sides)."""
+    digest = hashlib.sha256(f"{base}:{side}:{scenario_id}:{repeat}".encode()).hexdigest()
+    return int(digest[:8], 16) & 0x7FFFFFFF
+
+
+def _sampling(
+    scenario: Scenario, repeat: int, side: str = "", policy: SamplingPolicy | None = None
+) -> dict[str, Any]:
     s = scenario.sampling.model_dump()
+    own = scenario.sampling.model_fields_set
+    if policy is not None and policy.temperature is not None and "temperature" not in own:
+        s["temperature"] = policy.temperature
     if s.get("seed") is not None:
         s["seed"] = s["seed"] + repeat
+    elif policy is not None and policy.seed is not None:
+        s["seed"] = run_seed(policy.seed, side, scenario.id, repeat)
     return {k: v for k, v in s.items() if v is not None}
 
 
 def _params(
-    scenario: Scenario, target: TargetConfig, model: str, repeat: int, stream: bool
+    scenario: Scenario,
+    target: TargetConfig,
+    model: str,
+    repeat: int,
+    stream: bool,
+    policy: SamplingPolicy | None = None,
 ) -> dict[str, Any]:
     """Every request field but ``messages``, for the openai SDK's ``create``."""
-    p: dict[str, Any] = {"model": model, **_sampling(scenario, repeat), "stream": stream}
+    sampling = _sampling(scenario, repeat, target.name, policy)
+    p: dict[str, Any] = {"model": model, **sampling, "stream": stream}
     if scenario.tools:
         p["tools"] = scenario.openai_tools()
         if scenario.tool_choice is not None:
@@ -256,6 +291,7 @@ async def run_scenario(
     client: AsyncOpenAI,
     info: TargetInfo | None = None,
     facts: tuple[str, dict[str, Any]] | None = None,
+    sampling: SamplingPolicy | None = None,
 ) -> RunRecord:
     """Run ``scenario`` once against ``target`` and return its transcript.
 
@@ -263,13 +299,15 @@ async def run_scenario(
     supplies the model name when ``target.model`` is ``None`` (else ``"default"``).
     ``facts`` is ``(scenario.content_hash(), scenario.model_dump(mode="json"))`` when the
     caller has them (:func:`run_many` computes them once per scenario, not once per run).
-    Server failures do not raise: they end the run with ``stop_reason="error"``.
+    ``sampling``: the command's temperature and seed (:class:`SamplingPolicy`); the
+    record's ``sampling`` holds what was sent. Server failures do not raise: they end the
+    run with ``stop_reason="error"``.
     """
     info = info or TargetInfo(
         label=target.label, side=target.side, base_url=target.base_url, model=target.model
     )
     model = target.model or info.model or "default"
-    params = _params(scenario, target, model, repeat, stream)
+    params = _params(scenario, target, model, repeat, stream, sampling)
     started = datetime.now(timezone.utc).isoformat()
     t0 = time.perf_counter()
     loop = _Loop(scenario, client, target, params)
@@ -283,7 +321,7 @@ async def run_scenario(
         repeat=repeat,
         stream=stream,
         target=info,
-        sampling=_sampling(scenario, repeat),
+        sampling=_sampling(scenario, repeat, target.name, sampling),
         tools=params.get("tools", []),
         turns=loop.turns,
         stop_reason=stop,
@@ -321,6 +359,7 @@ async def run_many(
     resume: bool = True,
     progress: bool = True,
     keep: bool = True,
+    sampling: SamplingPolicy | None = None,
 ) -> list[RunRecord]:
     """Run every scenario x repeat x target (x stream mode) and record each run.
 
@@ -335,6 +374,8 @@ async def run_many(
         progress: show a rich progress bar on a terminal (stderr).
         keep: return the records; ``False`` keeps none in memory once written (a long
             run's records are read back from the folder, one at a time).
+        sampling: temperature and per-run seed (:class:`SamplingPolicy`; None: each
+            scenario's own sampling).
 
     Returns:
         The records of the runs made now (not those skipped on resume); ``[]`` with
@@ -363,6 +404,7 @@ async def run_many(
                         client=clients[ti],
                         info=infos[ti],
                         facts=facts[id(sc)],
+                        sampling=sampling,
                     )
                 folder.append_record(rec)
                 bar.update(task, advance=1, description=f"{rec.run_key} {rec.stop_reason}")

@@ -136,6 +136,10 @@ class Aggregate(_Model):
     #: how the runs that did not pass ended (runs not counted here passed, whatever their
     #: termination: a single-turn ``tool_choice`` scenario passes at the turn cap)
     termination_failed: dict[str, int] = Field(default_factory=dict)
+    #: scored runs per outcome set: the run's outcomes (``passed``, ``final_answer``, its
+    #: failure kinds) sorted and joined with ``,`` -> runs (what the permutation tests of
+    #: :mod:`harness.stats.verdict` relabel; empty in summaries written before it)
+    patterns: dict[str, int] = Field(default_factory=dict)
 
     def rate(self, metric: str) -> Rate:
         """``rates[metric]``, or ``0/scored`` for a failure kind that never occurred."""
@@ -158,7 +162,7 @@ class MetricRow(_Model):
     ``effect``: candidate minus baseline (rate difference, or difference of means).
     ``worse``: the candidate is worse on this metric (direction only, not significance).
     ``p_value``: one-sided p of the test in the direction of the observed effect;
-    ``p_adjusted``: Holm-adjusted within the decision family (None if not in it).
+    ``p_adjusted``: Westfall-Young adjusted within the decision family (None if not in it).
     """
 
     metric: str
@@ -187,9 +191,10 @@ class ScenarioComparison(_Model):
     #: the label views show for ``verdict`` (e.g. ``WORSE (not significant alone)`` for an
     #: INCONCLUSIVE scenario whose candidate is worse); None: show ``verdict``
     display: str | None = None
-    #: one sentence on why the verdict is what it is (e.g. the Holm family's size)
+    #: one sentence on why the verdict is what it is (e.g. the family's size)
     note: str | None = None
-    #: number of tests in the Holm family (regression direction) this scenario was judged in
+    #: number of tests in the family (regression direction) this scenario was judged in (the
+    #: name predates the Westfall-Young adjustment; kept for summaries already written)
     holm_tests: int | None = None
 
     @property
@@ -217,6 +222,10 @@ class Verdict(_Model):
     candidate_only_kinds: list[str] = Field(default_factory=list)
     repeats_needed: int | None = None
     infra_limited: list[str] = Field(default_factory=list)
+    #: what the decision could see: the family (tests, permutations, critical p), the
+    #: greedy scenarios counted once, and for NO CHANGE the smallest effect it would have
+    #: detected with 80% probability
+    power: str | None = None
 
 
 class RunOutcome(_Model):
@@ -267,6 +276,19 @@ class Settings(_Model):
     infra_error_limit: float = 0.2
     min_pass_rate: float = 1.0  # one-sided runs: the pass rate every scenario must reach
     decision_rule: str = ""
+    #: sampling temperature sent with every request unless a scenario sets its own
+    #: (None: each scenario's own, as before temperature was an option)
+    temperature: float | None = None
+    #: base of every run's request seed and of the permutations (same seed, same verdict)
+    seed: int = 0
+    #: Westfall-Young permutations
+    permutations: int = 10_000
+    #: sequential mode (:mod:`harness.stats.sequential`): ``repeats`` per round, at most
+    #: ``rounds`` rounds; ``look``: the round the verdict was decided at (its level is
+    #: ``look_alpha(alpha, look, rounds)``)
+    sequential: bool = False
+    rounds: int = 4
+    look: int | None = None
 
 
 class Summary(_Model):

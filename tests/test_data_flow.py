@@ -42,7 +42,9 @@ def test_summary_does_not_grow_with_runs_and_scores_are_one_line_each(
 ) -> None:
     sizes = {}
     for repeats in (2, 8):
-        code = _compare(scenarios, tmp_path, f"r{repeats}", "--repeats", str(repeats))
+        code = _compare(
+            scenarios, tmp_path, f"r{repeats}", "--repeats", str(repeats), "--no-sequential"
+        )
         assert code == ExitCode.REGRESSION
         folder = RunFolder(tmp_path / f"r{repeats}")
         lines = folder.scores_path.read_text().splitlines()
@@ -56,7 +58,8 @@ def test_summary_does_not_grow_with_runs_and_scores_are_one_line_each(
 def test_console_reads_top_down_and_is_not_cut_at_80_columns(
     scenarios: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _compare(scenarios, tmp_path, "c", "--repeats", "2") == ExitCode.REGRESSION
+    code = _compare(scenarios, tmp_path, "c", "--repeats", "2", "--no-sequential")
+    assert code == ExitCode.REGRESSION
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"run folder: {tmp_path / 'c'}"  # said before anything runs
     assert "--resume c" in out[1]

@@ -81,7 +81,10 @@ def test_failed_questions_are_left_out_not_wrong(tmp_path: Path, gsm8k_sim: Sim)
     cand = summary.sides[1]
     assert cand.n_errors == 3 and cand.error_indices == [7, 9, 11] and cand.n == 37
     assert summary.paired is not None and summary.paired.n_pairs == 37
-    assert summary.verdict == "NO CHANGE"
+    # no question differs, but 37 pairs cannot rule out a 2-point drop: INCONCLUSIVE,
+    # and not an infrastructure failure (exit 0)
+    assert summary.verdict == "INCONCLUSIVE" and "not ruled out" in summary.paired.reason
+    assert (summary.paired.b, summary.paired.c) == (0, 0) and gsm8k_exit_code(summary) == 0
     recs = {
         r.index: r for r in read_gsm8k_records(tmp_path / summary.run_id) if r.side == "candidate"
     }

@@ -3,13 +3,16 @@ general statistics it uses are tested against known values in tests/test_stats.p
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from scipy import stats as sps
 
 from harness.cli._common import gsm8k_exit_code
 from harness.client.target import TargetConfig
-from harness.gsm8k.models import Extracted, GSM8KConfig, GSM8KRecord
+from harness.gsm8k.models import Extracted, GSM8KConfig, GSM8KPaired, GSM8KRecord, GSM8KSummary
 from harness.gsm8k.run import summarize
-from harness.gsm8k.stats import paired_comparison, side_summary
+from harness.gsm8k.stats import min_detectable_drop, paired_comparison, side_summary
 from harness.stats.tests import mcnemar_exact, newcombe_paired_interval, wilson_interval
 
 
@@ -54,7 +57,7 @@ def test_mcnemar_exact_one_sided_discordance_is_regression() -> None:
 
 @pytest.mark.parametrize(
     ("b", "c", "verdict"),
-    [(0, 0, "NO CHANGE"), (5, 3, "NO CHANGE"), (3, 15, "IMPROVEMENT"), (15, 3, "REGRESSION")],
+    [(0, 0, "NO CHANGE"), (5, 3, "INCONCLUSIVE"), (3, 15, "IMPROVEMENT"), (15, 3, "REGRESSION")],
 )
 def test_verdicts(b: int, c: int, verdict: str) -> None:
     base, cand = _pairs(300, b, c, 50)
@@ -64,8 +67,11 @@ def test_verdicts(b: int, c: int, verdict: str) -> None:
 def test_paired_interval_is_newcombes_for_candidate_minus_baseline() -> None:
     base, cand = _pairs(30, 9, 2, 19)
     p = paired_comparison(base, cand)
-    assert (p.diff_interval.low, p.diff_interval.high) == newcombe_paired_interval(30, 9, 2, 19)
-    assert p.diff_interval.method == "newcombe-paired"
+    # at confidence 1 - 2 * alpha: its lower end is the one-sided bound at alpha
+    assert (p.diff_interval.low, p.diff_interval.high) == newcombe_paired_interval(
+        30, 9, 2, 19, 0.9
+    )
+    assert p.diff_interval.method == "newcombe-paired" and p.diff_interval.level == 0.9
     assert p.mcnemar_p == mcnemar_exact(9, 2) and p.accuracy_diff == pytest.approx(-7 / 60)
 
 
@@ -131,3 +137,47 @@ def test_gsm8k_verdict_is_the_shared_verdict_name() -> None:
         assert GSM8KPaired.model_validate({**paired, "verdict": name}).verdict == name
     with pytest.raises(ValidationError):
         GSM8KPaired.model_validate({**paired, "verdict": "PASS"})
+
+
+def test_one_sided_mcnemar_decides_regression_at_alpha() -> None:
+    # b = 12, c = 4: two-sided p 0.077 (not < 0.05), one-sided 0.038 (the stated alpha)
+    base, cand = _pairs(300, 12, 4, 50)
+    p = paired_comparison(base, cand)
+    one = sps.binomtest(12, 16, 0.5, alternative="greater").pvalue
+    assert p.p_worse == pytest.approx(one) and p.mcnemar_p == pytest.approx(mcnemar_exact(12, 4))
+    assert p.mcnemar_p > 0.05 >= p.p_worse and p.verdict == "REGRESSION"
+
+
+def test_inconclusive_while_the_interval_admits_a_drop_over_the_margin() -> None:
+    few = paired_comparison(*_pairs(15, 2, 1, 2))  # 20 questions
+    assert few.verdict == "INCONCLUSIVE" and "not ruled out" in few.reason
+    assert few.diff_interval.low < -0.1
+    many = paired_comparison(*_pairs(1800, 5, 3, 200))
+    assert many.verdict == "NO CHANGE" and "ruled out" in many.reason
+    loose = paired_comparison(*_pairs(15, 2, 1, 2), margin=0.5)
+    assert loose.verdict == "NO CHANGE" and loose.margin == 0.5
+    assert gsm8k_exit_code(_summary_of(few)) == 0  # underpowered is not an infra error
+    assert gsm8k_exit_code(_summary_of(few), strict=True) == 1
+
+
+CONFIG = GSM8KConfig(
+    num_questions=20, num_shots=5, max_tokens=512, stop=["Question"], api="completions",
+    parallel=8, data_source="x", data_sha256="y", official_test_split=False,
+)  # fmt: skip
+
+
+def _summary_of(paired: GSM8KPaired) -> GSM8KSummary:
+    return GSM8KSummary(run_id="x", config=CONFIG, sides=[], paired=paired, verdict=paired.verdict)
+
+
+def test_min_detectable_drop_is_connors_and_has_the_power_it_claims() -> None:
+    n, psi, alpha = 500, 0.264, 0.05
+    d = min_detectable_drop(n, psi, alpha)
+    assert d is not None
+    za, zb = sps.norm.ppf(1 - alpha), sps.norm.ppf(0.8)
+    assert (za * math.sqrt(psi) + zb * math.sqrt(psi - d * d)) ** 2 / d**2 == pytest.approx(n)
+    # exact check: m = n * psi discordant pairs, b among them Binomial(m, (psi + d) / 2psi)
+    m = round(n * psi)
+    k = next(k for k in range(m + 1) if sps.binom.sf(k - 1, m, 0.5) <= alpha)
+    assert sps.binom.sf(k - 1, m, (psi + d) / (2 * psi)) == pytest.approx(0.8, abs=0.04)
+    assert min_detectable_drop(0, 0.2, alpha) is None and min_detectable_drop(10, 0.0, 0.05) is None

@@ -20,7 +20,16 @@ import pytest
 
 from harness.cli import COMMANDS, _parser, main
 from harness.errors import OptionValueError
-from harness.options import OPTIONS, count, http_url, positive_int, rate, seconds, stream_mode
+from harness.options import (
+    OPTIONS,
+    count,
+    http_url,
+    positive_int,
+    rate,
+    seconds,
+    stream_mode,
+    temperature,
+)
 from harness.pytest_plugin import options as plugin_options
 from harness.pytest_plugin.options import HarnessSettings, resolve_settings
 
@@ -56,6 +65,8 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "results": ("out", "out"),
     "min_pass_rate": ("0.25", 0.25),
     "boot_timeout": ("60", 60.0),
+    "temperature": ("0.3", 0.3),
+    "sampling_seed": ("11", 11),
 }
 
 
@@ -278,6 +289,7 @@ def test_a_bad_plugin_value_is_a_usage_error(
 def test_argument_types_accept_the_edges_and_refuse_past_them() -> None:
     assert (rate("0"), rate("1"), count("0"), positive_int(" 1 ")) == (0.0, 1.0, 0, 1)
     assert seconds("0.001") == 0.001
+    assert (temperature("0"), temperature("2")) == (0.0, 2.0)
     assert http_url(" https://h/v1 ") == "https://h/v1"
     assert [stream_mode(x) for x in ("on", "TRUE", "off", "0", "both")] == [
         "on", "on", "off", "off", "both",
@@ -285,7 +297,8 @@ def test_argument_types_accept_the_edges_and_refuse_past_them() -> None:
     refused = [
         (rate, "1.01"), (rate, "-0.1"), (count, "-1"), (count, "1.5"), (positive_int, "0"),
         (seconds, "0"), (seconds, "nan"), (http_url, "ftp://h"), (http_url, "http://"),
-        (stream_mode, "sometimes"),
+        (stream_mode, "sometimes"), (temperature, "-0.1"), (temperature, "2.5"),
+        (temperature, "nan"),
     ]  # fmt: skip
     for parse, text in refused:
         with pytest.raises(OptionValueError) as info:

@@ -283,7 +283,7 @@ def test_unreachable_server_is_an_infrastructure_error_not_a_failure(
 def test_baseline_regression_fails_even_with_absolute_thresholds_relaxed(
     project: pytest.Pytester, healthy: str, fused: str
 ) -> None:
-    """The compare verdict alone fails the test (8 repeats: Holm-adjusted Fisher p < 0.01)."""
+    """The compare verdict alone fails the test (8 repeats: Westfall-Young adjusted p < 0.01)."""
     relaxed = ["--min-final-answer-rate", "0", "--min-pass-rate", "0", "--max-repeated-calls", "99"]
     args = ["scenarios/plugin_entropy.yaml", "--repeats", "8", *relaxed]
     bad = project.runpytest(*args, "--target", fused, "--baseline", healthy, "--junitxml", "j.xml")

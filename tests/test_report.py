@@ -69,7 +69,7 @@ def test_markdown_summary_reads_as_a_pr_comment(case: Path) -> None:
     first = md.splitlines()[0]
     verdict = json.loads((case / "summary.json").read_text())["verdict"]["verdict"]
     assert first.startswith("## ") and verdict in first
-    assert "| metric | unfused | fused | p (one-sided) | p adj. (Holm) |" in md
+    assert "| metric | unfused | fused | p (one-sided) | p adj. (W-Y) |" in md
     assert re.search(
         r'turn 1 entropy \{"values": "\[0.5, 0.25, 0.25\]", "base": 2\}  ×3  <- values: array sent as a string',
         md,

@@ -80,8 +80,8 @@ def test_console_table_has_both_p_columns_a_legend_and_how_runs_ended() -> None:
     console = Console(record=True, width=220, color_system=None)
     render_compare(_summary(), console)
     out = console.export_text()
-    assert "p (one-sided)" in out and "p adj. (Holm)" in out
-    assert "* significant after Holm at alpha 0.01" in out
+    assert "p (one-sided)" in out and "p adj. (W-Y)" in out
+    assert "* significant at alpha 0.01" in out
     row = next(ln for ln in out.splitlines() if ln.startswith("│ s0 "))
     assert "WORSE (not significant alone)" in row  # in the per-scenario table
     assert "\ns0  " not in out  # no detail heading with nothing under it (no trace given)
@@ -89,7 +89,7 @@ def test_console_table_has_both_p_columns_a_legend_and_how_runs_ended() -> None:
     pooled = out[out.index("all scenarios (4 scenarios)") :]
     passed = next(ln for ln in pooled.splitlines() if ln.startswith("│ passed"))
     cells = [c.strip() for c in passed.split("│")[1:-1]]
-    assert cells[1:3] == ["20/20", "5/20"] and cells[4].endswith("*")  # Holm column starred
+    assert cells[1:3] == ["20/20", "5/20"] and cells[4].endswith("*")  # W-Y column starred
     assert float(cells[3]) < float(cells[4].rstrip(" *"))  # raw p below the adjusted one
     assert "drifted arguments" in out
     # the single-turn scenario passed at the turn cap: told as passed, not as a failure
@@ -117,8 +117,8 @@ def test_html_and_markdown_label_both_p_values_and_the_report_kind(
     html, md = render_html(case), render_markdown(case)
     assert "harness · compare report" in html and "regression report" not in html
     for text in (html, md):
-        assert "p (one-sided)" in text and "p adj. (Holm)" in text
-        assert "significant after Holm at alpha 0.01" in text
+        assert "p (one-sided)" in text and "p adj. (W-Y)" in text
+        assert "* significant at alpha 0.01" in text
     assert "failed: turn cap" in html  # how runs ended: by passed, then stop reason
     assert "harness compare report:" in md
 

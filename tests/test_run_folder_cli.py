@@ -26,8 +26,9 @@ from tests.test_compare import CLOCK, ENTROPY, LOOKUP
 
 
 def _compare(scenarios: Path, results: Path, *extra: str) -> int:
+    """A fixed comparison of 2 repeats (these tests cut and resume its runs)."""
     args = ["compare", str(scenarios), "--results", str(results), "--no-progress"]
-    return main([*args, "--repeats", "2", *extra])
+    return main([*args, "--repeats", "2", "--no-sequential", *extra])
 
 
 @pytest.fixture

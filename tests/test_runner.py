@@ -19,7 +19,7 @@ import pytest
 
 from harness.client.target import TargetConfig, make_client, openai_base_url, server_root
 from harness.runfolder import RunFolder
-from harness.runner import run_many, run_many_sync, run_scenario
+from harness.runner import SamplingPolicy, run_many, run_many_sync, run_scenario, run_seed
 from harness.scenario.model import Scenario, load_scenarios
 from harness.sim.app import MODEL_NAME
 from harness.sim.profiles import SimProfile, get_profile
@@ -381,3 +381,30 @@ def test_a_harness_error_ends_only_that_run(
     assert bad.stop_reason == "error" and bad.error is not None
     assert bad.error.kind == "other" and "simulator bug" in bad.error.message
     assert recs["no_params_tool"].stop_reason == "final_answer"
+
+
+def test_sampling_policy_sets_temperature_and_a_seed_per_run(
+    sim: Callable[..., str], tmp_path: Path
+) -> None:
+    """``--temperature``/``--sampling-seed``: every run of every side gets its own request
+    seed (recorded), the scenario's own temperature wins over the command's."""
+    url = sim()
+    own = PIPELINE.model_copy(deep=True, update={"id": "own_temperature"})
+    own.sampling.temperature = 0.0  # the scenario sets its own: kept
+    free = PIPELINE.model_copy(deep=True, update={"id": "free"})
+    free.sampling = type(free.sampling)()  # sets nothing: the command's temperature
+    base = dataclasses.replace(target(url), side="baseline")
+    cand = dataclasses.replace(target(url), side="candidate")
+    recs = run_many_sync(
+        [own, free], [base, cand], repeats=2, out_dir=tmp_path / "r", progress=False,
+        sampling=SamplingPolicy(temperature=0.7, seed=3),
+    )  # fmt: skip
+    by = {r.run_key: r for r in recs}
+    assert {by[k].sampling["temperature"] for k in by if "/free/" in k} == {0.7}
+    assert {by[k].sampling["temperature"] for k in by if "/own_temperature/" in k} == {0.0}
+    seeds = [r.sampling["seed"] for r in recs]
+    assert len(set(seeds)) == len(recs) == 8  # one seed per run, sides differ
+    r = by["candidate/free/1/nostream"]
+    assert r.sampling["seed"] == run_seed(3, "candidate", "free", 1)
+    sent = [b for b in received(url) if b.get("seed") == r.sampling["seed"]]
+    assert sent and all(b["temperature"] == 0.7 for b in sent)

@@ -194,13 +194,18 @@ def exit_code(summary: Summary, *, strict: bool = False) -> ExitCode:
     return ExitCode.OK
 
 
-def gsm8k_exit_code(summary: GSM8KSummary) -> ExitCode:
-    """The exit code of a GSM8K run: 1 REGRESSION; 3 too many infrastructure errors, or a
-    paired comparison that could not decide; else 0."""
+def gsm8k_exit_code(summary: GSM8KSummary, *, strict: bool = False) -> ExitCode:
+    """The exit code of a GSM8K run: 1 REGRESSION (also an underpowered INCONCLUSIVE
+    under ``strict``); 3 too many infrastructure errors, or a paired comparison with no
+    question answered by both sides; else 0."""
     if summary.verdict == "REGRESSION":
         return ExitCode.REGRESSION
-    if summary.infra_error or summary.verdict == "INCONCLUSIVE":
+    paired = summary.paired
+    unjudged = paired is None or paired.n_pairs == 0
+    if summary.infra_error or (summary.verdict == "INCONCLUSIVE" and unjudged):
         return ExitCode.INFRA_ERROR
+    if summary.verdict == "INCONCLUSIVE" and strict:
+        return ExitCode.REGRESSION
     return ExitCode.OK
 
 

@@ -43,7 +43,7 @@ from harness.cli._common import (
     write_report_or_warn,
 )
 from harness.client.target import TargetConfig
-from harness.options import add_argument, http_url
+from harness.options import add_argument, http_url, positive_int
 from harness.pipeline import compare
 from harness.present.console import make_console, render_compare
 from harness.present.verifier import write_verifier
@@ -51,6 +51,7 @@ from harness.present.views import first_drift
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario, load_scenarios
 from harness.scoring.trigger import single_turn
+from harness.stats.sequential import ROUNDS
 from harness.stats.verdict import ALPHA, DECISION_RULE, INFRA_ERROR_LIMIT
 from harness.summary import Settings, Summary
 
@@ -89,6 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--aa", action="store_true", help="A/A: compare one target with itself (noise floor)"
     )
     add_argument(p, "model")
+    add_argument(p, "temperature")
+    add_argument(p, "sampling_seed")
     add_argument(p, "concurrency")
     add_argument(p, "results")
     p.add_argument("--run-id", default=None, help="run folder name (resumes it if it exists)")
@@ -104,7 +107,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--candidate-log", default=None, metavar="FILE", help="candidate server log")
     for name in ("request_timeout", "api_key_env", "max_retries", "max_response_bytes"):
         add_argument(p, name)
-    p.add_argument("--strict", action="store_true", help="exit 1 on INCONCLUSIVE too")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 on INCONCLUSIVE too (CI: a comparison that could not decide fails)",
+    )
+    p.add_argument(
+        "--sequential",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run --repeats per round and stop as soon as the decision is clear "
+        "(group-sequential, alpha spent over the rounds; the summary says the runs spent); "
+        "on by default, --no-sequential runs --repeats once",
+    )
+    p.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=ROUNDS,
+        metavar="K",
+        help=f"--sequential: at most K rounds (default {ROUNDS})",
+    )
     p.add_argument(
         "--verbose", action="store_true", help="every scenario's full table, trace and divergence"
     )
@@ -201,7 +223,16 @@ def _targets(args: argparse.Namespace) -> Iterator[tuple[TargetConfig, TargetCon
 
 
 #: manifest arguments that must match when an existing run folder is resumed
-RESUME_KEYS = ("baseline", "candidate", "aa", "model", "repeats", "stream")
+RESUME_KEYS = (
+    "baseline",
+    "candidate",
+    "aa",
+    "model",
+    "repeats",
+    "stream",
+    "temperature",
+    "sampling_seed",
+)
 
 
 def _preflight(args: argparse.Namespace) -> str | None:
@@ -266,6 +297,10 @@ def _compare(
         alpha=ALPHA,
         infra_error_limit=INFRA_ERROR_LIMIT,
         decision_rule=DECISION_RULE,
+        temperature=args.temperature,
+        seed=args.sampling_seed,
+        sequential=args.sequential,
+        rounds=args.rounds,
     )
     with _targets(args) as (base, cand):
         return compare(

@@ -11,7 +11,7 @@ from harness.cli._common import gsm8k_exit_code, write_report_or_warn
 from harness.client.target import TargetConfig
 from harness.gsm8k.data import GSM8KDataError
 from harness.gsm8k.run import GSM8K_TIMEOUT_S, compare_gsm8k, run_gsm8k
-from harness.options import add_argument, positive_int
+from harness.options import add_argument, positive_int, rate
 from harness.present.checks import render_gsm8k
 from harness.present.console import make_console
 from harness.runfolder import DEFAULT_RESULTS, RunFolder, check_run_id, new_run_id
@@ -59,7 +59,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-tokens", type=int, default=512, help="new tokens per answer (default 512)"
     )
-    p.add_argument("--alpha", type=float, default=0.05, help="McNemar significance level")
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="level of the one-sided McNemar test for REGRESSION (default 0.05)",
+    )
+    p.add_argument(
+        "--margin",
+        type=rate,
+        default=0.02,
+        metavar="DROP",
+        help="INCONCLUSIVE while the interval still admits an accuracy drop larger than "
+        "DROP (default 0.02: 2 points)",
+    )
+    p.add_argument("--strict", action="store_true", help="exit 1 on INCONCLUSIVE too (CI)")
     add_argument(p, "results")
     p.add_argument(
         "--run-id", default=None, help="name of the run folder (default: gsm8k-<time>-<pid>)"
@@ -107,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
     options = {
         "data": args.data, "num_questions": args.num_questions, "num_shots": args.num_shots,
         "parallel": args.parallel, "api": args.api, "exclude_shots": args.exclude_shots,
-        "max_tokens": args.max_tokens, "alpha": args.alpha, "results": args.results,
+        "max_tokens": args.max_tokens, "alpha": args.alpha, "margin": args.margin,
+        "results": args.results,
         "run_id": args.run_id, "progress": not args.no_progress,
     }  # fmt: skip
     kw = {"model": args.model, "api_key_env": args.api_key_env, "timeout_s": args.request_timeout}
@@ -125,4 +140,4 @@ def run(args: argparse.Namespace) -> int:
     render_gsm8k(summary, console)
     console.print(f"results: {folder.file(RunFolder.GSM8K_SUMMARY)}", markup=False, highlight=False)
     write_report_or_warn(folder, console)
-    return gsm8k_exit_code(summary)
+    return gsm8k_exit_code(summary, strict=args.strict)

@@ -36,7 +36,7 @@ from harness.options import add_argument
 from harness.pipeline import FolderContext, score_folder
 from harness.present.console import make_console, render_run
 from harness.present.views import first_drift
-from harness.runner import StreamMode, run_many_sync
+from harness.runner import SamplingPolicy, StreamMode, run_many_sync
 from harness.scenario.model import Scenario, load_scenarios
 from harness.stats.verdict import INFRA_ERROR_LIMIT
 from harness.summary import Settings
@@ -44,7 +44,7 @@ from harness.summary import Settings
 HELP = "Run scenarios against one OpenAI-compatible server; record, score and report."
 
 #: manifest arguments that must match when a run folder is resumed
-RESUME_KEYS = ("target", "model", "label", "repeats", "stream")
+RESUME_KEYS = ("target", "model", "label", "repeats", "stream", "temperature", "sampling_seed")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_argument(p, "model")
     p.add_argument("--label", default="target", help="name shown for this server (default: target)")
     add_stream_argument(p)
-    for name in ("repeats", "concurrency", "min_pass_rate"):
+    for name in ("repeats", "concurrency", "min_pass_rate", "temperature", "sampling_seed"):
         add_argument(p, name)
     add_argument(p, "results")
     p.add_argument("--run-id", help="name of the run folder (default: run-<time>-<pid>)")
@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
             scenarios, [_target(args)], repeats=args.repeats, stream=stream,
             concurrency=args.concurrency, out_dir=folder, resume=True,
             progress=not args.no_progress, keep=False,
+            sampling=SamplingPolicy(args.temperature, args.sampling_seed),
         )  # fmt: skip
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
         print(
@@ -124,4 +125,6 @@ def _settings(args: argparse.Namespace, stream: StreamMode, scenarios: list[Scen
         scenarios=[s.id for s in scenarios],
         infra_error_limit=INFRA_ERROR_LIMIT,
         min_pass_rate=args.min_pass_rate,
+        temperature=args.temperature,
+        seed=args.sampling_seed,
     )

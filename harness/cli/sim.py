@@ -18,13 +18,32 @@ import sys
 from typing import Any
 
 from harness.cli import ExitCode
-from harness.sim.profiles import INFRA_FAULTS, gsm8k_fault
+from harness.options import rate
+from harness.sim.profiles import INFRA_FAULTS, SimProfile, gsm8k_fault
 
 HELP = "Run the built-in reference server (OpenAI-compatible, with fault profiles)."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", default="healthy", help="fault profile (see --list-profiles)")
+    p.add_argument(
+        "--profile",
+        default="healthy",
+        help="fault profile (see --list-profiles; NAME@RATE and NAME@SCENARIO_ID also work)",
+    )
+    p.add_argument(
+        "--fault-rate",
+        type=rate,
+        default=None,
+        metavar="P",
+        help="show the profile's faults in a P share of runs (drawn per run; e.g. 0.1)",
+    )
+    p.add_argument(
+        "--fault-scenario",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="show the profile's faults only in scenario ID (repeatable)",
+    )
     p.add_argument("--list-profiles", action="store_true", help="print the profiles and exit")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
     p.add_argument("--port", type=int, default=0, help="TCP port (0 = a free port)")
@@ -82,17 +101,36 @@ def _say_scenarios(folder: str, n: int, play_unknown: bool) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    from harness.sim import moe
+def _profile(args: argparse.Namespace) -> SimProfile | None:
+    """``--profile`` with ``--fault-rate``/``--fault-scenario`` applied; None after
+    printing the one-line error of a bad one."""
     from harness.sim.profiles import get_profile
-    from harness.sim.server import make_server
 
-    if args.list_profiles:
-        return _list_profiles()
     try:
         profile = get_profile(args.profile)
     except KeyError as exc:
         print(f"error: --profile: {exc}", file=sys.stderr)
+        return None
+    if args.fault_rate is None and not args.fault_scenario:
+        return profile
+    if not profile.faults:
+        print(
+            f"error: --fault-rate/--fault-scenario: profile {profile.name!r} injects no "
+            "fault (choose one with faults, e.g. --profile repeat-loop)",
+            file=sys.stderr,
+        )
+        return None
+    return profile.with_faults(args.fault_rate, args.fault_scenario)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.sim import moe
+    from harness.sim.server import make_server
+
+    if args.list_profiles:
+        return _list_profiles()
+    profile = _profile(args)
+    if profile is None:
         return ExitCode.USAGE_ERROR
     capture = bool(args.enable_return_routed_experts)
     for line in moe.boot_log_lines(profile, capture=capture):

@@ -103,7 +103,8 @@ class GSM8KConfig(_Model):
     api: Literal["completions", "chat"]
     exclude_shots: bool = False
     parallel: int
-    alpha: float = 0.05  # McNemar significance level
+    alpha: float = 0.05  # McNemar significance level (one-sided, for REGRESSION)
+    margin: float = 0.02  # INCONCLUSIVE while a larger drop is not ruled out
     max_error_rate: float = 0.1  # more errored questions on a side: INCONCLUSIVE, exit 3
     data_source: str  # file path or download URL
     data_sha256: str
@@ -149,7 +150,8 @@ class GSM8KPaired(_Model):
     """Paired comparison on questions both sides answered (no error on either).
 
     ``b`` = baseline-only correct, ``c`` = candidate-only correct;
-    ``mcnemar_p`` = exact two-sided binomial test of ``c`` among ``b + c``;
+    ``mcnemar_p`` = exact two-sided binomial test of ``c`` among ``b + c`` (shown);
+    ``p_worse`` = its one-sided version, which decides REGRESSION;
     ``accuracy_diff`` = candidate minus baseline accuracy over the pairs, with
     ``diff_interval`` by Newcombe's hybrid score method for paired proportions.
     """
@@ -167,6 +169,13 @@ class GSM8KPaired(_Model):
     alpha: float = 0.05
     verdict: VerdictName  # the rule: harness.gsm8k.stats.paired_comparison
     reason: str
+    #: exact one-sided McNemar p that the candidate is worse (``b`` among ``b + c``)
+    p_worse: float | None = None
+    #: INCONCLUSIVE when the interval still admits a drop larger than this (accuracy)
+    margin: float = 0.02
+    #: smallest drop detected with 80% probability at this question count and observed
+    #: discordance (Connor 1987); None without discordant pairs
+    min_detectable_drop: float | None = None
     discordant: list[GSM8KDiscordant] = Field(default_factory=list)
 
 

@@ -99,6 +99,7 @@ class GSM8KOptions:
     exclude_shots: bool = False
     max_tokens: int = 512
     alpha: float = 0.05
+    margin: float = 0.02
     max_error_rate: float = 0.1
     results: str | Path | None = None
     run_id: str | None = None
@@ -349,7 +350,9 @@ def summarize(
     if len(targets) == 2:
         base = [r for r in records if r.side == "baseline"]
         cand = [r for r in records if r.side == "candidate"]
-        paired = paired_comparison(base, cand, alpha=config.alpha, infra=infra)
+        paired = paired_comparison(
+            base, cand, alpha=config.alpha, infra=infra, margin=config.margin
+        )
     verdict = paired.verdict if paired else None
     return GSM8KSummary(
         run_id=run_id, config=config, sides=sides, paired=paired, verdict=verdict,
@@ -363,7 +366,8 @@ def _plan(opts: GSM8KOptions) -> _Plan:
     config = GSM8KConfig(
         num_questions=n, num_shots=opts.num_shots, max_tokens=opts.max_tokens,
         stop=list(GSM8K_STOP), api=opts.api, exclude_shots=opts.exclude_shots,
-        parallel=opts.parallel, alpha=opts.alpha, max_error_rate=opts.max_error_rate,
+        parallel=opts.parallel, alpha=opts.alpha, margin=opts.margin,
+        max_error_rate=opts.max_error_rate,
         data_source=ds.source, data_sha256=ds.sha256, official_test_split=ds.official,
     )  # fmt: skip
     start = opts.num_shots if opts.exclude_shots else 0

@@ -7,13 +7,23 @@ the harness's general ones (:mod:`harness.stats.tests`, each with its source):
 * paired test: :func:`~harness.stats.tests.mcnemar_exact` of the baseline-only (``b``)
   and candidate-only (``c``) correct counts;
 * paired difference interval: :func:`~harness.stats.tests.newcombe_paired_interval`
-  (Newcombe 1998, method 10) of candidate minus baseline accuracy.
+  (Newcombe 1998, method 10) of candidate minus baseline accuracy, at confidence
+  ``1 - 2 * alpha`` (its lower end is the one-sided bound at ``alpha``);
+* one-sided paired test: exact McNemar, ``P(X >= b)`` for ``X ~ Binomial(b + c, 1/2)``
+  (``scipy.stats.binomtest(b, b + c, 0.5, alternative="greater")``);
+* minimum detectable drop: :func:`min_detectable_drop`, Connor's (1987) sample size for
+  McNemar's test solved for the difference.
 
 What is GSM8K's own: which records count (errored questions are left out, never
 wrong), the verdict rule (:func:`paired_comparison`) and the discordant examples kept.
 """
 
 from __future__ import annotations
+
+import math
+
+from scipy import optimize
+from scipy import stats as sps
 
 from harness.gsm8k.models import (
     GSM8KDiscordant,
@@ -25,10 +35,45 @@ from harness.gsm8k.models import (
 from harness.kinds import VerdictName, plural
 from harness.stats.tests import mcnemar_exact, newcombe_paired_interval, wilson_interval
 
-__all__ = ["DISCORDANT_SHOWN", "paired_comparison", "side_summary"]
+__all__ = [
+    "DISCORDANT_SHOWN",
+    "MARGIN",
+    "min_detectable_drop",
+    "paired_comparison",
+    "paired_verdict",
+    "side_summary",
+]
 
 #: discordant questions kept in the summary (both outputs shown in reports)
 DISCORDANT_SHOWN = 5
+#: default ``--margin``: a drop the comparison must be able to rule out (2 points)
+MARGIN = 0.02
+
+
+def min_detectable_drop(
+    n: int, discordant: float, alpha: float, power: float = 0.8
+) -> float | None:
+    """Smallest accuracy drop a one-sided McNemar test at ``alpha`` detects with
+    probability ``power`` over ``n`` paired questions with a ``discordant`` share of
+    discordant pairs; None when ``n`` or ``discordant`` is 0.
+
+    Source: Connor (1987), "Sample size for testing differences in proportions for the
+    paired-sample design", Biometrics 43:207, eq. 3, solved for ``delta``::
+
+        n = (z_{1-alpha} * sqrt(psi) + z_{power} * sqrt(psi - delta^2))^2 / delta^2
+    """
+    if n <= 0 or discordant <= 0:
+        return None
+    za, zb = float(sps.norm.ppf(1 - alpha)), float(sps.norm.ppf(power))
+    psi = min(discordant, 1.0)
+
+    def gap(delta: float) -> float:
+        return (za * math.sqrt(psi) + zb * math.sqrt(psi - delta * delta)) ** 2 / delta**2 - n
+
+    top = psi  # a drop is at most the discordant share
+    if gap(top) > 0:  # even the largest drop the discordance allows is not enough
+        return None
+    return float(optimize.brentq(gap, 1e-9, top))
 
 
 def _accuracy_interval(k: int, n: int) -> Interval:
@@ -74,24 +119,42 @@ def side_summary(
     )
 
 
+def _one_sided(k: int, m: int) -> float:
+    """Exact one-sided McNemar p: ``P(X >= k)``, ``X ~ Binomial(m, 1/2)``; 1 when m = 0."""
+    return float(sps.binomtest(k, m, 0.5, alternative="greater").pvalue) if m else 1.0
+
+
 def _verdict(
-    b: int, c: int, p: float, n_pairs: int, alpha: float, infra: str | None
+    b: int, c: int, n_pairs: int, low: float, rule: tuple[float, float], infra: str | None
 ) -> tuple[VerdictName, str]:
+    """REGRESSION at one-sided p <= alpha; IMPROVEMENT the reverse; INCONCLUSIVE while
+    the interval's lower end admits a drop larger than the margin; else NO CHANGE."""
+    alpha, margin = rule
     if infra:
         return "INCONCLUSIVE", infra
     if n_pairs == 0:
         return "INCONCLUSIVE", "no question answered by both sides"
-    if p < alpha and b > c:
+    worse, better = _one_sided(b, b + c), _one_sided(c, b + c)
+    if worse <= alpha:
         return (
             "REGRESSION",
-            f"candidate lost {plural(b, 'question')} and won {c} (McNemar p={p:.2g})",
+            f"candidate lost {plural(b, 'question')} and won {c} "
+            f"(McNemar one-sided p={worse:.2g} <= {alpha:g})",
         )
-    if p < alpha and c > b:
+    if better <= alpha:
         return (
             "IMPROVEMENT",
-            f"candidate won {plural(c, 'question')} and lost {b} (McNemar p={p:.2g})",
+            f"candidate won {plural(c, 'question')} and lost {b} "
+            f"(McNemar one-sided p={better:.2g} <= {alpha:g})",
         )
-    return "NO CHANGE", f"{b} lost, {c} won: not significant (McNemar p={p:.2g} >= {alpha})"
+    head = f"{b} lost, {c} won: not significant (McNemar one-sided p={worse:.2g} > {alpha:g})"
+    if -low > margin:
+        return (
+            "INCONCLUSIVE",
+            f"{head}, but a drop of up to {-low:.2%} is not ruled out (margin {margin:.1%}): "
+            "more questions would settle it",
+        )
+    return "NO CHANGE", f"{head}; a drop over {margin:.1%} is ruled out"
 
 
 def _discordant(
@@ -117,9 +180,33 @@ def _discordant(
     return out
 
 
-def _diff_interval(both: int, b: int, c: int, neither: int) -> Interval:
-    low, high = newcombe_paired_interval(both, b, c, neither)
-    return Interval(low=low, high=high, level=0.95, method="newcombe-paired")
+def _diff_interval(both: int, b: int, c: int, neither: int, level: float) -> Interval:
+    low, high = newcombe_paired_interval(both, b, c, neither, level)
+    return Interval(low=low, high=high, level=level, method="newcombe-paired")
+
+
+def paired_verdict(
+    table: tuple[int, int, int, int],
+    *,
+    alpha: float = 0.05,
+    margin: float = MARGIN,
+    infra: str | None = None,
+) -> tuple[VerdictName, str, Interval, float | None]:
+    """The rule of :func:`paired_comparison` on the paired counts ``(both, b, c,
+    neither)``: ``(verdict, reason, difference interval, minimum detectable drop)``."""
+    both, b, c, neither = table
+    n = both + b + c + neither
+    interval = _diff_interval(both, b, c, neither, 1 - 2 * alpha)
+    verdict, reason = _verdict(b, c, n, interval.low, (alpha, margin), infra)
+    mdd = min_detectable_drop(n, (b + c) / n if n else 0.0, alpha)
+    if verdict in ("NO CHANGE", "INCONCLUSIVE") and not infra and n:
+        reason += (
+            f"; at {plural(n, 'question')} and this discordance a drop of "
+            f"{mdd:.1%} would be detected with 80% probability"
+            if mdd is not None
+            else "; no discordant question: the minimum detectable drop is unknown"
+        )
+    return verdict, reason, interval, mdd
 
 
 def paired_comparison(
@@ -128,13 +215,17 @@ def paired_comparison(
     *,
     alpha: float = 0.05,
     infra: str | None = None,
+    margin: float = MARGIN,
 ) -> GSM8KPaired:
     """McNemar's exact test over questions both sides answered without error.
 
-    Verdict: ``REGRESSION`` when McNemar p < ``alpha`` and the candidate lost more
-    questions than it won, ``IMPROVEMENT`` the reverse, else ``NO CHANGE``;
-    ``INCONCLUSIVE`` when ``infra`` gives a reason the run is too broken to judge, or
-    no question was answered by both sides.
+    Verdict: ``REGRESSION`` when the one-sided exact McNemar p that the candidate is
+    worse is at most ``alpha``, ``IMPROVEMENT`` the reverse; else ``INCONCLUSIVE`` when
+    the ``1 - 2 * alpha`` interval of the difference still admits a drop larger than
+    ``margin``, ``NO CHANGE`` when it rules one out. ``INCONCLUSIVE`` too when ``infra``
+    gives a reason the run is too broken to judge, or no question was answered by both
+    sides. ``min_detectable_drop``: :func:`min_detectable_drop` at the observed
+    discordance.
     """
     base = {r.index: r for r in baseline if r.correct is not None}
     cand = {r.index: r for r in candidate if r.correct is not None}
@@ -144,7 +235,9 @@ def paired_comparison(
     c = sum(1 for i in common if cand[i].correct and not base[i].correct)
     n = len(common)
     p = mcnemar_exact(b, c)
-    verdict, reason = _verdict(b, c, p, n, alpha, infra)
+    verdict, reason, interval, mdd = paired_verdict(
+        (both, b, c, n - both - b - c), alpha=alpha, margin=margin, infra=infra
+    )
     return GSM8KPaired(
         n_pairs=n,
         both_correct=both,
@@ -155,9 +248,12 @@ def paired_comparison(
         candidate_accuracy=(both + c) / n if n else 0.0,
         mcnemar_p=p,
         accuracy_diff=(c - b) / n if n else 0.0,
-        diff_interval=_diff_interval(both, b, c, n - both - b - c),
+        diff_interval=interval,
         alpha=alpha,
         verdict=verdict,
         reason=reason,
+        p_worse=_one_sided(b, b + c),
+        margin=margin,
+        min_detectable_drop=mdd,
         discordant=_discordant(common, {i: cand[i] for i in common}),
     )

@@ -58,9 +58,15 @@ def render_gsm8k(summary: GSM8KSummary, console: Console) -> None:
         ci = p.diff_interval
         console.print(
             f"pairs {p.n_pairs}: both correct {p.both_correct}, baseline only {p.b}, "
-            f"candidate only {p.c}; McNemar p={p.mcnemar_p:.3g}; difference "
-            f"{p.accuracy_diff:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}]"
+            f"candidate only {p.c}; McNemar p={p.mcnemar_p:.3g} (one-sided "
+            f"{p.p_worse if p.p_worse is not None else p.mcnemar_p:.3g}); difference "
+            f"{p.accuracy_diff:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}] ({ci.level:.0%})"
         )
+        if p.min_detectable_drop is not None:
+            console.print(
+                f"minimum detectable drop: {p.min_detectable_drop:.1%} (80% power at alpha "
+                f"{p.alpha:g}, this question count and discordance); margin {p.margin:.1%}"
+            )
         console.print(f"verdict: [bold]{p.verdict}[/bold] ({p.reason})")
 
 

@@ -101,6 +101,8 @@ def _verdict(summary: Summary, console: Console) -> None:
     if len(reasons) > MAX_REASONS:
         more = plural(len(reasons) - MAX_REASONS, "more reason")
         _print(console, f"  ... {more} in the report")
+    if summary.verdict is not None and summary.verdict.power:
+        _print(console, f"  {summary.verdict.power}")
 
 
 def _sides(summary: Summary, console: Console) -> None:
@@ -133,7 +135,7 @@ def _metric_table(summary: Summary, sid: str, rows: list[TableRow], title: str) 
         table.add_column(escape(s.label), justify="right")
     if tested:
         table.add_column("p (one-sided)", justify="right")
-        table.add_column("p adj. (Holm)", justify="right")
+        table.add_column("p adj. (W-Y)", justify="right")
     for row in rows:
         cells = [escape(row.label), *map(escape, row.cells)]
         cells += [row.p_value, row.p_adjusted] if tested else []

@@ -131,7 +131,7 @@ def format_comparison(summary: Summary, scenario_id: str) -> list[str]:
     for row in metric_rows(summary, scenario_id):
         if row.decisive or row.significant:
             cells = ", ".join(f"{n} {c}" for n, c in zip(names, row.cells, strict=True))
-            adj = f", p adj. (Holm) {row.p_adjusted}" if row.p_adjusted else ""
+            adj = f", p adj. (W-Y) {row.p_adjusted}" if row.p_adjusted else ""
             lines.append(f"  {row.label}: {cells} (p one-sided {row.p_value}{adj})")
     for i, text in enumerate(divergence_lines(comp, summary)):
         lines.append(("  " if i == 0 else "    ") + _cut(text))

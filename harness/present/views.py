@@ -101,7 +101,7 @@ def metric_rows(
     columns' side keys in order; default the summary's sides).
 
     Order: :data:`KEY_METRICS`, the failure kinds any side showed, the other counts.
-    With a comparison, each row carries its test (p one-sided, Holm-adjusted p).
+    With a comparison, each row carries its test (p one-sided, Westfall-Young adjusted p).
     """
     keys = list(sides) if sides is not None else [s.side for s in summary.sides]
     aggs = [summary.aggregate(side, scenario_id) for side in keys]
@@ -125,9 +125,10 @@ def p_legend(summary: Summary) -> str:
     family = max((c.holm_tests or 0 for c in summary.comparisons), default=0)
     over = f" over the {plural(family, 'test')} that decide the verdict" if family else ""
     return (
-        "p (one-sided): Fisher's exact test for rates, Mann-Whitney U for counts; "
-        f"p adj. (Holm): Holm-adjusted{over} (blank: not among them); "
-        f"* significant after Holm at alpha {summary.settings.alpha:g}"
+        "p (one-sided): Fisher's exact test for rates (pooled: exact, stratified by "
+        "scenario), Mann-Whitney U for counts; "
+        f"p adj. (W-Y): Westfall-Young adjusted{over} (blank: not among them); "
+        f"* significant at alpha {summary.settings.alpha:g}"
     )
 
 

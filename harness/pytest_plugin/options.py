@@ -78,6 +78,8 @@ OPTIONS: tuple[Option, ...] = (
            "run all selected scenarios' runs together at the first test (default true)",
            "BOOL"),
     SHARED["concurrency"],
+    SHARED["temperature"],
+    SHARED["sampling_seed"],
     SHARED["request_timeout"],
     SHARED["max_retries"],
     SHARED["max_response_bytes"],
@@ -134,6 +136,8 @@ class HarnessSettings:
     max_infra_error_rate: float = 0.2
     batch: bool = True
     concurrency: int = 8
+    temperature: float = 0.7
+    sampling_seed: int = 0
     request_timeout: float = 120.0
     max_retries: int = 3
     max_response_bytes: int = SHARED["max_response_bytes"].default

@@ -22,6 +22,7 @@ from harness.pytest_plugin.options import HarnessSettings
 
 if TYPE_CHECKING:  # imported lazily: `pytest` starts fast when no harness test runs
     from harness.client.target import TargetConfig
+    from harness.runner import SamplingPolicy
     from harness.scenario.model import Scenario
     from harness.scoring.models import RunScore
     from harness.summary import Settings as SummarySettings
@@ -147,6 +148,7 @@ class HarnessState:
                 run_many_sync(
                     scenarios, targets, repeats=self.settings.repeats, stream=stream,
                     concurrency=self.settings.concurrency, out_dir=folder, progress=False,
+                    sampling=self.sampling(),
                 )  # fmt: skip
 
     def run_scenario(
@@ -172,6 +174,7 @@ class HarnessState:
         run_many_sync(
             [scenario], targets, repeats=repeats or self.settings.repeats, stream=stream,
             concurrency=self.settings.concurrency, out_dir=folder, resume=True, progress=False,
+            sampling=self.sampling(),
         )  # fmt: skip
         wanted = {t.name for t in targets}
         latest = {
@@ -183,6 +186,12 @@ class HarnessState:
         summary, scores = summarize(records, run_id=folder.path.name, context=context)
         return ScenarioRun(records, scores, summary if summary.kind == "compare" else None)
 
+    def sampling(self) -> SamplingPolicy:
+        """``--temperature`` and ``--sampling-seed`` as the runner takes them."""
+        from harness.runner import SamplingPolicy
+
+        return SamplingPolicy(self.settings.temperature, self.settings.sampling_seed)
+
     def summary_settings(self) -> SummarySettings:
         """The ``settings`` block of ``summary.json`` for this session."""
         from harness.summary import Settings
@@ -192,6 +201,7 @@ class HarnessState:
             repeats=s.repeats, stream="both" if len(s.stream_modes) > 1 else s.stream_modes[0],
             model=s.model, concurrency=s.concurrency, scenarios=sorted(self.scenario_ids),
             infra_error_limit=s.max_infra_error_rate, min_pass_rate=s.min_pass_rate,
+            temperature=s.temperature, seed=s.sampling_seed,
         )  # fmt: skip
 
     # ------------------------------------------------------------ end of session

@@ -277,9 +277,10 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
         conv = Conversation.parse(body.get("messages"))
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    req, profile = _request_options(body), state.profile
+    req = _request_options(body)
     sc = state.scenarios().match(conv)
     conv = beyond_opening(sc, conv) if sc is not None else conv
+    profile = state.profile.for_scenario(sc.id if sc else None)
     # turn: assistant messages beyond the scenario's opening (few-shot ones do not count)
     turn = conv.turn - (sum(m.role == "assistant" for m in sc.messages) if sc else 0)
     nonce = nonce_for(conv, req, server_seed=state.seed, rng=state.rng)

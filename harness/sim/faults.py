@@ -153,7 +153,7 @@ UNEXPECTED_KEY = "unexpected_option"
 @dataclass(frozen=True)
 class Fault:
     """One injected fault: ``kind`` shown by a ``rate`` share of runs in turns
-    ``[start_turn, end_turn)``.
+    ``[start_turn, end_turn)``, in the scenarios ``scenarios`` (empty: all).
 
     ``kind``: one of :data:`FAULT_KINDS` (a name given as a string becomes its
     :class:`~harness.kinds.FailureKind` member) or of :data:`SIM_ONLY_FAULTS`.
@@ -171,6 +171,8 @@ class Fault:
     end_turn: int | None = None
     dialect: str = "json"
     stream: bool | None = None
+    #: the scenario ids it shows in (empty: every scenario; see ``SimProfile.for_scenario``)
+    scenarios: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind in FAULT_KINDS:

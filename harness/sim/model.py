@@ -26,9 +26,11 @@ with ``noise_reorder_rate``, and a failed run with ``noise_failure_rate`` (one
 needless repeat of the last step, or an empty final answer).
 
 Nonce: 8 hex digits identifying a run, carried in the tool_call ids the server
-hands out (``call_<nonce><16 hex>``) so later turns find it again. Greedy or
-seeded requests derive it from (server seed, request seed, conversation);
-unseeded sampled requests draw it from the server's seeded RNG.
+hands out (``call_<nonce><16 hex>``) so later turns find it again. Greedy requests
+derive it from (server seed, conversation) alone, as greedy decoding ignores the seed
+(every repeat is the same run, faults included); seeded sampled requests from (server
+seed, request seed, temperature, conversation); unseeded sampled requests draw it from
+the server's seeded RNG.
 """
 
 from __future__ import annotations
@@ -387,7 +389,9 @@ def nonce_for(
     found = conv.recovered_nonce()
     if found is not None:
         return found
-    if req.greedy or req.seed is not None:
+    if req.greedy:  # greedy decoding ignores the seed: every repeat is the same run
+        return hashlib.sha256(f"{server_seed}:greedy:{conv.key()}".encode()).hexdigest()[:8]
+    if req.seed is not None:
         blob = f"{server_seed}:{req.seed}:{req.temperature}:{conv.key()}"
         return hashlib.sha256(blob.encode()).hexdigest()[:8]
     return f"{rng.getrandbits(32):08x}"

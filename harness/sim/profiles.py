@@ -91,11 +91,19 @@ every time it is asked: ``--gsm8k-fault 7=http-500`` fails question 7 on every r
 Noise (temperature > 0 only, see :mod:`harness.sim.model`): ``noise_optional_rate``
 (0.25), ``noise_reorder_rate`` (0.1), ``noise_failure_rate`` (0.02 per run).
 Custom profiles: ``dataclasses.replace(get_profile("healthy"), faults=(Fault(...),))``.
+
+Realistic faults (what power curves need): any profile with faults can be named with a
+rate and/or scenarios, ``NAME@RATE`` and ``NAME@ID[,ID...]``: ``repeat-loop@0.1`` loops
+in 10% of runs (drawn per run from its nonce, so sampled repeats differ),
+``repeat-loop@enum_units`` loops in every run of scenario ``enum_units`` only,
+``repeat-loop@0.5@enum_units`` both (``harness sim --profile repeat-loop --fault-rate
+0.1 --fault-scenario enum_units`` says the same; :meth:`SimProfile.with_faults`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from harness.errors import OptionValueError, UnknownProfileError
@@ -164,6 +172,36 @@ class SimProfile:
     noise_optional_rate: float = 0.25
     noise_reorder_rate: float = 0.1
     noise_failure_rate: float = 0.02
+
+    def for_scenario(self, scenario_id: str | None) -> SimProfile:
+        """This profile as it plays ``scenario_id``: without the faults restricted to other
+        scenarios (``Fault.scenarios``); itself when nothing is left out."""
+        kept = tuple(f for f in self.faults if not f.scenarios or scenario_id in f.scenarios)
+        return self if len(kept) == len(self.faults) else replace(self, faults=kept)
+
+    def with_faults(self, rate: float | None = None, scenarios: Sequence[str] = ()) -> SimProfile:
+        """Every fault shown by a ``rate`` share of runs (None: each fault's own) and only
+        in ``scenarios`` (empty: each fault's own); ``harness sim --fault-rate P
+        --fault-scenario ID``. The name says so: ``repeat-loop@0.1``, ``repeat-loop@s1``.
+
+        Raises:
+            ValueError: ``rate`` outside [0, 1].
+        """
+        faults = tuple(
+            replace(
+                f,
+                rate=f.rate if rate is None else rate,
+                scenarios=tuple(scenarios) or f.scenarios,
+            )
+            for f in self.faults
+        )
+        tag = "".join(
+            [
+                f"@{rate:g}" if rate is not None else "",
+                f"@{','.join(scenarios)}" if scenarios else "",
+            ]
+        )
+        return replace(self, name=self.name + tag, faults=faults)
 
 
 def _single(name: str, kind: FailureKind | str, description: str, **kw: object) -> SimProfile:
@@ -318,8 +356,27 @@ def get_profile(name: str | SimProfile) -> SimProfile:
     """
     if isinstance(name, SimProfile):
         return name
+    base, *parts = name.split("@")
     try:
-        return PROFILES[name]
+        found = PROFILES[base]
     except KeyError:
         known = ", ".join(PROFILES)
         raise UnknownProfileError(f"unknown sim profile {name!r}; choose one of: {known}") from None
+    return _variant(found, parts, name) if parts else found
+
+
+def _variant(profile: SimProfile, parts: list[str], name: str) -> SimProfile:
+    """``NAME@RATE`` / ``NAME@ID[,ID...]`` (either or both): :meth:`SimProfile.with_faults`."""
+    rate: float | None = None
+    scenarios: list[str] = []
+    for part in parts:
+        try:
+            rate = float(part)
+        except ValueError:
+            scenarios += [p for p in part.split(",") if p]
+    if (rate is not None and not 0.0 <= rate <= 1.0) or not profile.faults:
+        raise UnknownProfileError(
+            f"sim profile {name!r}: @RATE must be in [0, 1] and the profile must have faults "
+            "(e.g. repeat-loop@0.1, repeat-loop@enum_units)"
+        )
+    return profile.with_faults(rate, scenarios)

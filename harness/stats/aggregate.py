@@ -81,6 +81,7 @@ class AggregateBuilder:
     )
     termination: Counter[str] = field(default_factory=Counter)
     termination_failed: Counter[str] = field(default_factory=Counter)
+    patterns: Counter[str] = field(default_factory=Counter)
 
     def add(self, score: RunScore) -> None:
         """Count one run (an infrastructure error counts as a run, not as scored)."""
@@ -91,7 +92,9 @@ class AggregateBuilder:
         if score.infra_error is not None:
             return
         self.scored += 1
-        self.events.update(outcomes(score))
+        found = outcomes(score)
+        self.events.update(found)
+        self.patterns[",".join(sorted(found))] += 1
         for metric, histogram in self.counts.items():
             histogram[score.count(metric)] += 1
 
@@ -120,6 +123,7 @@ class AggregateBuilder:
             pass_hat_k=pass_k,
             termination=dict(self.termination),
             termination_failed=dict(self.termination_failed),
+            patterns=dict(sorted(self.patterns.items())),
         )
 
 

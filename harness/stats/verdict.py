@@ -7,23 +7,27 @@ overall :class:`~harness.summary.Verdict`, decided once; nothing changes them af
 Decision rule (documented in ``Settings.decision_rule`` of every summary):
 
 1. Each scored run gives binary outcomes: ``failed`` (not passed) and one per failure kind.
-   Infrastructure errors are excluded.
-2. For every scenario, and for all scenarios pooled (``"*"``; both sides run the same
-   scenarios and repeats, so pooling is balanced), each outcome is tested with a one-sided
-   Fisher's exact test that the candidate's rate is higher (regression family) and, apart,
-   lower (improvement family).
-3. A test enters its family only if it could reach ``alpha`` at all: its smallest p-value
-   given the table's margins is ``<= alpha`` (Tarone 1990). Tests with no events never do.
-4. Holm's step-down adjustment over each family; a test is significant at adjusted
-   ``p <= alpha`` (default 0.01).
-5. ``REGRESSION``: any significant regression. ``IMPROVEMENT``: none, and a significant
-   improvement. ``INCONCLUSIVE``: neither, but some outcome is worse in the candidate with
-   unadjusted one-sided ``p < 0.1``, or fails every candidate run and no baseline run (too
-   few repeats to prove it); the verdict gives about how many more repeats per
-   scenario a two-proportion test at the Bonferroni share of ``alpha`` and 80% power needs
-   for the observed rates (:func:`harness.stats.tests.repeats_needed`). ``NO CHANGE`` otherwise
+   Infrastructure errors are excluded. Runs are independent trials only when sampled:
+   a greedy scenario (temperature 0) counts once per side (its most common outcome), so
+   the evidence comes from the test across scenarios (:mod:`harness.stats.family`).
+2. For every scenario a one-sided Fisher's exact test per outcome, and for all scenarios
+   pooled (``"*"``) the exact conditional test stratified by scenario (Mantel-Haenszel's
+   ``S``), each that the candidate's rate is higher (regression family) and, apart, lower
+   (improvement family).
+3. Each family is adjusted by Westfall & Young's step-down min-p procedure over
+   ``permutations`` (10,000) relabellings of the runs within each scenario (seeded), which
+   controls the family-wise error at ``alpha`` (default 0.01) and uses the dependence of
+   the tests (:mod:`harness.stats.permutation`).
+4. ``REGRESSION``: any significant regression (a significant improvement elsewhere is
+   named too: a mixed result). ``IMPROVEMENT``: none, and a significant improvement.
+5. ``INCONCLUSIVE``: neither, but some outcome is worse in the candidate with an adjusted
+   p at most ``SUGGESTIVE_P`` (0.1: the rate of INCONCLUSIVE between equal servers stays
+   at most about 10% whatever the repeats); the verdict gives about how many more repeats
+   per scenario a two-proportion test at the family's critical p and 80% power needs
+   (:func:`harness.stats.tests.repeats_needed`). ``NO CHANGE`` otherwise, with the
+   smallest rate of a new failure kind it would have detected with 80% probability
+   (:func:`harness.stats.permutation.min_detectable_rate`) in ``Verdict.power``
    (failure kinds seen only in the candidate are still listed in ``new_failure_kinds``).
-
 6. A side with more infrastructure errors than ``infra_error_limit`` of its runs (20% by
    default) cannot be judged: the verdict names it in ``infra_limited`` (a REGRESSION
    stays one; anything else becomes INCONCLUSIVE) and the command line exits 3.
@@ -40,11 +44,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.kinds import COUNT_METRICS, SUCCESS_METRICS, VerdictName, label, plural
+from harness.stats.family import PERMUTATIONS, Family, FamilyTest, run_family
+from harness.stats.permutation import min_detectable_rate, one_scenario_p
 from harness.stats.tests import (
     Alternative,
-    fisher_one_sided,
     format_p,
-    holm,
     mannwhitney_one_sided,
     repeats_needed,
 )
@@ -74,11 +78,14 @@ ALPHA = 0.01
 INFRA_ERROR_LIMIT = 0.2
 #: unadjusted one-sided p below which an unproven difference makes INCONCLUSIVE
 SUGGESTIVE_P = 0.1
+#: the reason of a scenario with no scored run on a side (always INCONCLUSIVE)
+NO_SCORED = "no scored runs on one side (infrastructure errors)"
 
 DECISION_RULE = (
-    "one-sided Fisher's exact test per scenario and pooled, for 'failed' and each failure "
-    "kind; tests that cannot reach alpha given their margins are left out (Tarone); Holm "
-    f"across the rest; REGRESSION at adjusted p <= alpha (alpha={ALPHA})"
+    "one-sided Fisher's exact test per scenario and an exact test stratified by scenario "
+    "(Mantel-Haenszel) pooled, for 'failed' and each failure kind; Westfall-Young step-down "
+    "min-p adjustment over permutations of the runs within each scenario; greedy scenarios "
+    f"count once per side; REGRESSION at adjusted p <= alpha (alpha={ALPHA})"
 )
 
 
@@ -135,77 +142,12 @@ def _below(a: Aggregate, name_side: bool) -> str:
     return f"{where} ({a.rate('passed').text()} passed)"
 
 
-@dataclass
-class _Test:
-    """One candidate-vs-baseline outcome test (a row and its place in a family)."""
-
-    scenario: str
-    metric: str
-    k_b: int
-    n_b: int
-    k_c: int
-    n_c: int
-    p_worse: float
-    p_better: float
-    min_p_worse: float
-    min_p_better: float
-
-
-def _min_p(k_b: int, n_b: int, k_c: int, n_c: int, alternative: str) -> float:
-    """Smallest one-sided Fisher p attainable with these margins (Tarone 1990)."""
-    t = k_b + k_c
-    if alternative == "greater":
-        kc = min(t, n_c)
-        return fisher_one_sided(kc, n_c, t - kc, n_b, "greater")
-    kb = min(t, n_b)
-    return fisher_one_sided(t - kb, n_c, kb, n_b, "less")
-
-
-def _test(scenario: str, metric: str, base: Aggregate, cand: Aggregate) -> _Test:
-    rb, rc = base.rate(metric), cand.rate(metric)
-    bad_b, bad_c = rb.k, rc.k
-    if metric in SUCCESS_METRICS:  # success rates: the event tested is failure
-        bad_b, bad_c = rb.n - rb.k, rc.n - rc.k
-    return _Test(
-        scenario,
-        metric,
-        bad_b,
-        rb.n,
-        bad_c,
-        rc.n,
-        p_worse=fisher_one_sided(bad_c, rc.n, bad_b, rb.n, "greater"),
-        p_better=fisher_one_sided(bad_c, rc.n, bad_b, rb.n, "less"),
-        min_p_worse=_min_p(bad_b, rb.n, bad_c, rc.n, "greater"),
-        min_p_better=_min_p(bad_b, rb.n, bad_c, rc.n, "less"),
-    )
-
-
-def _holm_family(tests: list[_Test], attr: str, alpha: float) -> dict[tuple[str, str], float]:
-    side = "worse" if attr == "p_worse" else "better"
-    family = [
-        t for t in tests if getattr(t, f"min_p_{side}") <= alpha and t.metric != "final_answer"
-    ]
-    adjusted = holm([getattr(t, attr) for t in family])
-    return {(t.scenario, t.metric): p for t, p in zip(family, adjusted, strict=True)}
-
-
-def _rate_row(
-    t: _Test,
-    base: Aggregate,
-    cand: Aggregate,
-    worse_adj: dict[Any, float],
-    better_adj: dict[Any, float],
-    alpha: float,
-) -> MetricRow:
+def _rate_row(t: FamilyTest, base: Aggregate, cand: Aggregate, ctx: _Context) -> MetricRow:
     rb, rc = base.rate(t.metric), cand.rate(t.metric)
     effect = (rc.rate - rb.rate) if rc.rate is not None and rb.rate is not None else None
-    worse = (
-        None
-        if t.k_c / max(t.n_c, 1) == t.k_b / max(t.n_b, 1)
-        else t.k_c / max(t.n_c, 1) > t.k_b / max(t.n_b, 1)
-    )
-    key = (t.scenario, t.metric)
-    adj = worse_adj.get(key) if worse else better_adj.get(key) if worse is False else None
+    worse = None if t.k_c * t.n_b == t.k_b * t.n_c else t.k_c * t.n_b > t.k_b * t.n_c
+    adj = t.adj_worse if worse else t.adj_better if worse is False else None
+    how = "Fisher exact" if t.scenario != "*" else "exact stratified (Mantel-Haenszel)"
     return MetricRow(
         metric=t.metric,
         kind="rate",
@@ -215,9 +157,9 @@ def _rate_row(
         worse=worse,
         p_value=t.p_worse if worse else t.p_better if worse is False else 1.0,
         p_adjusted=adj,
-        test=f"Fisher exact, one-sided ({'worse' if worse else 'better'})",
-        significant=adj is not None and adj <= alpha,
-        decisive=key in worse_adj or key in better_adj,
+        test=f"{how}, one-sided ({'worse' if worse else 'better'})",
+        significant=adj is not None and adj <= ctx.alpha,
+        decisive=t.in_family,
     )
 
 
@@ -239,15 +181,16 @@ def _count_row(metric: str, base: Aggregate, cand: Aggregate) -> MetricRow:
     )
 
 
-def _needed(t: _Test, alpha_share: float, pooled_over: int) -> int | None:
-    """Repeats per scenario (in total) to settle ``t`` at its observed rates.
+def _needed(t: FamilyTest, critical: float, pooled_over: int) -> int | None:
+    """Repeats per scenario (in total) to settle ``t`` at its observed rates, with a
+    two-proportion test at the family's critical p (:func:`repeats_needed`).
 
     Observed rates are smoothed by half a run, ``(k + 0.5) / (n + 1)``, so that 0/n and n/n
     give a finite size; pooled tests divide the runs needed by the number of scenarios.
     """
     pb = (t.k_b + 0.5) / (t.n_b + 1)
     pc = (t.k_c + 0.5) / (t.n_c + 1)
-    n = repeats_needed(pb, pc, alpha_share)
+    n = repeats_needed(pb, pc, max(critical, 1e-12))
     return None if n is None else math.ceil(n / max(pooled_over, 1))
 
 
@@ -273,27 +216,30 @@ def decide(
     *,
     alpha: float = ALPHA,
     infra_error_limit: float = INFRA_ERROR_LIMIT,
+    permutations: int = PERMUTATIONS,
+    seed: int = 0,
+    greedy: Sequence[str] = (),
 ) -> Decision:
     """Test every scenario's outcomes and decide (pure; see the module docstring).
 
     ``baseline``/``candidate``: scenario id (``"*"``: pooled) -> that side's aggregate;
     scenarios on one side only are left out. ``sides``: both sides' run and
     infrastructure-error counts, for the infrastructure-error limit (rule 6).
+    ``permutations``/``seed``: the Westfall-Young relabellings (rule 3); ``greedy``: the
+    scenarios sampled at temperature 0, whose repeats count as one unit (rule 1).
     """
     ids = [s for s in baseline if s in candidate]
     if len(ids) == 2 and "*" in ids:  # one scenario: the pool would only repeat its tests
         ids.remove("*")
-    tests = [
-        _test(s, m, baseline[s], candidate[s])
-        for s in ids
-        for m in [*SUCCESS_METRICS, *_kinds(baseline[s], candidate[s])]
-    ]
-    worse_adj = _holm_family(tests, "p_worse", alpha)
-    better_adj = _holm_family(tests, "p_better", alpha)
-    by_id: dict[str, list[_Test]] = {}
-    for t in tests:
+    metrics = {s: [*SUCCESS_METRICS, *_kinds(baseline[s], candidate[s])] for s in ids}
+    fam = run_family(
+        baseline, candidate, metrics,
+        alpha=alpha, permutations=permutations, seed=seed, greedy=greedy,
+    )  # fmt: skip
+    by_id: dict[str, list[FamilyTest]] = {}
+    for t in fam.tests:
         by_id.setdefault(t.scenario, []).append(t)
-    ctx = _Context(worse_adj, better_adj, alpha, max(1, len([s for s in ids if s != "*"])))
+    ctx = _Context(fam, alpha, max(1, len([s for s in ids if s != "*"])))
     comps = [_scenario_comparison(s, by_id[s], baseline[s], candidate[s], ctx) for s in ids]
     verdict = _overall(comps, ctx)
     return Decision(comps, _with_infra_limit(verdict, sides, infra_error_limit))
@@ -301,12 +247,34 @@ def decide(
 
 @dataclass(frozen=True)
 class _Context:
-    """The families and settings every scenario's comparison is judged in."""
+    """The family every scenario's comparison is judged in, and the settings."""
 
-    worse_adj: dict[tuple[str, str], float]
-    better_adj: dict[tuple[str, str], float]
+    family: Family
     alpha: float
     n_scenarios: int
+
+    def significant(self, direction: str) -> list[FamilyTest]:
+        return [
+            t
+            for t in self.family.tests
+            if t.in_family and (getattr(t, f"adj_{direction}") or 1.0) <= self.alpha
+        ]
+
+    def suggestive(self) -> list[FamilyTest]:
+        """Rule 5: worse in the candidate with an adjusted p at most ``SUGGESTIVE_P``, or
+        failing every candidate unit of a scenario and no baseline unit where too few
+        units let no test reach the critical p (greedy scenarios, one repeat)."""
+        crit = self.family.critical_worse
+        return [
+            t
+            for t in self.family.tests
+            if t.in_family
+            and t.k_c * t.n_b > t.k_b * t.n_c
+            and (
+                (t.adj_worse or 1.0) <= SUGGESTIVE_P
+                or (t.k_c == t.n_c > 0 and t.k_b == 0 and t.min_p_worse >= crit)
+            )
+        ]
 
 
 def _with_infra_limit(verdict: Verdict, sides: Sequence[SideInfo], limit: float) -> Verdict:
@@ -326,13 +294,15 @@ def _with_infra_limit(verdict: Verdict, sides: Sequence[SideInfo], limit: float)
     return verdict.model_copy(update=update)
 
 
-def _suggestive(tests: list[_Test]) -> list[_Test]:
-    """The tests whose outcome is worse in the candidate with unadjusted one-sided
-    ``p < SUGGESTIVE_P``, or fails every candidate run and no baseline run (rule 5)."""
+def _suggestive(tests: list[FamilyTest]) -> list[FamilyTest]:
+    """A scenario's tests worse in the candidate with unadjusted one-sided
+    ``p < SUGGESTIVE_P``, or failing every candidate run and no baseline run: the
+    scenario reads INCONCLUSIVE (worse, not significant alone). The overall verdict is
+    INCONCLUSIVE only on adjusted evidence (:meth:`_Context.suggestive`)."""
     return [
         t
         for t in tests
-        if t.metric != "final_answer"
+        if t.in_family
         and t.k_c * t.n_b > t.k_b * t.n_c
         and (t.p_worse < SUGGESTIVE_P or (t.k_c == t.n_c > 0 and t.k_b == 0))
     ]
@@ -351,19 +321,20 @@ class _Judged:
 
 def _judge_scenario(
     sid: str,
-    tests: list[_Test],
+    tests: list[FamilyTest],
     rows: list[MetricRow],
     base: Aggregate,
     cand: Aggregate,
     ctx: _Context,
 ) -> _Judged:
-    """Rule 5 for one scenario: REGRESSION, IMPROVEMENT, INCONCLUSIVE or NO CHANGE."""
+    """Rule 5 for one scenario: REGRESSION (naming any improvement too), IMPROVEMENT,
+    INCONCLUSIVE or NO CHANGE."""
     worse = [r for r in rows if r.significant and r.worse]
     better = [r for r in rows if r.significant and r.worse is False]
     if base.scored == 0 or cand.scored == 0:
-        return _Judged("INCONCLUSIVE", ["no scored runs on one side (infrastructure errors)"])
+        return _Judged("INCONCLUSIVE", [NO_SCORED])
     if worse:
-        return _Judged("REGRESSION", [_reason(r, base, cand) for r in worse])
+        return _Judged("REGRESSION", [_reason(r, base, cand) for r in [*worse, *better]])
     if better:
         return _Judged("IMPROVEMENT", [_reason(r, base, cand) for r in better])
     suggest = _suggestive(tests)
@@ -371,17 +342,16 @@ def _judge_scenario(
         return _Judged()
     needed = _more_repeats(sid, suggest, base, cand, ctx)
     by_metric = {r.metric: r for r in rows}
-    tested = any((t.scenario, t.metric) in ctx.worse_adj for t in suggest)
-    display, note = _worse_note(sid, len(ctx.worse_adj) if tested else 0, ctx.alpha, needed)
+    display, note = _worse_note(sid, ctx, needed, suggest)
     reasons = [_reason(by_metric[t.metric], base, cand) for t in suggest]
     return _Judged("INCONCLUSIVE", reasons, needed, display, note)
 
 
 def _scenario_comparison(
-    sid: str, tests: list[_Test], base: Aggregate, cand: Aggregate, ctx: _Context
+    sid: str, tests: list[FamilyTest], base: Aggregate, cand: Aggregate, ctx: _Context
 ) -> ScenarioComparison:
     """One scenario's table (a row per outcome test, then the counts) and its verdict."""
-    rows = [_rate_row(t, base, cand, ctx.worse_adj, ctx.better_adj, ctx.alpha) for t in tests]
+    rows = [_rate_row(t, base, cand, ctx) for t in tests]
     rows += [_count_row(m, base, cand) for m in COUNT_METRICS]
     judged = _judge_scenario(sid, tests, rows, base, cand, ctx)
     new = [t.metric for t in tests if t.metric not in SUCCESS_METRICS and t.k_c and not t.k_b]
@@ -394,41 +364,45 @@ def _scenario_comparison(
         repeats_needed=judged.repeats_needed,
         display=judged.display,
         note=judged.note,
-        holm_tests=len(ctx.worse_adj),
+        holm_tests=sum(t.in_family for t in ctx.family.tests),
     )
 
 
 def _more_repeats(
-    sid: str, suggest: list[_Test], base: Aggregate, cand: Aggregate, ctx: _Context
+    sid: str, suggest: list[FamilyTest], base: Aggregate, cand: Aggregate, ctx: _Context
 ) -> int | None:
     """About how many more repeats per scenario and side would settle the suggestive tests."""
-    share = ctx.alpha / max(1, len(ctx.worse_adj))
     pooled = ctx.n_scenarios if sid == "*" else 1
     have = min(base.scored, cand.scored) // pooled
-    needs = [n for n in (_needed(t, share, pooled) for t in suggest) if n]
+    crit = ctx.family.critical_worse or ctx.alpha / max(1, len(ctx.family.tests))
+    needs = [n for n in (_needed(t, crit, pooled) for t in suggest) if n]
     return max(1, min(needs) - have) if needs else None
 
 
-def _worse_note(sid: str, family: int, alpha: float, needed: int | None) -> tuple[str, str]:
+def _worse_note(
+    sid: str, ctx: _Context, needed: int | None, suggest: list[FamilyTest]
+) -> tuple[str, str]:
     """``(display label, note)`` of an INCONCLUSIVE comparison whose candidate is worse;
-    ``family`` 0: its tests cannot reach ``alpha`` with so few runs (left out, Tarone)."""
+    when no suggestive test could reach the critical p with its margins, it says so."""
     alone = " alone" if sid != "*" else ""
     settle = (
         f"; about {plural(needed, 'more repeat')} per scenario and side would settle it"
         if needed
         else ""
     )
+    tests = sum(t.in_family for t in ctx.family.tests)
     why = (
-        f"after Holm's correction over {plural(family, 'test')} at alpha {alpha:g}"
-        if family
-        else f"(too few runs for any test to reach alpha {alpha:g})"
+        f"after Westfall-Young's correction over {plural(tests, 'test')} "
+        f"({ctx.family.permutations} permutations) at alpha {ctx.alpha:g}"
     )
+    if all(t.min_p_worse >= ctx.family.critical_worse for t in suggest):
+        why += f" (too few runs for any test to reach alpha {ctx.alpha:g} here)"
     note = f"worse in the candidate, but not significant{alone} {why}{settle}"
     return f"WORSE (not significant{alone})", note
 
 
 def _reason(r: MetricRow, base: Aggregate, cand: Aggregate) -> str:
-    """``passed: candidate 0/5, baseline 5/5 (p one-sided 0.004; p adj. Holm 0.35)``.
+    """``passed: candidate 0/5, baseline 5/5 (p one-sided 0.004; p adj. W-Y 0.035)``.
 
     Rates are shown as the tables show them: successes for ``passed``/``final_answer``,
     failing runs for a failure kind.
@@ -438,31 +412,42 @@ def _reason(r: MetricRow, base: Aggregate, cand: Aggregate) -> str:
     return (
         f"{label(r.metric)}: candidate {cand.rate(r.metric).text()}{unit}, "
         f"baseline {base.rate(r.metric).text()}{unit} "
-        f"(p one-sided {format_p(r.p_value)}; p adj. Holm {adj})"
+        f"(p one-sided {format_p(r.p_value)}; p adj. W-Y {adj})"
     )
 
 
-def _significant_kinds(adjusted: dict[tuple[str, str], float], alpha: float) -> list[str]:
-    """The failure kinds with a significant test in a family (sorted; not passed/final)."""
-    return sorted({m for (_, m), p in adjusted.items() if p <= alpha} - set(SUCCESS_METRICS))
+def _significant_kinds(tests: list[FamilyTest]) -> list[str]:
+    """The failure kinds among ``tests`` (sorted; not passed/final_answer)."""
+    return sorted({t.metric for t in tests} - set(SUCCESS_METRICS))
+
+
+def _places(comps: list[ScenarioComparison], tests: list[FamilyTest]) -> str:
+    """``in a, b`` (the scenarios with a significant test) or ``pooled over scenarios``."""
+    bad = sorted({t.scenario for t in tests if t.scenario != "*"})
+    order = [c.scenario_id for c in comps if c.scenario_id in bad]
+    return f"in {', '.join(order)}" if order else "pooled over scenarios"
 
 
 def _regression(comps: list[ScenarioComparison], ctx: _Context, only: list[str]) -> Verdict:
-    """The overall REGRESSION: the significant kinds and the scenarios that regressed."""
-    sig_w = _significant_kinds(ctx.worse_adj, ctx.alpha)
-    bad = [c.scenario_id for c in comps if c.verdict == "REGRESSION" and c.scenario_id != "*"]
-    where = f"in {', '.join(bad)}" if bad else "pooled over scenarios"
-    msg = f"REGRESSION: {', '.join(sig_w) if sig_w else 'more runs fail'} ({where}){_also(only)}"
+    """The overall REGRESSION: the significant kinds, the scenarios that regressed, and
+    what is significantly better (a mixed result names both)."""
+    worse, better = ctx.significant("worse"), ctx.significant("better")
+    sig_w, sig_b = _significant_kinds(worse), _significant_kinds(better)
+    msg = f"REGRESSION: {', '.join(sig_w) or 'more runs fail'} ({_places(comps, worse)})"
+    if better:
+        msg += f"; but better: {', '.join(sig_b) or 'fewer runs fail'} ({_places(comps, better)})"
     return Verdict(
         verdict="REGRESSION",
-        message=msg,
+        message=msg + _also(only),
         regressed_kinds=sig_w,
+        improved_kinds=sig_b,
         candidate_only_kinds=only,
         reasons=_where(c for c in comps if c.verdict == "REGRESSION"),
+        power=_budget(ctx),
     )
 
 
-def _inconclusive(unsure: list[ScenarioComparison], only: list[str]) -> Verdict:
+def _inconclusive(unsure: list[ScenarioComparison], ctx: _Context, only: list[str]) -> Verdict:
     """The overall INCONCLUSIVE, with the fewest more repeats any scenario needs."""
     needs = [c.repeats_needed for c in unsure if c.repeats_needed]
     n = min(needs) if needs else None
@@ -470,9 +455,10 @@ def _inconclusive(unsure: list[ScenarioComparison], only: list[str]) -> Verdict:
     return Verdict(
         verdict="INCONCLUSIVE",
         repeats_needed=n,
-        message=f"INCONCLUSIVE: differences not significant{tail}{_also(only)}",
+        message=f"INCONCLUSIVE: worse, not significant{tail}{_also(only)}",
         candidate_only_kinds=only,
         reasons=_where(unsure),
+        power=_budget(ctx),
     )
 
 
@@ -483,28 +469,69 @@ def _also(only: list[str]) -> str:
     )
 
 
+def _budget(ctx: _Context) -> str:
+    """What the family was: tests, permutations, the critical p, collapsed scenarios."""
+    fam = ctx.family
+    tests = sum(t.in_family for t in fam.tests)
+    text = (
+        f"Westfall-Young over {plural(tests, 'test')}, {fam.permutations} permutations within "
+        f"scenarios: significant at one-sided p < {format_p(fam.critical_worse)}"
+    )
+    if fam.collapsed:
+        text += (
+            f"; {plural(len(fam.collapsed), 'greedy scenario')} (temperature 0) counted once "
+            "per side: their repeats are one transcript, not independent trials"
+        )
+    return text
+
+
+def _power(ctx: _Context) -> str:
+    """NO CHANGE's statement of what it could have missed (rule 7)."""
+    runs = [t for t in ctx.family.tests if t.metric == "passed" and t.scenario != "*"]
+    n_c, n_b = sum(t.n_c for t in runs), sum(t.n_b for t in runs)
+    crit = ctx.family.critical_worse
+    q = min_detectable_rate(n_c, n_b, crit)
+    first = (
+        f"a new failure kind in >= {q:.1%} of candidate runs would have been detected "
+        "with 80% probability"
+        if q is not None
+        else "no new failure kind could have been detected at this budget"
+    )
+    sampled = set(ctx.family.collapsed)
+    one = [t for t in runs if t.n_c and t.n_b and t.scenario not in sampled]
+    caught = bool(one) and all(
+        one_scenario_p(t.n_c, t.n_b) < crit for t in one
+    )  # a (sampled) scenario failing every candidate run, never the baseline's
+    which = "sampled scenario" if sampled else "scenario"
+    second = f"; one {which} failing every candidate run would " + ("" if caught else "not ")
+    return f"power: {first}{second}have been detected ({_budget(ctx)})"
+
+
 def _overall(comps: list[ScenarioComparison], ctx: _Context) -> Verdict:
     """Rule 5 over all scenarios: a significant regression anywhere, else a significant
-    improvement, else INCONCLUSIVE if a scenario is, else NO CHANGE."""
-    sig_w = _significant_kinds(ctx.worse_adj, ctx.alpha)
+    improvement, else INCONCLUSIVE if a scenario is, else NO CHANGE (with its power)."""
+    sig_w = _significant_kinds(ctx.significant("worse"))
     only = sorted({k for c in comps for k in c.new_failure_kinds} - set(sig_w))
-    if any(p <= ctx.alpha for p in ctx.worse_adj.values()):
+    if ctx.significant("worse"):
         return _regression(comps, ctx, only)
-    if any(p <= ctx.alpha for p in ctx.better_adj.values()):
-        sig_b = _significant_kinds(ctx.better_adj, ctx.alpha)
+    if ctx.significant("better"):
+        sig_b = _significant_kinds(ctx.significant("better"))
         return Verdict(
             verdict="IMPROVEMENT",
             message="IMPROVEMENT: " + (", ".join(sig_b) or "fewer runs fail"),
             improved_kinds=sig_b,
             reasons=_where(c for c in comps if c.verdict == "IMPROVEMENT"),
+            power=_budget(ctx),
         )
     unsure = [c for c in comps if c.verdict == "INCONCLUSIVE"]
-    if unsure:
-        return _inconclusive(unsure, only)
+    if ctx.suggestive() or any(NO_SCORED in c.reasons for c in unsure):
+        return _inconclusive(unsure, ctx, only)
+    power = _power(ctx)
     return Verdict(
         verdict="NO CHANGE",
         message=f"NO CHANGE: no significant difference between the sides{_also(only)}",
         candidate_only_kinds=only,
+        power=power,
     )
 
 

@@ -53,7 +53,7 @@ class OverviewBlock:
     kinds_by_side: list[list[str]]
     reasons: list[str] = field(default_factory=list)
     label: str | None = None  # what the verdict chip says ("WORSE (not significant alone)")
-    note: str | None = None  # why, e.g. the Holm family's size and the repeats needed
+    note: str | None = None  # why, e.g. the family's size and the repeats needed
 
 
 @dataclass

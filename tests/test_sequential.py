@@ -1,0 +1,83 @@
+"""Sequential mode: the spent levels, the stopping rule, and ``harness compare`` in rounds."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.stats.sequential import FUTILITY, look_alpha, should_stop
+from harness.summary import MetricRow, ScenarioComparison, Summary, Verdict
+from tests.test_compare import CLOCK, ENTROPY, LOOKUP
+
+
+def test_power_family_spending_rho_2() -> None:
+    # alpha * ((k/K)^2 - ((k-1)/K)^2): 1/16, 3/16, 5/16, 7/16 of alpha for K = 4
+    got = [look_alpha(0.01, k, 4) for k in range(1, 5)]
+    assert got == pytest.approx([0.01 * x / 16 for x in (1, 3, 5, 7)])
+    assert sum(got) == pytest.approx(0.01)  # the union bound: at most alpha over all looks
+    assert look_alpha(0.01, 1, 1) == pytest.approx(0.01)
+    with pytest.raises(ValueError):
+        look_alpha(0.01, 5, 4)
+
+
+def _summary(verdict: str, adjusted: float | None) -> Summary:
+    row = MetricRow(
+        metric="repeat_loop", kind="rate", baseline=0.0, candidate=0.2, effect=0.2,
+        worse=True, p_value=0.01, p_adjusted=adjusted, test="t", decisive=True,
+    )  # fmt: skip
+    comp = ScenarioComparison(scenario_id="*", rows=[row], verdict="NO CHANGE")
+    return Summary(
+        run_id="s", comparisons=[comp], verdict=Verdict(verdict=verdict, message=verdict)
+    )  # type: ignore[arg-type]
+
+
+def test_stopping_rule() -> None:
+    assert should_stop(_summary("REGRESSION", 0.001), 1, 4)  # efficacy
+    assert not should_stop(_summary("INCONCLUSIVE", 0.05), 1, 4)  # worth another round
+    assert not should_stop(_summary("NO CHANGE", FUTILITY), 2, 4)
+    assert should_stop(_summary("NO CHANGE", FUTILITY + 0.01), 1, 4)  # futility
+    assert should_stop(_summary("INCONCLUSIVE", 0.05), 4, 4)  # the last look
+
+
+@pytest.fixture
+def scenarios(write_scenarios: Callable[..., Path]) -> Path:
+    return write_scenarios(ENTROPY, LOOKUP, CLOCK)
+
+
+def _run(scenarios: Path, tmp_path: Path, *extra: str) -> tuple[int, dict, int]:  # type: ignore[type-arg]
+    args = ["compare", str(scenarios), "--results", str(tmp_path), "--run-id", "r"]
+    code = main([*args, "--no-progress", *extra])
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    runs = sum(1 for _ in (tmp_path / "r" / "transcripts.jsonl").open())
+    return code, summary, runs
+
+
+def test_a_large_regression_stops_after_the_first_round(scenarios: Path, tmp_path: Path) -> None:
+    code, s, runs = _run(scenarios, tmp_path, "--repeats", "3")
+    assert code == 1 and s["verdict"]["verdict"] == "REGRESSION"
+    assert s["settings"]["sequential"] and s["settings"]["look"] == 1
+    assert runs == 2 * 3 * 3  # one round: 3 scenarios x 3 repeats x 2 sides
+    assert s["verdict"]["power"].startswith("sequential (group-sequential")
+    assert (
+        "decided at round 1 of 4" in s["verdict"]["power"]
+        and "18 runs spent" in s["verdict"]["power"]
+    )
+
+
+def test_fixed_mode_runs_the_repeats_once(scenarios: Path, tmp_path: Path) -> None:
+    code, s, runs = _run(scenarios, tmp_path, "--repeats", "2", "--no-sequential", "--aa")
+    assert code == 0 and not s["settings"]["sequential"] and s["settings"]["look"] is None
+    assert runs == 2 * 3 * 2
+    assert s["verdict"]["verdict"] in ("NO CHANGE", "INCONCLUSIVE")
+    assert "Westfall-Young over" in s["verdict"]["power"]
+
+
+def test_rounds_are_whole_and_capped(scenarios: Path, tmp_path: Path) -> None:
+    code, s, runs = _run(scenarios, tmp_path, "--repeats", "1", "--rounds", "2", "--aa")
+    look = s["settings"]["look"]
+    assert look in (1, 2) and runs == 2 * 3 * look  # every round complete on both sides
+    assert s["settings"]["repeats"] == look
