@@ -85,6 +85,7 @@ def test_fault_matrix(
     common = [str(scenarios), "--repeats", "1", "--results", str(tmp_path), "--run-id", "m"]
     common += ["--timeout", str(TIMEOUT_S), "--max-retries", str(RETRIES), "--no-progress"]
     common += ["--stream", "on" if stream else "off"]
+    common += ["--temperature", "0"]  # greedy: no sampled model failure beside the fault
     if command == "run":
         argv = ["run", "--target", bad, *common]
     else:

@@ -136,6 +136,11 @@ def test_second_resume_of_one_folder_is_refused(
             f"(pid {first.pid}); wait for it to end, or give another --run-id"
         )
         assert first.poll() is None  # the holder was still running when refused
+        transcripts = tmp_path / "x" / RunFolder.TRANSCRIPTS
+        while time.monotonic() < deadline and not (
+            transcripts.exists() and transcripts.read_text().strip()
+        ):
+            time.sleep(0.05)  # one run finished before the stop, so it must be kept
     finally:
         first.terminate()  # stops as Ctrl-C does, keeping what it finished
         out, ferr = first.communicate(timeout=120)

@@ -141,7 +141,7 @@ def test_compare_single_turn_writes_the_figures(
     cand = sim_url("container-as-string", scenarios_dir=folder)
     rc = main([
         "compare", "--single-turn", "--baseline", base, "--candidate", cand, "--repeats", "3",
-        "--results", str(tmp_path / "res"), "--run-id", "st", "--no-progress", str(folder),
+        "--no-sequential", "--results", str(tmp_path / "res"), "--run-id", "st", "--no-progress", str(folder),
     ])  # fmt: skip
     out = capsys.readouterr().out
     assert rc in (0, 1)
