@@ -22,7 +22,7 @@ BEGIN, END = "<!-- power:begin -->", "<!-- power:end -->"
 
 def _rate(t: dict[str, Any]) -> str:
     """``98/100 (98%)``: REGRESSION verdicts of a figure."""
-    return f"{t['regression']}/{t['n']} ({t['regression'] / t['n']:.0%})"
+    return f"{t['regression']}/{t['n']} ({t['regression'] / t['n']:.1%})"
 
 
 def _runs(t: dict[str, Any]) -> str:

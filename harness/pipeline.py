@@ -34,7 +34,7 @@ from harness.scoring.parity import ParityDiff, pair_diffs
 from harness.scoring.score import score_run
 from harness.server import fusion
 from harness.stats.aggregate import AggregateBuilder
-from harness.stats.sequential import look_alpha, should_stop
+from harness.stats.sequential import first_look, look_alpha, should_stop
 from harness.stats.verdict import decide, judge_run
 from harness.summary import Aggregate, Settings, SideInfo, Summary, Verdict
 from harness.transcript import RunRecord, TargetInfo
@@ -417,8 +417,12 @@ def compare(
     if not settings.sequential:
         _run_round(scenarios, (baseline, candidate), settings, folder, settings.repeats, progress)
         return score_folder(folder, context)
-    for look in range(1, settings.rounds + 1):
-        per_round = settings.repeats or 5
+    per_round = settings.repeats or 5
+    modes = 2 if settings.stream == "both" else 1
+    start = first_look(
+        len(folder.finished_keys()), 2 * len(scenarios) * per_round * modes, settings.rounds
+    )
+    for look in range(start, settings.rounds + 1):
         _run_round(scenarios, (baseline, candidate), settings, folder, look * per_round, progress)
         look_settings = settings.model_copy(update={"look": look, "repeats": look * per_round})
         at_look = replace(context, settings=look_settings)

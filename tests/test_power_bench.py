@@ -24,7 +24,7 @@ def test_tiny_run_writes_every_figure(tmp_path: Path) -> None:
     assert fused["regression"] == 1 and fused["max_rounds"] == 1  # decided in the first round
     assert doc["gsm8k"]["drop_0.88_0.81"]["n"] == 5
     text = power_table.render(doc)
-    assert "| A/A healthy vs healthy, fixed | REGRESSION 0/2 (0%)" in text
+    assert "| A/A healthy vs healthy, fixed | REGRESSION 0/2 (0.0%)" in text
 
 
 def test_table_replaces_only_the_marked_block() -> None:

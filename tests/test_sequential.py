@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.stats.sequential import FUTILITY, look_alpha, should_stop
+from harness.stats.sequential import FUTILITY, first_look, look_alpha, should_stop
 from harness.summary import MetricRow, ScenarioComparison, Summary, Verdict
 from tests.test_compare import CLOCK, ENTROPY, LOOKUP
 
@@ -41,6 +41,13 @@ def test_stopping_rule() -> None:
     assert not should_stop(_summary("NO CHANGE", FUTILITY), 2, 4)
     assert should_stop(_summary("NO CHANGE", FUTILITY + 0.01), 1, 4)  # futility
     assert should_stop(_summary("INCONCLUSIVE", 0.05), 4, 4)  # the last look
+
+
+def test_a_resumed_comparison_finishes_its_round_before_a_look() -> None:
+    assert first_look(0, 34, 4) == 1
+    assert first_look(34, 34, 4) == 1  # round 1 complete: decide it (again)
+    assert first_look(35, 34, 4) == 2  # round 2 begun: finish it, then look
+    assert first_look(500, 34, 4) == 4  # never past the cap
 
 
 @pytest.fixture

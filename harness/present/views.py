@@ -120,6 +120,14 @@ def metric_rows(
     return out
 
 
+def _alpha(summary: Summary) -> float:
+    """The level the verdict was decided at: ``alpha``, or a sequential look's share."""
+    from harness.stats.sequential import look_alpha
+
+    s = summary.settings
+    return look_alpha(s.alpha, s.look, s.rounds) if s.sequential and s.look else s.alpha
+
+
 def p_legend(summary: Summary) -> str:
     """The one-line legend of the p columns and of ``*`` (console, HTML and Markdown)."""
     family = max((c.holm_tests or 0 for c in summary.comparisons), default=0)
@@ -128,7 +136,7 @@ def p_legend(summary: Summary) -> str:
         "p (one-sided): Fisher's exact test for rates (pooled: exact, stratified by "
         "scenario), Mann-Whitney U for counts; "
         f"p adj. (W-Y): Westfall-Young adjusted{over} (blank: not among them); "
-        f"* significant at alpha {summary.settings.alpha:g}"
+        f"* significant at alpha {_alpha(summary):g}"
     )
 
 

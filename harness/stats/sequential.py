@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from harness.summary import Summary
 
-__all__ = ["FUTILITY", "ROUNDS", "look_alpha", "should_stop"]
+__all__ = ["FUTILITY", "ROUNDS", "first_look", "look_alpha", "should_stop"]
 
 #: default number of rounds (looks); with 5 repeats per round, at most 20 per side
 ROUNDS = 4
@@ -40,6 +40,15 @@ def look_alpha(alpha: float, look: int, rounds: int) -> float:
     if not 1 <= look <= rounds:
         raise ValueError(f"need 1 <= look <= rounds, got look={look}, rounds={rounds}")
     return alpha * ((look / rounds) ** 2 - ((look - 1) / rounds) ** 2)
+
+
+def first_look(done: int, per_round: int, rounds: int) -> int:
+    """The look a resumed comparison starts at: the round its ``done`` runs reach
+    (``per_round`` runs a round, both sides), so a round interrupted half-way is finished
+    before any look (a look never sees part of a round)."""
+    if per_round <= 0:
+        return 1
+    return min(rounds, max(1, -(-done // per_round)))
 
 
 def should_stop(summary: Summary, look: int, rounds: int) -> bool:
