@@ -154,6 +154,7 @@ class RunFolder:
     BOOT = "boot.json"
     SERVER_LOG = "server.log"
     MATRIX = "matrix.json"
+    LOGPROBS = "logprobs.json"
     #: harness matrix: the folder holding each deployment's GSM8K run folder
     GSM8K_DIR = "gsm8k"
     #: the manifest's ``extra`` key of the scenario set (id -> content hash)

@@ -43,6 +43,9 @@ name                       behaviour
 ``object-not-string``      ``arguments`` sent as a JSON object, not a string
 ``empty-stop``             every reply is empty: no content, no tool calls, ``stop``
 ``gsm8k-drop``             GSM8K accuracy 0.81, nothing else
+``kv-cache-quant``         healthy; token logprobs shifted a tiny, benign amount (like a
+                           KV-cache quantisation; :mod:`harness.sim.logprobs`)
+``logprobs-nan``           healthy; NaN token logprobs at 2% of positions
 ``experts-dup-shared``     routed experts: shared expert id in two columns (fusion on)
 ``capture-crash``          boot crash when capture is enabled (fusion on)
 ``fusion-on``              healthy, fusion reported and logged on
@@ -212,6 +215,8 @@ _LIST: list[SimProfile] = [
     _single("object-not-string", FailureKind.OBJECT_NOT_STRING, "arguments sent as an object"),
     _single("empty-stop", "empty_stop", "every reply is empty (no content, no tool calls)"),
     SimProfile(name="gsm8k-drop", gsm8k_accuracy=0.81, description="GSM8K accuracy 0.81"),
+    SimProfile(name="kv-cache-quant", description="healthy; logprobs shifted slightly (benign)"),
+    SimProfile(name="logprobs-nan", description="healthy; NaN logprobs at 2% of positions"),
     SimProfile(
         name="experts-dup-shared",
         fusion="on",
