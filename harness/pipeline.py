@@ -367,6 +367,7 @@ def compare(
     folder: RunFolder,
     logs: tuple[str | None, str | None] = (None, None),
     progress: bool = True,
+    after_runs: Callable[[RunFolder], None] | None = None,
 ) -> Summary:
     """Run ``scenarios`` against both targets into ``folder``, score and decide.
 
@@ -374,7 +375,9 @@ def compare(
     (a comparison killed before its summary is re-scored with them).
     ``baseline.side``/``candidate.side`` are set to ``"baseline"``/``"candidate"``.
     Repeats, stream mode, concurrency and A/A come from ``settings``. Runs already in
-    the folder are not made again (resume).
+    the folder are not made again (resume). ``after_runs(folder)`` is called once the
+    folder is scored, the servers still up (the numerics section,
+    :func:`harness.numerics.section.logprobs_section`).
     """
     from harness.runner import run_many_sync
 
@@ -392,4 +395,7 @@ def compare(
         progress=progress,
         keep=False,
     )
-    return score_folder(folder, context)
+    summary = score_folder(folder, context)
+    if after_runs is not None:
+        after_runs(folder)
+    return summary
