@@ -70,8 +70,20 @@ def test_plugin_adds_the_numerics_line_with_a_baseline(
     scen = Path(__file__).resolve().parents[1] / "scenarios"
     base = sim_url("healthy", scenarios_dir=scen)
     cand = sim_url("fused-regression", scenarios_dir=scen)
-    args = [str(scen), "--target", cand, "--baseline", base, "--repeats", "1", "-p", "no:cacheprovider"]
+    args = [
+        str(scen),
+        "--target",
+        cand,
+        "--baseline",
+        base,
+        "--repeats",
+        "1",
+        "-p",
+        "no:cacheprovider",
+    ]
     result = pytester.runpytest_subprocess(*args)
-    result.stdout.fnmatch_lines(["*numerics (token logprobs, vllm, 17 sequences*REGRESSION: A/B KL*"])
+    result.stdout.fnmatch_lines(
+        ["*numerics (token logprobs, vllm, 17 sequences*REGRESSION: A/B KL*"]
+    )
     off = pytester.runpytest_subprocess(*args, "--harness-logprobs", "false")
     assert "numerics (token logprobs" not in off.stdout.str()
