@@ -220,6 +220,8 @@ def test_auto_detects_vllm_and_a_second_baseline_gives_the_floor(
     res = compare_logprobs(SEQS[:7], base, cand, LogprobsOptions(aa_url=base2))
     assert res.baseline["api"] == "vllm" and res.aa_source.endswith(base2)
     assert res.requests == {"baseline": 14, "candidate": 14, "baseline2": 14}
+    again = compare_logprobs(SEQS[:7], base, cand)  # scored twice: tokenised once
+    assert again.requests == {"baseline": 21, "candidate": 14}
 
 
 def test_nan_logprobs_are_a_regression_finding(sim_url: Callable[..., str]) -> None:

@@ -150,6 +150,10 @@ class VLLMAdapter(Adapter):
 
     name, label = "vllm", "vLLM prompt_logprobs"
 
+    def __init__(self, client: httpx.Client, base_url: str, **kw: Any) -> None:
+        super().__init__(client, base_url, **kw)
+        self._ids: dict[str, list[int]] = {}  # sequence id -> its token ids on this server
+
     def _tokenize(self, seq: Sequence) -> list[int]:
         body: dict[str, Any] = (
             {"messages": list(seq.messages), "add_generation_prompt": False}
@@ -170,7 +174,9 @@ class VLLMAdapter(Adapter):
         return ids
 
     def score(self, seq: Sequence) -> ScoredSequence:
-        ids = self._tokenize(seq)
+        cached = seq.id in self._ids
+        ids = self._ids.get(seq.id) or self._tokenize(seq)
+        self._ids[seq.id] = ids  # a sequence scored again (A/A) is not tokenised again
         body = {"prompt": ids, "max_tokens": 1, "temperature": 0, "prompt_logprobs": self.top_k}
         out = self._post("/v1/completions", body)
         try:
@@ -180,11 +186,13 @@ class VLLMAdapter(Adapter):
         if not isinstance(plp, list) or len(plp) != len(ids):
             n = len(plp) if isinstance(plp, list) else 0
             raise self._bad(f"prompt_logprobs has {n} entries for {len(ids)} tokens (truncated)")
-        return self._parse(ids, plp)
+        scored = self._parse(ids, plp)
+        scored.requests = 1 if cached else 2
+        return scored
 
     def _parse(self, ids: list[int], plp: list[Any]) -> ScoredSequence:
         keys = [str(i) for i in ids]
-        seq = ScoredSequence(keys, [""] * len(ids), [None], [{}], requests=2)
+        seq = ScoredSequence(keys, [""] * len(ids), [None], [{}])
         for i in range(1, len(ids)):
             entry = plp[i]
             if not isinstance(entry, dict) or keys[i] not in entry:
