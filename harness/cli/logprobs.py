@@ -74,7 +74,7 @@ def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, prefix:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
-    add_argument(p, "baseline", help="baseline server")
+    add_argument(p, "baseline")
     p.add_argument("--candidate", metavar="URL", type=http_url, help="candidate server")
     p.add_argument(
         "--aa-baseline", metavar="URL", type=http_url,
