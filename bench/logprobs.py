@@ -125,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     json.dump(m, sys.stdout, indent=2)
     print()
     for r in rows(m):
-        print(f"{r.benchmark}: {r.measured:g} {r.unit} (target {r.target:g}) {'pass' if r.passed else 'FAIL'}")
+        print(
+            f"{r.benchmark}: {r.measured:g} {r.unit} (target {r.target:g}) {'pass' if r.passed else 'FAIL'}"
+        )
     return 0
 
 

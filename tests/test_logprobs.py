@@ -16,9 +16,20 @@ from scipy import stats
 
 from harness.cli import main
 from harness.errors import LogprobsError, TokenizationMismatch
-from harness.numerics.adapters import EchoAdapter, SGLangAdapter, VLLMAdapter, detect
+from harness.numerics.adapters import (
+    EchoAdapter,
+    GreedyAdapter,
+    SGLangAdapter,
+    VLLMAdapter,
+    detect,
+)
 from harness.numerics.decide import decide
-from harness.numerics.divergence import check_aligned, kl_topk, sequence_divergence
+from harness.numerics.divergence import (
+    align_generated,
+    check_aligned,
+    kl_topk,
+    sequence_divergence,
+)
 from harness.numerics.models import ScoredSequence, Sequence, SequenceDivergence, SequenceResult
 from harness.numerics.run import LogprobsOptions, compare_logprobs
 from harness.numerics.sequences import from_scenario
@@ -186,6 +197,41 @@ def test_echo_shape_drops_the_generated_token() -> None:
     s = EchoAdapter(_mock(ECHO), "http://x", model=None, top_k=2).score(SEQS[0])
     assert s.keys == ["Hi", " there"] and s.logprobs == [None, -2.0]
     assert s.top[1] == {" there": -2.0, " you": -0.3}
+
+
+#: OpenAI chat completions with logprobs: true, top_logprobs: 2 (the API reference's shape)
+GREEDY = {"/v1/chat/completions": {"choices": [{"index": 0, "message": {"content": "Hi!"},
+    "logprobs": {"content": [
+        {"token": "Hi", "logprob": -0.1, "bytes": [72, 105],
+         "top_logprobs": [{"token": "Hi", "logprob": -0.1}, {"token": "Hello", "logprob": -2.4}]},
+        {"token": "!", "logprob": -0.3, "bytes": [33], "top_logprobs": [{"token": "!", "logprob": -0.3}]},
+    ]}}]}}  # fmt: skip
+
+
+def test_greedy_shape_puts_the_prompt_at_position_0() -> None:
+    s = GreedyAdapter(_mock(GREEDY), "http://x", model=None, top_k=2).score(SEQS[0])
+    assert s.keys == ["<prompt>", "Hi", "!"] and s.logprobs == [None, -0.1, -0.3]
+    assert s.top[1] == {"Hi": -0.1, "Hello": -2.4}
+
+
+def test_align_generated_keeps_the_first_parting_position() -> None:
+    a = _scored(["p", "x", "y", "z"], [-0.1, -0.2, -0.3])
+    b = _scored(["p", "x", "w", "v"], [-0.1, -0.9, -0.3])
+    a2, b2, at = align_generated(a, b)
+    assert at == 2 and a2.keys == b2.keys == ["p", "x", "y"] and b2.logprobs == [None, -0.1, -0.9]
+    assert align_generated(a, a)[2] is None
+
+
+def test_greedy_on_the_reference_server_names_where_the_paths_part(
+    sim_url: Callable[..., str],
+) -> None:
+    base, opts = sim_url("healthy"), LogprobsOptions(api="greedy")
+    fused = compare_logprobs(SEQS, base, sim_url("fused-regression"), opts)
+    assert fused.verdict == "REGRESSION" and any(r.parted for r in fused.sequences)
+    assert next(r.parted for r in fused.sequences if r.parted).startswith("position ")
+    aa = compare_logprobs(SEQS, base, sim_url("healthy", seed=3), opts)
+    assert aa.verdict == "NO CHANGE"  # batch noise may flip a near-tie: rarely
+    assert sum(bool(r.parted) for r in aa.sequences) < sum(bool(r.parted) for r in fused.sequences)
 
 
 def test_truncated_lists_and_missing_support_are_one_line_errors() -> None:

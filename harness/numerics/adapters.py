@@ -28,6 +28,8 @@ the server's top-k). Response shapes, with their sources:
   (no ids in this shape). llama-cpp-python ``llama_cpp/llama.py`` ``_create_completion``
   (0.3.36; the server must run with ``--logits_all true``); SGLang's OpenAI completions
   ``echo`` path returns the same shape.
+- ``greedy`` (:class:`GreedyAdapter`): servers that only give logprobs of generated
+  tokens: chat completions at temperature 0, compared along the common greedy prefix.
 
 Errors: an HTTP error, a connection failure, a body without the fields above or a list
 shorter than the tokens (truncated) raise :class:`~harness.errors.LogprobsError` (one line,
@@ -50,6 +52,7 @@ __all__ = [
     "Adapter",
     "MAX_TOKENS",
     "EchoAdapter",
+    "GreedyAdapter",
     "SGLangAdapter",
     "VLLMAdapter",
     "chatml",
@@ -98,6 +101,9 @@ class Adapter:
 
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""
+    #: scores what the server generates (greedy), not given tokens: compared along the
+    #: common prefix, never refused as a tokenisation mismatch
+    generation: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -297,8 +303,57 @@ class EchoAdapter(Adapter):
         return seq
 
 
+class GreedyAdapter(Adapter):
+    """Generation-aligned, for servers that only return logprobs of generated tokens:
+    ``POST /v1/chat/completions`` at temperature 0 with ``logprobs: true`` and
+    ``top_logprobs: k`` -> ``choices[0].logprobs.content``: ``[{"token", "logprob",
+    "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]`` (the OpenAI chat
+    completions reference; upstream llama-server's OpenAI endpoint answers the same).
+    The conversation up to its last assistant message is the prompt; the server's greedy
+    reply (at most :data:`GENERATED_TOKENS` tokens) is what is compared, along the common
+    greedy prefix of the two servers (:func:`~harness.numerics.divergence.align_generated`).
+    Position 0 of the result is the prompt (no logprob); keys are token texts."""
+
+    name, label = "greedy", "chat logprobs (generation-aligned)"
+    generation = True
+
+    def score(self, seq: Sequence) -> ScoredSequence:
+        msgs = list(seq.messages or [{"role": "user", "content": seq.text or ""}])
+        while len(msgs) > 1 and msgs[-1].get("role") == "assistant":
+            msgs.pop()
+        body = {"messages": msgs, "temperature": 0, "seed": 0, "logprobs": True,
+                "top_logprobs": self.top_k, "max_tokens": min(self.max_tokens, GENERATED_TOKENS)}  # fmt: skip
+        out = self._post("/v1/chat/completions", body)
+        try:
+            content = out["choices"][0]["logprobs"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise self._bad("no choices[0].logprobs.content (logprobs: true)") from None
+        if not isinstance(content, list) or not content:
+            raise self._bad("choices[0].logprobs.content is empty")
+        seq_out = ScoredSequence(["<prompt>"], ["<prompt>"], [None], [{}], names={})
+        for i, e in enumerate(content):
+            if not isinstance(e, dict) or not isinstance(e.get("token"), str):
+                raise self._bad(f"logprobs.content[{i}] is {str(e)[:80]}, not a token entry")
+            lp = _finite_or_neg_inf(e.get("logprob"), f"content[{i}].logprob", self.label)
+            top = {
+                str(t.get("token")): _finite_or_neg_inf(t.get("logprob"), f"top at {i}", self.label)
+                for t in e.get("top_logprobs") or [] if isinstance(t, dict)
+            }  # fmt: skip
+            top[e["token"]] = lp
+            seq_out.keys.append(e["token"])
+            seq_out.texts.append(e["token"])
+            seq_out.logprobs.append(lp)
+            seq_out.top.append(top)
+            seq_out.names.update({k: k for k in top})
+        return seq_out
+
+
+#: generated tokens compared at most by :class:`GreedyAdapter`
+GENERATED_TOKENS = 64
 #: adapters by ``--logprobs-api`` name, in auto-detection order
-ADAPTERS: dict[str, type[Adapter]] = {a.name: a for a in (VLLMAdapter, SGLangAdapter, EchoAdapter)}
+ADAPTERS: dict[str, type[Adapter]] = {
+    a.name: a for a in (VLLMAdapter, SGLangAdapter, EchoAdapter, GreedyAdapter)
+}
 _PROBE = Sequence(id="probe", source="probe", text="The quick brown fox jumps over the lazy dog.")
 
 

@@ -29,6 +29,7 @@ from harness.numerics.models import ScoredSequence, SequenceDivergence, TopToken
 __all__ = [
     "STRIP_BINS",
     "TOKEN_TOLERANCE",
+    "align_generated",
     "check_aligned",
     "kl_topk",
     "sequence_divergence",
@@ -95,6 +96,27 @@ def check_aligned(seq_id: str, base: ScoredSequence, cand: ScoredSequence) -> No
             f"{len(cand)} (the first {min(len(base), len(cand))} agree); compare servers "
             "that share a tokenizer, or check for a truncated logprob list"
         )
+
+
+def align_generated(
+    a: ScoredSequence, b: ScoredSequence
+) -> tuple[ScoredSequence, ScoredSequence, int | None]:
+    """Two greedy generations cut to their common prefix plus the first position where they
+    part (its two distributions are still conditioned on the same tokens, so comparable);
+    the index of that position, or None when one path is a prefix of the other. At the
+    cut, b's token there is shown as a's (the key compared is the distribution)."""
+    n = min(len(a), len(b))
+    parted = next((i for i in range(n) if a.keys[i] != b.keys[i]), None)
+    end = n if parted is None else parted + 1
+
+    def cut(s: ScoredSequence) -> ScoredSequence:
+        return ScoredSequence(s.keys[:end], s.texts[:end], s.logprobs[:end], s.top[:end],
+                              s.names, s.requests)  # fmt: skip
+
+    a2, b2 = cut(a), cut(b)
+    if parted is not None:
+        b2.keys[parted], b2.texts[parted] = a2.keys[parted], a2.texts[parted]
+    return a2, b2, parted
 
 
 def _top1(top: dict[str, float]) -> str | None:

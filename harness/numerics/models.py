@@ -136,6 +136,8 @@ class SequenceResult(_Model):
     tokens: int
     ab: SequenceDivergence
     aa: SequenceDivergence
+    #: generation-aligned only: where the two greedy paths part (position and both tokens)
+    parted: str | None = None
 
 
 class PairStats(_Model):

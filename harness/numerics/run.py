@@ -18,7 +18,12 @@ import httpx
 
 from harness.numerics.adapters import MAX_TOKENS, Adapter, make_adapter
 from harness.numerics.decide import ALPHA, TOLERANCE, decide
-from harness.numerics.divergence import TOKEN_TOLERANCE, check_aligned, sequence_divergence
+from harness.numerics.divergence import (
+    TOKEN_TOLERANCE,
+    align_generated,
+    check_aligned,
+    sequence_divergence,
+)
 from harness.numerics.models import LogprobsResult, Sequence, SequenceResult
 
 __all__ = ["DEFAULT_TOP_K", "LogprobsOptions", "compare_logprobs"]
@@ -89,15 +94,23 @@ def _score_one(
     counts["candidate"] += cs.requests
     if aa is not b:
         counts["baseline2"] = counts.get("baseline2", 0) + b2.requests
+    parted, b_aa = None, b1
+    if b.generation:  # greedy paths: each pair compared along its common prefix
+        b_aa, b2, _ = align_generated(b1, b2)
+        cand_texts = cs.texts
+        b1, cs, at = align_generated(b1, cs)
+        if at is not None:
+            parted = f"position {at}: baseline {b1.texts[at]!r} vs candidate {cand_texts[at]!r}"
     check_aligned(seq.id, b1, cs)
-    check_aligned(seq.id, b1, b2)
+    check_aligned(seq.id, b_aa, b2)
     tol = opts.token_tolerance
     return SequenceResult(
         id=seq.id,
         source=seq.source,
         tokens=len(b1),
         ab=sequence_divergence(b1, cs, token_tolerance=tol),
-        aa=sequence_divergence(b1, b2, token_tolerance=tol),
+        aa=sequence_divergence(b_aa, b2, token_tolerance=tol),
+        parted=parted,
     )
 
 

@@ -46,6 +46,7 @@ class SeqView:
     tol_y: float
     worst: list[dict[str, Any]]
     nonfinite: str
+    parted: str = ""  # generation-aligned: where the two greedy paths part
 
 
 @dataclass
@@ -119,6 +120,7 @@ def _seq(r: SequenceResult, tol: float) -> SeqView:
         tol_y=round(STRIP_H - _height(tol), 1),
         worst=[_worst(w) for w in ab.worst],
         nonfinite=", ".join(f"{k} {v}" for k, v in nf.items() if v),
+        parted=r.parted or "",
     )
 
 

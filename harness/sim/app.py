@@ -16,7 +16,8 @@ Endpoints (shapes: the OpenAI API reference; SGLang's native ones from
   "prompt_tokens", "completion_tokens", "finish_reason", "routed_experts"?...}}``.
 - Teacher-forced logprobs (:mod:`harness.sim.logprobs`): ``POST /tokenize`` (vLLM),
   ``/v1/completions`` with ``prompt_logprobs`` or ``echo`` + ``logprobs``, ``/generate``
-  with ``return_logprob`` or ``input_ids``.
+  with ``return_logprob`` or ``input_ids``, ``/v1/chat/completions`` with ``logprobs: true``
+  (a greedy reply with ``logprobs.content``).
 - ``GET /v1/models``, ``GET /health``, ``GET /server_info`` and ``/get_server_info``,
   ``GET /model_info`` (bodies from :mod:`harness.sim.moe`).
 - ``GET /sim/stats``: the reference server's own, no inference server has it: what it
@@ -345,6 +346,8 @@ async def chat_completions(request: Request) -> Response:
     state, body, fault = await _prelude(request, "chat.completion")
     if fault is not None:
         return fault
+    if body.get("logprobs") is True and not body.get("stream"):  # generation-aligned numerics
+        return sim_logprobs.chat(state.profile, state.rng, body, MODEL_NAME)
     reply = chat_reply(state, body)
     prompt = prompt_tokens(body["messages"], body.get("tools"))
     usage = _usage(prompt, _completion_tokens(reply))

@@ -20,7 +20,10 @@ same tokens, whatever its ``--seed``; on top of it:
 Endpoints (response shapes: :mod:`harness.numerics.adapters`, which cites each server's
 source): ``POST /tokenize`` (vLLM), ``POST /v1/completions`` with ``prompt_logprobs``
 (vLLM) or ``echo`` + ``logprobs`` (OpenAI legacy: llama-cpp-python, SGLang),
-``POST /generate`` with ``return_logprob`` (SGLang). Prompts longer than
+``POST /generate`` with ``return_logprob`` (SGLang), ``POST /v1/chat/completions`` with
+``logprobs: true`` (a greedy reply of the same model: each step's distribution is that of
+the end-of-turn token fed at the next position; the OpenAI ``logprobs.content`` shape).
+Prompts longer than
 :data:`MAX_MODEL_LEN` tokens get HTTP 400 (vLLM's context-length message).
 """
 
@@ -259,3 +262,60 @@ def generate(profile: SimProfile, rng: random.Random, body: dict[str, Any]) -> R
             "input_token_logprobs": tokens[first:], "input_top_logprobs": tops[first:],
             "output_token_logprobs": [], "output_top_logprobs": []}  # fmt: skip
     return _json({"text": "", "output_ids": [], "meta_info": meta})
+
+
+#: the "fed token" slot of a generation step: the end of the turn (<|im_end|>) when greedy
+_END = zlib.crc32(b"<|im_end|>") & (_VIRTUAL - 1)
+
+
+def _step(
+    prompt: int, ctx: list[int], numerics: str, rng: random.Random
+) -> tuple[np.ndarray, np.ndarray]:
+    """One generation step: candidate ids and logprobs of the next token after ``ctx`` (the
+    prompt's hash stands in for the context beyond the last 2 tokens)."""
+    cand, lp = _logprobs([prompt, *ctx[-2:], _END], numerics, rng)
+    return cand[-1], lp[-1]
+
+
+def _greedy(ids: list[int], n: int, numerics: str, rng: random.Random) -> list[dict[str, Any]]:
+    """Up to ``n`` greedy tokens after ``ids`` in the OpenAI ``logprobs.content`` shape."""
+    out: list[dict[str, Any]] = []
+    ctx, prompt = list(ids), zlib.crc32(repr(ids).encode())
+    for _ in range(n):
+        cand, lp = _step(prompt, ctx, numerics, rng)
+        order = np.argsort(-np.nan_to_num(lp, nan=-np.inf), kind="stable").tolist()
+        tid = int(cand[order[0]])
+        tops = [{"token": _text(int(cand[j])), "logprob": float(lp[j])} for j in order[:5]]
+        text = "<|im_end|>" if tid == _END else _text(tid)
+        out.append({"token": text, "logprob": float(lp[order[0]]),
+                    "bytes": list(text.encode()), "top_logprobs": tops})  # fmt: skip
+        if tid == _END:
+            break
+        ctx.append(tid)
+    return out
+
+
+def chat(profile: SimProfile, rng: random.Random, body: dict[str, Any], model: str) -> Response:
+    """``POST /v1/chat/completions`` with ``logprobs: true``: a greedy reply of the toy model
+    with ``choices[0].logprobs.content`` (generation-aligned comparisons)."""
+    from harness.numerics.adapters import chatml
+
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return error_response(400, "'messages' must be a list of objects")
+    limit = body.get("max_tokens") or 16
+    ids = tokenize(chatml(messages) + "<|im_start|>assistant\n")
+    content = _greedy(ids, min(int(limit), 256), numerics_of(profile), rng)
+    k = body.get("top_logprobs") or 0
+    for e in content:
+        e["top_logprobs"] = e["top_logprobs"][: min(int(k), 5)]
+    done = content[-1]["token"] == "<|im_end|>"
+    text = "".join(e["token"] for e in content if e["token"] != "<|im_end|>")
+    choice = {"index": 0, "message": {"role": "assistant", "content": text},
+              "logprobs": {"content": content}, "finish_reason": "stop" if done else "length"}  # fmt: skip
+    return _json({
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion",
+        "created": int(time.time()), "model": model, "choices": [choice],
+        "usage": {"prompt_tokens": len(ids), "completion_tokens": len(content),
+                  "total_tokens": len(ids) + len(content)},
+    })  # fmt: skip
