@@ -48,13 +48,14 @@ def _sequences(n: int) -> list[Sequence]:
 def _verdicts(base: str, cand: str, seqs: list[Sequence], n: int) -> dict[str, Any]:
     counts: Counter[str] = Counter()
     requests = 0
-    ab, aa = [], []
+    ab: list[float] = []
+    aa: list[float] = []
     for _ in range(n):
         res = compare_logprobs(seqs, base, cand, LogprobsOptions())
         counts[res.verdict] += 1
         requests = sum(res.requests.values()) + PROBE_REQUESTS
-        ab.append(res.stats.ab_mean_kl)
-        aa.append(res.stats.aa_mean_kl)
+        ab.append(res.stats.ab_mean_kl or 0.0)
+        aa.append(res.stats.aa_mean_kl or 0.0)
     return {"verdicts": dict(counts), "n": n, "requests_per_verdict": requests,
             "ab_mean_kl": sum(ab) / n, "aa_mean_kl": sum(aa) / n}  # fmt: skip
 
@@ -90,7 +91,7 @@ def measure(aa: int, regression: int, benign: int, sequences: int) -> dict[str, 
 
 
 def _rate(block: dict[str, Any]) -> float:
-    return block["verdicts"].get("REGRESSION", 0) / block["n"]
+    return float(block["verdicts"].get("REGRESSION", 0) / block["n"])
 
 
 def rows(m: dict[str, Any]) -> list[Row]:
