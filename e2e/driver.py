@@ -16,12 +16,12 @@ OpenAI-compatible server (``python -m llama_cpp.server``, chat format
    A2: the real A/B, ``compare`` and ``gsm8k`` of A (baseline) against B (candidate).
    Its verdicts, and a B that will not boot, are reported whatever they are; they never
    fail the job.
-4. The numerics step (:mod:`e2e.logprobs_step`): ``harness logprobs`` A/A (must be NO
-   CHANGE), against a wrong RoPE base (must be REGRESSION, else the job fails) and against
-   a q4_0 KV cache (reported).
-5. ``harness report --markdown`` for each run folder, then ``e2e.json`` and ``e2e.md``
-   (the figures: runs, tool calls, final answers, accuracy, seconds per step) in the
-   output folder.
+4. ``harness report --markdown`` for each run folder.
+5. The numerics step (:mod:`e2e.logprobs_step`, skipped with ``--no-logprobs``):
+   ``harness logprobs`` A/A (must be NO CHANGE), against a wrong RoPE base (must be
+   REGRESSION, else the job fails with exit 1) and against a q4_0 KV cache (reported);
+   then ``e2e.json`` and ``e2e.md`` (the figures: runs, tool calls, final answers,
+   accuracy, seconds per step) in the output folder.
 
 Exit codes: 0 every A/A verdict is ``NO CHANGE`` (or ``INCONCLUSIVE``); 1 an A/A
 comparison reported a regression (a false alarm on real noise); 2 the model or the

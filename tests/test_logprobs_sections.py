@@ -87,3 +87,21 @@ def test_plugin_adds_the_numerics_line_with_a_baseline(
     )
     off = pytester.runpytest_subprocess(*args, "--harness-logprobs", "false")
     assert "numerics (token logprobs" not in off.stdout.str()
+
+
+def test_e2e_numerics_step_fails_the_job_unless_rope_is_a_regression() -> None:
+    from e2e import driver
+    from e2e.logprobs_step import failed
+
+    def step(name: str, code: int, verdict: str) -> driver.Step:
+        return driver.Step(name, ["logprobs"], exit_code=code, figures={"verdict": verdict})
+
+    aa, rope = step("logprobs A/A", 0, "NO CHANGE"), step("logprobs A/B rope", 1, "REGRESSION")
+    kv = step("logprobs A/B kv-q4_0", 0, "NO CHANGE")
+    assert failed([aa, rope, kv]) is None and driver.exit_code([aa, rope, kv]) == 0
+    missed = step("logprobs A/B rope", 0, "NO CHANGE")
+    assert "expected REGRESSION" in (failed([aa, missed]) or "")
+    assert driver.exit_code([aa, missed, kv]) == 1
+    alarm = step("logprobs A/A", 1, "REGRESSION")
+    assert driver.exit_code([alarm, rope]) == 1
+    assert driver.exit_code([aa, rope, step("logprobs A/B kv-q4_0", 1, "REGRESSION")]) == 0

@@ -159,7 +159,7 @@ def _line(r: SequenceResult) -> str:
     return f"  {r.id[:28]:<28} {r.tokens:>5} {f(r.ab.mean_kl):>8} {f(r.aa.mean_kl):>8} {agree:>5}  {first}"
 
 
-def print_result(res: LogprobsResult, out: object = None) -> None:
+def print_result(res: LogprobsResult) -> None:
     """The per-sequence table and the verdict line (stdout)."""
     print(f"{'  sequence':<30} {'tokens':>5} {'A/B KL':>8} {'A/A KL':>8} {'top1':>5}")
     for r in res.sequences:
