@@ -139,10 +139,20 @@ def compare_logprobs(
             rows.append(_score_one(seq, b, aa, c, opts, counts))
             if on_sequence is not None:
                 on_sequence(rows[-1])
+    return _result(rows, b, c, opts, counts)
+
+
+def _result(
+    rows: list[SequenceResult],
+    b: Adapter,
+    c: Adapter,
+    opts: LogprobsOptions,
+    counts: dict[str, int],
+) -> LogprobsResult:
     verdict, message, st = decide(rows, tolerance=opts.tolerance, alpha=opts.alpha)
     return LogprobsResult(
-        baseline={"url": baseline_url, "api": b.name, "model": b.model},
-        candidate={"url": candidate_url, "api": c.name, "model": c.model},
+        baseline={"url": b.base_url, "api": b.name, "model": b.model},
+        candidate={"url": c.base_url, "api": c.name, "model": c.model},
         aa_source=f"second baseline server {opts.aa_url}"
         if opts.aa_url
         else "baseline scored twice",
