@@ -23,6 +23,8 @@ request). It reports:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import sys
 import tempfile
@@ -65,7 +67,7 @@ def behavioural_requests() -> dict[str, Any]:
     from harness.cli import main
     from harness.runfolder import RunFolder
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
         code = main(["compare", str(SCENARIOS), "--results", tmp, "--run-id", "b",
                      "--no-progress", "--no-logprobs"])  # fmt: skip
         folder = RunFolder(Path(tmp) / "b")
