@@ -16,9 +16,12 @@ OpenAI-compatible server (``python -m llama_cpp.server``, chat format
    A2: the real A/B, ``compare`` and ``gsm8k`` of A (baseline) against B (candidate).
    Its verdicts, and a B that will not boot, are reported whatever they are; they never
    fail the job.
-4. ``harness report --markdown`` for each run folder, then ``e2e.json`` and ``e2e.md``
-   (the figures: runs, tool calls, final answers, accuracy, seconds per step) in the
-   output folder.
+4. ``harness report --markdown`` for each run folder.
+5. The numerics step (:mod:`e2e.logprobs_step`, skipped with ``--no-logprobs``):
+   ``harness logprobs`` A/A (must be NO CHANGE), against a wrong RoPE base (must be
+   REGRESSION, else the job fails with exit 1) and against a q4_0 KV cache (reported);
+   then ``e2e.json`` and ``e2e.md`` (the figures: runs, tool calls, final answers,
+   accuracy, seconds per step) in the output folder.
 
 Exit codes: 0 every A/A verdict is ``NO CHANGE`` (or ``INCONCLUSIVE``); 1 an A/A
 comparison reported a regression (a false alarm on real noise); 2 the model or the
@@ -46,6 +49,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from e2e import logprobs_step
 from harness.errors import HarnessError
 from harness.runfolder import RunFolder
 from harness.server.process import find_failure, health_status, stop_group
@@ -283,6 +287,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gsm8k-shots", type=int, default=5, help="few-shot examples (5)")
     p.add_argument("--ab-args", default=AB_ARGS, help=f"server B's extra flags ({AB_ARGS!r})")
     p.add_argument("--no-ab", action="store_true", help="skip the real A/B (server B)")
+    p.add_argument("--no-logprobs", action="store_true", help="skip the numerics step")
     p.add_argument("--boot-timeout", type=float, default=300.0, help="seconds to wait (300)")
     return p
 
@@ -395,6 +400,8 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
         if s.argv:
             _fill(s, out)
             _harness(Step(f"report {s.name}", ["report", str(s.run_dir), "--markdown"]))
+    if not args.no_logprobs:  # numerics (e2e/logprobs_step.py): writes its own reports
+        steps += logprobs_step.logprobs_steps(out, up, _harness, Step)
     return steps
 
 
@@ -413,6 +420,8 @@ def _ab_or_boot_failure(
 
 def exit_code(steps: Sequence[Step]) -> int:
     """The job's exit code from its steps (see the module docstring); A/B steps never count."""
+    if logprobs_step.failed(steps):  # numerics: A/A REGRESSION, or the wrong RoPE base missed
+        return 1
     aa = [s for s in steps if "A/B" not in s.name and s.name != "boot"]
     if any(s.exit_code not in (0, 1, 3) for s in aa):
         return 2

@@ -16,6 +16,9 @@
     ├── ToolInputError (ValueError) arguments a simulated tool refuses (answered as a tool error)
     ├── RequestFailed               one failed request to a server under test (an
     │                               infrastructure error once retries are spent)
+    ├── LogprobsError               token log-probabilities a server cannot give or gave
+    │   │                           malformed (no support, context overflow, truncated list)
+    │   └── TokenizationMismatch    the two servers tokenised one sequence differently
     ├── sim.app.BadRequest          the reference server answers a request with HTTP 400
     ├── sim.infra.ConnectionDropped the reference server drops a connection on purpose
     │                               (profile ``connection-drop``)
@@ -43,6 +46,7 @@ __all__ = [
     "TRANSIENT_STATUS",
     "GSM8KDataError",
     "HarnessError",
+    "LogprobsError",
     "MatrixError",
     "OptionValueError",
     "ReportInputError",
@@ -50,6 +54,7 @@ __all__ = [
     "RunFolderError",
     "ScenarioError",
     "SimBootCrash",
+    "TokenizationMismatch",
     "ToolInputError",
     "UnknownProfileError",
 ]
@@ -151,3 +156,16 @@ class RequestFailed(HarnessError):
         if transient is None:
             transient = kind != "http_status" or status in TRANSIENT_STATUS
         self.transient = transient
+
+
+class LogprobsError(HarnessError):
+    """A server cannot give the token log-probabilities ``harness logprobs`` needs, or gave
+    them malformed (no logprob support, a context overflow, a truncated logprob list, an
+    HTTP error); ``str`` is one line naming the server, the request and the fix. Nothing
+    computed from such an answer is reported as a result."""
+
+
+class TokenizationMismatch(LogprobsError):
+    """The baseline and the candidate tokenised the same sequence differently: comparing
+    misaligned tokens is refused. ``str`` names the sequence and the first differing
+    position with both sides' tokens there."""

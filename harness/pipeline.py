@@ -398,6 +398,7 @@ def compare(
     folder: RunFolder,
     logs: tuple[str | None, str | None] = (None, None),
     progress: bool = True,
+    after_runs: Callable[[RunFolder], None] | None = None,
 ) -> Summary:
     """Run ``scenarios`` against both targets into ``folder``, score and decide.
 
@@ -409,6 +410,8 @@ def compare(
     ``settings.sequential`` the runs come in rounds of ``repeats`` per scenario and side,
     each followed by a look at its level, until one says stop
     (:mod:`harness.stats.sequential`); the summary says which round decided.
+    ``after_runs(folder)`` is called once the folder is scored, the servers still up (the
+    numerics section, :func:`harness.numerics.section.logprobs_section`).
     """
     baseline.side, candidate.side = "baseline", "candidate"
     sides, warnings, diff = engagement(baseline, candidate, logs, aa=settings.aa)
@@ -416,14 +419,31 @@ def compare(
     _save_context(folder, context)
     if not settings.sequential:
         _run_round(scenarios, (baseline, candidate), settings, folder, settings.repeats, progress)
-        return score_folder(folder, context)
+        summary = score_folder(folder, context)
+    else:
+        summary = _rounds(scenarios, (baseline, candidate), folder, context, progress)
+    if after_runs is not None:
+        after_runs(folder)
+    return summary
+
+
+def _rounds(
+    scenarios: Sequence[Scenario],
+    targets: tuple[TargetConfig, TargetConfig],
+    folder: RunFolder,
+    context: FolderContext,
+    progress: bool,
+) -> Summary:
+    """Sequential mode: rounds of ``repeats`` runs per scenario and side, each scored at
+    its look's level, until :func:`harness.stats.sequential.should_stop` says stop."""
+    settings = context.settings
     per_round = settings.repeats or 5
     modes = 2 if settings.stream == "both" else 1
     start = first_look(
         len(folder.finished_keys()), 2 * len(scenarios) * per_round * modes, settings.rounds
     )
     for look in range(start, settings.rounds + 1):
-        _run_round(scenarios, (baseline, candidate), settings, folder, look * per_round, progress)
+        _run_round(scenarios, targets, settings, folder, look * per_round, progress)
         look_settings = settings.model_copy(update={"look": look, "repeats": look * per_round})
         at_look = replace(context, settings=look_settings)
         _save_context(folder, at_look)  # a re-score decides at this look's level too

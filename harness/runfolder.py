@@ -174,6 +174,7 @@ class RunFolder:
     MATRIX = "matrix.json"
     #: harness compare --single-turn: a vendor verifier's figures (harness.scoring.trigger)
     VERIFIER = "verifier.json"
+    LOGPROBS = "logprobs.json"
     #: harness matrix: the folder holding each deployment's GSM8K run folder
     GSM8K_DIR = "gsm8k"
     #: the manifest's ``extra`` key of the scenario set (id -> content hash)

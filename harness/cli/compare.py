@@ -27,7 +27,7 @@ import argparse
 import contextlib
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from harness.cli._common import (
     write_report_or_warn,
 )
 from harness.client.target import TargetConfig
+from harness.numerics.adapters import ADAPTERS
 from harness.options import add_argument, http_url, positive_int
 from harness.pipeline import compare
 from harness.present.console import make_console, render_compare
@@ -126,6 +127,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=ROUNDS,
         metavar="K",
         help=f"--sequential: at most K rounds (default {ROUNDS})",
+    )
+    p.add_argument(
+        "--no-logprobs",
+        action="store_true",
+        help="skip the numerics section (token logprobs of the baseline's conversations on "
+        "both servers; on by default when both servers support it)",
+    )
+    p.add_argument(
+        "--logprobs-api",
+        choices=["auto", *ADAPTERS],
+        default="auto",
+        help="logprobs API of the numerics section (default auto)",
     )
     p.add_argument(
         "--verbose", action="store_true", help="every scenario's full table, trace and divergence"
@@ -280,6 +293,8 @@ def run(args: argparse.Namespace) -> int:
     render_compare(summary, console, traces, verbose=args.verbose)
     if args.single_turn:
         write_verifier(folder, summary, console)
+    if getattr(args, "logprobs_line", None):
+        console.print(args.logprobs_line, soft_wrap=True, markup=False, highlight=False)
     write_report_or_warn(folder, console)
     return exit_code(summary, strict=args.strict)
 
@@ -303,6 +318,7 @@ def _compare(
         rounds=args.rounds,
     )
     with _targets(args) as (base, cand):
+        after = None if args.no_logprobs else _logprobs_hook(args, base, cand)
         return compare(
             scenarios,
             base,
@@ -311,4 +327,23 @@ def _compare(
             folder=folder,
             logs=(args.baseline_log, args.candidate_log),
             progress=not args.no_progress,
+            after_runs=after,
         )
+
+
+def _logprobs_hook(
+    args: argparse.Namespace, base: TargetConfig, cand: TargetConfig
+) -> Callable[[RunFolder], None]:
+    """The numerics section, run once the folder is scored (its line kept for the console)."""
+    from harness.client.target import server_root
+    from harness.numerics.run import LogprobsOptions
+    from harness.numerics.section import logprobs_section
+
+    opts = LogprobsOptions(api=args.logprobs_api, model=args.model, timeout_s=args.request_timeout)
+
+    def hook(folder: RunFolder) -> None:
+        _, args.logprobs_line = logprobs_section(
+            folder, server_root(base.base_url), server_root(cand.base_url), opts
+        )
+
+    return hook

@@ -103,6 +103,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("boot_cmd", "--boot-cmd", text, None,
            "server launch command: add the boot test (marker boot)", "CMD"),
     SHARED["boot_timeout"],
+    Option("logprobs", "--harness-logprobs", boolean, True,
+           "with --baseline: also compare both servers' token logprobs on the baseline's "
+           "conversations (numerics section; default true)", "BOOL"),
     Option("boot_probe", "--boot-probe", boolean, False,
            "also probe routed-experts capture in the boot test", switch=True),
 )  # fmt: skip
@@ -143,6 +146,7 @@ class HarnessSettings:
     max_response_bytes: int = SHARED["max_response_bytes"].default
     results: str | None = None
     html: str | None = None
+    logprobs: bool = True
     gsm8k: bool = False
     gsm8k_questions: int = 200
     gsm8k_shots: int = 5

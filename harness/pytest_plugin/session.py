@@ -23,6 +23,7 @@ from harness.pytest_plugin.options import HarnessSettings
 if TYPE_CHECKING:  # imported lazily: `pytest` starts fast when no harness test runs
     from harness.client.target import TargetConfig
     from harness.runner import SamplingPolicy
+    from harness.runfolder import RunFolder
     from harness.scenario.model import Scenario
     from harness.scoring.models import RunScore
     from harness.summary import Settings as SummarySettings
@@ -220,6 +221,7 @@ class HarnessState:
         if self.summary is not None:
             self.notes += [f"warning: {w}" for w in self.summary.warnings]
             self.notes.append(f"summary: {folder.summary_path}")
+            self._logprobs(folder)
         reportable = (
             RunFolder.TRANSCRIPTS,
             RunFolder.SUMMARY,
@@ -228,6 +230,21 @@ class HarnessState:
         )
         if any(folder.has(name) for name in reportable):
             self.notes.append(write_html(self._run_dir, self.settings.html))
+
+    def _logprobs(self, folder: RunFolder) -> None:
+        """The numerics section (:mod:`harness.numerics.section`) when there is a baseline."""
+        from harness.client.target import server_root
+        from harness.numerics.run import LogprobsOptions
+        from harness.numerics.section import logprobs_section
+
+        base, cand = self.baseline(), self.target()
+        if base is None or cand is None or not self.settings.logprobs:
+            return
+        opts = LogprobsOptions(model=self.settings.model, timeout_s=self.settings.request_timeout)
+        _, line = logprobs_section(
+            folder, server_root(base.base_url), server_root(cand.base_url), opts
+        )
+        self.notes.append(line)
 
     def _write_summary(self, run_dir: Path) -> Summary | None:
         """Score the folder's transcripts into ``summary.json`` as ``harness compare`` does,

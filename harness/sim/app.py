@@ -14,6 +14,10 @@ Endpoints (shapes: the OpenAI API reference; SGLang's native ones from
 - ``POST /generate``: SGLang native ``{"text", "sampling_params": {"max_new_tokens",
   "stop"}, "return_routed_experts"}`` -> ``{"text", "meta_info": {"id",
   "prompt_tokens", "completion_tokens", "finish_reason", "routed_experts"?...}}``.
+- Teacher-forced logprobs (:mod:`harness.sim.logprobs`): ``POST /tokenize`` (vLLM),
+  ``/v1/completions`` with ``prompt_logprobs`` or ``echo`` + ``logprobs``, ``/generate``
+  with ``return_logprob`` or ``input_ids``, ``/v1/chat/completions`` with ``logprobs: true``
+  (a greedy reply with ``logprobs.content``).
 - ``GET /v1/models``, ``GET /health``, ``GET /server_info`` and ``/get_server_info``,
   ``GET /model_info`` (bodies from :mod:`harness.sim.moe`).
 - ``GET /sim/stats``: the reference server's own, no inference server has it: what it
@@ -53,6 +57,7 @@ from harness.errors import HarnessError
 from harness.gsm8k.data import cache_path
 from harness.kinds import FailureKind
 from harness.sim import gsm8k_model, moe
+from harness.sim import logprobs as sim_logprobs
 from harness.sim.faults import (
     active_fault,
     call_ids,
@@ -372,6 +377,8 @@ async def chat_completions(request: Request) -> Response:
     state, body, fault = await _prelude(request, "chat.completion")
     if fault is not None:
         return fault
+    if body.get("logprobs") is True and not body.get("stream"):  # generation-aligned numerics
+        return sim_logprobs.chat(state.profile, state.rng, body, MODEL_NAME)
     reply = chat_reply(state, body)
     prompt = prompt_tokens(body["messages"], body.get("tools"))
     usage = _usage(prompt, _completion_tokens(reply))
@@ -397,6 +404,8 @@ async def completions(request: Request) -> Response:
     state, body, fault = await _prelude(request, "text_completion")
     if fault is not None:
         return fault
+    if body.get("prompt_logprobs") is not None or (body.get("echo") and body.get("logprobs")):
+        return sim_logprobs.completions(state.profile, state.rng, body, MODEL_NAME)
     prompts = body.get("prompt")
     prompts = [prompts] if isinstance(prompts, str) else prompts
     if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts) or not prompts:
@@ -435,6 +444,8 @@ async def generate(request: Request) -> Response:
     state, body, fault = await _prelude(request, "generate")
     if fault is not None:
         return fault
+    if body.get("return_logprob") or "input_ids" in body:
+        return sim_logprobs.generate(state.profile, state.rng, body)
     prompt, params = body.get("text"), body.get("sampling_params") or {}
     if not isinstance(prompt, str) or not isinstance(params, dict):
         raise BadRequest("'text' must be a string and 'sampling_params' an object")
@@ -450,6 +461,12 @@ async def generate(request: Request) -> Response:
     meta |= {"completion_tokens": ctoks, "cached_tokens": 0}
     meta |= _experts(state, body, ptoks, ctoks)
     return JSONResponse({"text": text, "meta_info": meta})
+
+
+async def tokenize(request: Request) -> Response:
+    """``POST /tokenize`` (vLLM; :mod:`harness.sim.logprobs`)."""
+    state, body, fault = await _prelude(request, "tokenize")
+    return fault if fault is not None else sim_logprobs.tokenize_endpoint(body)
 
 
 async def models(request: Request) -> Response:
@@ -520,6 +537,7 @@ ROUTES = [
     Route("/v1/chat/completions", chat_completions, methods=["POST"]),
     Route("/v1/completions", completions, methods=["POST"]),
     Route("/generate", generate, methods=["POST"]),
+    Route("/tokenize", tokenize, methods=["POST"]),
     Route("/v1/models", models, methods=["GET"]),
     Route("/health", health, methods=["GET"]),
     Route("/server_info", server_info, methods=["GET"]),

@@ -59,6 +59,9 @@ name                       behaviour
 ``repeated-empty-name``    streaming: ``"name": ""`` repeated in every arguments delta
                            (tolerated: a transcript note, no failure)
 ``gsm8k-drop``             GSM8K accuracy 0.81, nothing else
+``kv-cache-quant``         healthy; token logprobs shifted a tiny, benign amount (like a
+                           KV-cache quantisation; :mod:`harness.sim.logprobs`)
+``logprobs-nan``           healthy; NaN token logprobs at 2% of positions
 ``experts-dup-shared``     routed experts: shared expert id in two columns (fusion on)
 ``capture-crash``          boot crash when capture is enabled (fusion on)
 ``fusion-on``              healthy, fusion reported and logged on
@@ -310,6 +313,8 @@ _LIST: list[SimProfile] = [
     ),
     _single("repeated-empty-name", "repeated_empty_name", 'streaming: "name": "" repeated'),
     SimProfile(name="gsm8k-drop", gsm8k_accuracy=0.81, description="GSM8K accuracy 0.81"),
+    SimProfile(name="kv-cache-quant", description="healthy; logprobs shifted slightly (benign)"),
+    SimProfile(name="logprobs-nan", description="healthy; NaN logprobs at 2% of positions"),
     SimProfile(
         name="experts-dup-shared",
         fusion="on",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.kinds import label
+from harness.present.logprobs import logprobs_line, logprobs_view
 from harness.present.report import charts
 from harness.present.report.annotate import FactsAnnotator, SummaryAnnotator
 from harness.present.report.load import ReportInput
@@ -126,6 +127,8 @@ class Report:
     facts_only: bool
     notes: list[str] = field(default_factory=list)
     matrix: Any = None  # harness.matrix.result.MatrixResult (harness matrix)
+    logprobs: Any = None  # harness.present.logprobs.LogprobsView (logprobs.json)
+    logprobs_line: str = ""
     kind_title: str = "report"  # "compare report", "run report", "GSM8K report", ...
     p_legend: str = ""  # legend of the p columns and of "*" (comparisons only)
 
@@ -138,6 +141,8 @@ def kind_title(rf: ReportInput) -> str:
         return "boot report"
     if rf.gsm8k is not None:
         return "GSM8K report"
+    if rf.logprobs is not None and rf.summary is None and not rf.runs:
+        return "numerics report"
     compared = rf.summary.kind == "compare" if rf.summary is not None else None
     if compared or (compared is None and {"baseline", "candidate"} <= {r.side for r in rf.runs}):
         return "compare report"
@@ -368,6 +373,8 @@ def _verdict(rf: ReportInput) -> tuple[str | None, str, list[str]]:
     if rf.gsm8k is not None and rf.gsm8k.verdict is not None:
         p = rf.gsm8k.paired
         found.append((rf.gsm8k.verdict, "GSM8K: " + (p.reason if p else ""), []))
+    if rf.logprobs is not None:
+        found.append((rf.logprobs.verdict, "numerics: " + rf.logprobs.message, []))
     if rf.boot is not None:
         failed = [f"{c.name}: {c.detail}" for c in rf.boot.checks if c.verdict == "FAIL"]
         found.append(
@@ -486,6 +493,8 @@ def build_report(rf: ReportInput) -> Report:
         boot=rf.boot,
         facts_only=rf.summary is None,
         matrix=rf.matrix,
+        logprobs=logprobs_view(rf.logprobs) if rf.logprobs is not None else None,
+        logprobs_line=logprobs_line(rf.logprobs) if rf.logprobs is not None else "",
         kind_title=kind,
         p_legend=p_legend(rf.summary) if rf.summary is not None and rf.summary.comparisons else "",
     )

@@ -27,6 +27,7 @@ from typing import Any
 from harness.errors import ReportInputError, RunFolderError
 from harness.gsm8k.models import GSM8KSummary
 from harness.matrix.result import MatrixResult
+from harness.numerics.models import LogprobsResult
 from harness.present.report.select import MAX_RUNS, PER_SCENARIO, RunFacts, choose
 from harness.present.views import Trace, first_drift
 from harness.runfolder import RunFolder
@@ -60,6 +61,7 @@ class ReportInput:
     sampling: dict[str, Any] = field(default_factory=dict)
     gsm8k: GSM8KSummary | None = None
     boot: BootReport | None = None
+    logprobs: LogprobsResult | None = None
     matrix: MatrixResult | None = None
 
     @property
@@ -125,6 +127,7 @@ def load_run_folder(
         ri = ReportInput(folder=folder, manifest=folder.manifest(), summary=folder.read_summary())
         ri.gsm8k = folder.read_model(RunFolder.GSM8K_SUMMARY, GSM8KSummary)
         ri.boot = folder.read_model(RunFolder.BOOT, BootReport)
+        ri.logprobs = folder.read_model(RunFolder.LOGPROBS, LogprobsResult)
         ri.matrix = folder.read_model(RunFolder.MATRIX, MatrixResult)
         _scan_transcripts(ri, _scan_scores(ri))
         _load_rendered(ri, per_scenario, max_runs)
@@ -132,7 +135,13 @@ def load_run_folder(
         raise
     except RunFolderError as exc:
         raise ReportInputError(str(exc)) from None
-    if not ri.runs and ri.summary is None and ri.gsm8k is None and ri.boot is None:
+    if (
+        not ri.runs
+        and ri.summary is None
+        and ri.gsm8k is None
+        and ri.boot is None
+        and not ri.logprobs
+    ):
         raise ReportInputError(
             f"{folder.path}: nothing to report (no transcripts.jsonl, summary.json, gsm8k.json "
             "or boot.json); run `harness run`, `compare`, `gsm8k` or `boot` first"

@@ -1,0 +1,126 @@
+"""The numerics verdict: is the candidate's divergence from the baseline above the noise floor
+by more than the tolerance?
+
+Per sequence i: ``ab_i`` = mean per-token KL between the baseline and the candidate,
+``aa_i`` = the same between two scorings of the baseline (A/A: the baseline scored
+twice, or a second baseline server): the noise floor measured on the same tokens.
+The paired differences ``x_i = ab_i - aa_i`` are tested against the tolerance ``tau``
+(nats per token) with the one-sided Wilcoxon signed-rank test (``scipy.stats.wilcoxon``;
+Wilcoxon 1945; exact null distribution for n <= 50 without ties):
+
+- REGRESSION when ``x_i - tau`` is shifted above 0 (``alternative="greater"``, p < alpha);
+- NO CHANGE when it is shifted below 0 (``alternative="less"``, p < alpha): the candidate
+  is within tolerance of the floor;
+- INCONCLUSIVE otherwise (too few sequences, or a divergence near the tolerance).
+
+A shift below the tolerance that is real (the reference server's ``kv-cache-quant``) is
+therefore NO CHANGE, by design: the tolerance is the size of difference this harness calls
+a regression (a real q4_0 KV cache on SmolLM2-135M, 0.037 nats a token, is above it). NaN or infinite logprobs are a finding, decided before the test: on the
+candidate only, REGRESSION; on the baseline, INCONCLUSIVE (the floor itself is broken).
+False-alarm rate and power at the defaults: ``bench/logprobs.py`` (README figures).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats
+
+from harness.numerics.models import PairStats, SequenceResult, Verdict
+
+__all__ = ["ALPHA", "MIN_SEQUENCES", "TOLERANCE", "decide"]
+
+#: default tolerance: mean per-token KL (nats) above the A/A floor called a regression
+TOLERANCE = 0.01
+#: one-sided significance level of each of the two Wilcoxon tests
+ALPHA = 0.01
+#: fewer sequences than this cannot reach p < ALPHA with the exact test (2^-7 = 0.0078)
+MIN_SEQUENCES = 7
+TEST = "one-sided Wilcoxon signed-rank on (A/B - A/A mean KL per sequence) - tolerance"
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    return float(np.mean(vals)) if vals else None
+
+
+def _wilcoxon(x: np.ndarray, alternative: str) -> float:
+    """p-value of the one-sided signed-rank test of ``x`` against 0 (1.0 when all zero)."""
+    if not np.any(x != 0):
+        return 1.0
+    return float(stats.wilcoxon(x, alternative=alternative, zero_method="wilcox").pvalue)
+
+
+def _stats(rows: Sequence[SequenceResult], tolerance: float, alpha: float) -> PairStats:
+    return PairStats(
+        sequences=len(rows),
+        ab_mean_kl=_mean([r.ab.mean_kl for r in rows]),
+        aa_mean_kl=_mean([r.aa.mean_kl for r in rows]),
+        ab_top1_agreement=_mean([r.ab.top1_agreement for r in rows]),
+        aa_top1_agreement=_mean([r.aa.top1_agreement for r in rows]),
+        tolerance=tolerance,
+        alpha=alpha,
+        p_regression=None,
+        p_no_change=None,
+        test=TEST,
+    )
+
+
+def _nonfinite(rows: Sequence[SequenceResult]) -> tuple[Verdict, str] | None:
+    cand = sum(r.ab.nonfinite.get("candidate", 0) for r in rows)
+    base = sum(r.aa.nonfinite.get("baseline", 0) + r.aa.nonfinite.get("candidate", 0) for r in rows)
+    if base:
+        return "INCONCLUSIVE", (
+            f"INCONCLUSIVE: the baseline returned NaN/infinite logprobs at {base} positions "
+            "(the noise floor itself is broken: check the baseline server)"
+        )
+    if cand:
+        where = next(r for r in rows if r.ab.nonfinite.get("candidate"))
+        return "REGRESSION", (
+            f"REGRESSION: the candidate returned NaN/infinite logprobs at {cand} positions "
+            f"(first in sequence {where.id!r}); the baseline's are all finite"
+        )
+    return None
+
+
+def decide(
+    rows: Sequence[SequenceResult], *, tolerance: float = TOLERANCE, alpha: float = ALPHA
+) -> tuple[Verdict, str, PairStats]:
+    """The verdict, its one-line message and the evidence (see the module docstring).
+
+    ``rows``: one :class:`SequenceResult` per sequence (A/B and A/A divergence of the same
+    tokens). Pure; never raises on NaN or infinite values.
+    """
+    st = _stats(rows, tolerance, alpha)
+    finding = _nonfinite(rows)
+    if finding is not None:
+        return finding[0], finding[1], st
+    pairs = [(r.ab.mean_kl, r.aa.mean_kl) for r in rows]
+    usable = [(a, b) for a, b in pairs if a is not None and b is not None]
+    if len(usable) < MIN_SEQUENCES:
+        return (
+            "INCONCLUSIVE",
+            (
+                f"INCONCLUSIVE: {len(usable)} sequences scored on both sides; the paired test "
+                f"needs at least {MIN_SEQUENCES} (add scenarios or --gsm8k prompts)"
+            ),
+            st,
+        )
+    x = np.array([a - b for a, b in usable]) - tolerance
+    st.p_regression, st.p_no_change = _wilcoxon(x, "greater"), _wilcoxon(x, "less")
+    ab, aa = st.ab_mean_kl or 0.0, st.aa_mean_kl or 0.0
+    figures = f"A/B KL {ab:.2g} vs A/A {aa:.2g} nats/token, tolerance {tolerance:g}"
+    if st.p_regression < alpha:
+        return "REGRESSION", f"REGRESSION: {figures} (p={st.p_regression:.2g})", st
+    if st.p_no_change < alpha:
+        return "NO CHANGE", f"NO CHANGE: {figures} (within tolerance, p={st.p_no_change:.2g})", st
+    return (
+        "INCONCLUSIVE",
+        (
+            f"INCONCLUSIVE: {figures}; neither above nor within tolerance at alpha {alpha:g} "
+            f"(p={st.p_regression:.2g} / {st.p_no_change:.2g}): score more sequences"
+        ),
+        st,
+    )

@@ -1,0 +1,171 @@
+"""What ``harness logprobs`` measures and writes (``results/<run-id>/logprobs.json``).
+
+- :class:`Sequence`: one teacher-forced sequence (a conversation or a plain prompt).
+- :class:`ScoredSequence`: what one server returned for it: per position the forced token,
+  its log-probability and the server's top-k (in memory only).
+- :class:`SequenceDivergence`: the per-sequence statistics of one pair of scorings.
+- :class:`LogprobsResult`: the whole comparison (A/B and A/A per sequence, the decision);
+  the file on disk, re-rendered by the report without recomputing anything.
+
+Log-probabilities are natural logs (nats), as every server returns them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "LOGPROBS_VERSION",
+    "LogprobsResult",
+    "PairStats",
+    "ScoredSequence",
+    "Sequence",
+    "SequenceDivergence",
+    "SequenceResult",
+    "TopToken",
+    "WorstToken",
+]
+
+LOGPROBS_VERSION = 1
+Verdict = Literal["REGRESSION", "NO CHANGE", "INCONCLUSIVE"]
+
+
+@dataclass(frozen=True)
+class Sequence:
+    """One sequence to score. ``messages`` (OpenAI chat messages: a conversation, rendered
+    by the server's chat template where the adapter can ask for it) or ``text`` (a plain
+    prompt, e.g. a GSM8K few-shot prompt). ``id`` names it in the report; ``source`` says
+    where it came from (``scenario``, ``transcript``, ``gsm8k``)."""
+
+    id: str
+    source: str
+    messages: tuple[dict[str, Any], ...] | None = None
+    text: str | None = None
+
+
+@dataclass
+class ScoredSequence:
+    """One server's teacher-forced scores of one sequence, position by position.
+
+    ``keys[i]``: the token at position i as a comparable key (its id as a string, or its
+    text for servers that only return token strings); ``texts[i]``: its text;
+    ``logprobs[i]``: log P(token i | tokens < i) in nats, ``None`` at position 0 (nothing
+    conditions it); ``top[i]``: the server's top-k at position i, key -> logprob (the forced
+    token included); ``names``: key -> text of every key seen. ``requests``: HTTP requests
+    it took. Non-finite values are kept as they came (NaN, -inf): they are a finding.
+    """
+
+    keys: list[str]
+    texts: list[str]
+    logprobs: list[float | None]
+    top: list[dict[str, float]]
+    names: dict[str, str] = field(default_factory=dict)
+    requests: int = 1
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def nonfinite(self) -> int:
+        """Positions whose forced or top-k logprob is NaN or infinite (-inf included:
+        a probability of exactly 0 for a token the model was fed is a numerics symptom)."""
+        bad = 0
+        for lp, top in zip(self.logprobs, self.top, strict=True):
+            values = [lp] if lp is not None else []
+            if any(not math.isfinite(v) for v in [*values, *top.values()]):
+                bad += 1
+        return bad
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TopToken(_Model):
+    """One entry of a side's top-k at a position: the token's text and logprob (nats)."""
+
+    token: str
+    logprob: float | None
+
+
+class WorstToken(_Model):
+    """A position where the two sides differ most: ``kl`` (nats), the forced token, the
+    text before and after it, both sides' forced logprob and top-5."""
+
+    position: int
+    token: str
+    before: str
+    after: str
+    kl: float | None
+    baseline_logprob: float | None
+    candidate_logprob: float | None
+    baseline_top: list[TopToken]
+    candidate_top: list[TopToken]
+
+
+class SequenceDivergence(_Model):
+    """One pair of scorings of one sequence (A/B: baseline vs candidate; A/A: baseline vs
+    itself). KL in nats per token (estimator: :func:`harness.numerics.divergence.kl_topk`);
+    ``p99_kl``: the 99th percentile over positions (numpy's linear interpolation);
+    ``top1_agreement``: the share of positions whose top-1 token is the same on both sides;
+    ``mean_abs_dlogp``: mean |candidate - baseline| logprob of the forced token;
+    ``first_over``: the first position whose KL exceeds the token tolerance (with context);
+    ``nonfinite``: positions with a NaN/inf logprob, per side; ``strip``: per-position KL,
+    at most :data:`~harness.numerics.divergence.STRIP_BINS` values (the max of each bin)."""
+
+    positions: int
+    mean_kl: float | None
+    p99_kl: float | None
+    max_kl: float | None
+    top1_agreement: float | None
+    mean_abs_dlogp: float | None
+    first_over: WorstToken | None = None
+    worst: list[WorstToken] = Field(default_factory=list)
+    nonfinite: dict[str, int] = Field(default_factory=dict)
+    strip: list[float] = Field(default_factory=list)
+
+
+class SequenceResult(_Model):
+    """A sequence's A/B and A/A divergence."""
+
+    id: str
+    source: str
+    tokens: int
+    ab: SequenceDivergence
+    aa: SequenceDivergence
+    #: generation-aligned only: where the two greedy paths part (position and both tokens)
+    parted: str | None = None
+
+
+class PairStats(_Model):
+    """The decision's evidence: per-sequence mean KL pooled (mean over sequences), the
+    paired test's p-values, the tolerance it tests against."""
+
+    sequences: int
+    ab_mean_kl: float | None
+    aa_mean_kl: float | None
+    ab_top1_agreement: float | None
+    aa_top1_agreement: float | None
+    tolerance: float
+    alpha: float
+    p_regression: float | None
+    p_no_change: float | None
+    test: str
+
+
+class LogprobsResult(_Model):
+    """``logprobs.json``: a teacher-forced numerics comparison, decided."""
+
+    version: int = LOGPROBS_VERSION
+    baseline: dict[str, Any]
+    candidate: dict[str, Any]
+    aa_source: str  # "baseline scored twice" or "second baseline server <url>"
+    settings: dict[str, Any]
+    sequences: list[SequenceResult]
+    stats: PairStats
+    verdict: Verdict
+    message: str
+    requests: dict[str, int] = Field(default_factory=dict)

@@ -1,0 +1,153 @@
+"""The view of a numerics comparison (``logprobs.json``) for the report and the console.
+
+Arranges what :class:`~harness.numerics.models.LogprobsResult` holds; computes nothing
+new. Per sequence: the A/B vs A/A row, a per-token divergence strip (inline SVG bars,
+log scale from 1e-6 to 1 nat; bars over the token tolerance marked; NaN/inf positions
+full height) and the worst tokens with their context and both sides' top-5.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.numerics.models import LogprobsResult, SequenceResult, TopToken, WorstToken
+
+__all__ = ["LogprobsView", "logprobs_line", "logprobs_view"]
+
+STRIP_W, STRIP_H = 560.0, 40.0
+_LOG_LO = -6.0  # 1e-6 nats at the bottom of the strip, 1 nat at the top
+
+
+def _g(x: float | None, pct: bool = False) -> str:
+    if x is None:
+        return "–"
+    return f"{100 * x:.1f}%" if pct else f"{x:.2g}"
+
+
+@dataclass
+class Bar:
+    x: float
+    y: float
+    w: float
+    h: float
+    cls: str
+
+
+@dataclass
+class SeqView:
+    id: str
+    source: str
+    tokens: int
+    cells: list[str]  # A/B mean, A/A mean, A/B p99, A/B max, top-1 A/B, top-1 A/A
+    first_over: str
+    bars: list[Bar]
+    tol_y: float
+    worst: list[dict[str, Any]]
+    nonfinite: str
+    parted: str = ""  # generation-aligned: where the two greedy paths part
+
+
+@dataclass
+class LogprobsView:
+    verdict: str
+    message: str
+    api: str
+    aa_source: str
+    settings: dict[str, Any]
+    requests: dict[str, int]
+    pooled: list[str]
+    sequences: list[SeqView] = field(default_factory=list)
+
+
+def _height(kl: float) -> float:
+    if kl < 0:  # NaN in the strip
+        return STRIP_H
+    frac = (math.log10(max(kl, 10**_LOG_LO)) - _LOG_LO) / -_LOG_LO
+    return round(max(0.5, min(1.0, frac) * STRIP_H), 1)
+
+
+def _bars(strip: list[float], tol: float) -> list[Bar]:
+    if not strip:
+        return []
+    w = STRIP_W / len(strip)
+    out = []
+    for i, kl in enumerate(strip):
+        h = _height(kl)
+        cls = "nan" if kl < 0 else ("over" if kl > tol else "ok")
+        out.append(Bar(round(i * w, 1), round(STRIP_H - h, 1), round(max(w, 0.6), 2), h, cls))
+    return out
+
+
+def _top(tops: list[TopToken]) -> str:
+    return "  ".join(f"{t.token!r} {_g(t.logprob)}" for t in tops)
+
+
+def _worst(w: WorstToken) -> dict[str, Any]:
+    return {
+        "position": w.position,
+        "before": w.before,
+        "token": w.token,
+        "after": w.after,
+        "kl": _g(w.kl) if w.kl is not None else "NaN/inf",
+        "logprobs": f"{_g(w.baseline_logprob)} vs {_g(w.candidate_logprob)}",
+        "baseline_top": _top(w.baseline_top),
+        "candidate_top": _top(w.candidate_top),
+    }
+
+
+def _seq(r: SequenceResult, tol: float) -> SeqView:
+    ab, aa = r.ab, r.aa
+    fo = ab.first_over
+    nf = ab.nonfinite
+    return SeqView(
+        id=r.id,
+        source=r.source,
+        tokens=r.tokens,
+        cells=[
+            _g(ab.mean_kl),
+            _g(aa.mean_kl),
+            _g(ab.p99_kl),
+            _g(ab.max_kl),
+            _g(ab.top1_agreement, True),
+            _g(aa.top1_agreement, True),
+        ],  # fmt: skip
+        first_over="–"
+        if fo is None
+        else f"{fo.position}: …{fo.before[-30:]}[{fo.token}]{fo.after[:20]}…",
+        bars=_bars(ab.strip, tol),
+        tol_y=round(STRIP_H - _height(tol), 1),
+        worst=[_worst(w) for w in ab.worst],
+        nonfinite=", ".join(f"{k} {v}" for k, v in nf.items() if v),
+        parted=r.parted or "",
+    )
+
+
+def logprobs_view(res: LogprobsResult) -> LogprobsView:
+    """The report's view of ``res``."""
+    tol = float(res.settings.get("token_tolerance", 0.1))
+    st = res.stats
+    return LogprobsView(
+        verdict=res.verdict,
+        message=res.message,
+        api=str(res.baseline.get("api")),
+        aa_source=res.aa_source,
+        settings=res.settings,
+        requests=res.requests,
+        pooled=[
+            _g(st.ab_mean_kl),
+            _g(st.aa_mean_kl),
+            _g(st.ab_top1_agreement, True),
+            _g(st.aa_top1_agreement, True),
+            _g(st.p_regression),
+            _g(st.p_no_change),
+        ],  # fmt: skip
+        sequences=[_seq(r, tol) for r in res.sequences],
+    )
+
+
+def logprobs_line(res: LogprobsResult) -> str:
+    """One line for the Markdown summary and the console."""
+    n = sum(res.requests.values())
+    return f"numerics (token logprobs, {res.baseline.get('api')}, {len(res.sequences)} sequences, {n} requests): {res.message}"

@@ -1,0 +1,107 @@
+"""The numerics section where it shows: ``harness compare`` (on by default, ``--no-logprobs``,
+one line when a server has no logprobs API), the HTML/Markdown report and the pytest plugin."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import main
+from harness.numerics.models import LogprobsResult
+from harness.runfolder import RunFolder
+
+pytest_plugins = ["pytester"]
+
+
+def _folder(tmp_path: Path, run_id: str) -> RunFolder:
+    return RunFolder(tmp_path / run_id)
+
+
+def test_compare_has_a_numerics_section_by_default(tmp_path: Path, capsys: Any) -> None:
+    args = ["compare", "scenarios", "--repeats", "1", "--results", str(tmp_path), "--no-progress"]
+    assert main([*args, "--run-id", "ab"]) == 1
+    out = capsys.readouterr().out
+    assert "numerics (token logprobs, vllm, 17 sequences" in out and "REGRESSION: A/B KL" in out
+    res = _folder(tmp_path, "ab").read_model(RunFolder.LOGPROBS, LogprobsResult)
+    assert res.verdict == "REGRESSION" and {s.source for s in res.sequences} == {"transcript"}
+    html = (tmp_path / "ab" / "report.html").read_text()
+    assert 'id="logprobs"' in html and '<svg class="strip"' in html and "baseline top-5" in html
+    md = (tmp_path / "ab" / "report.md").read_text()
+    assert "**Numerics**: 🔴 numerics (token logprobs" in md
+    assert main([*args, "--run-id", "aa", "--aa"]) == 0
+    assert "NO CHANGE: A/B KL" in capsys.readouterr().out
+    assert main([*args, "--run-id", "skip", "--no-logprobs"]) == 1
+    assert "numerics (token logprobs" not in capsys.readouterr().out
+    assert not (tmp_path / "skip" / RunFolder.LOGPROBS).exists()
+
+
+def test_compare_says_in_one_line_when_a_server_has_no_logprobs(
+    sim_url: Callable[..., str], tmp_path: Path, capsys: Any
+) -> None:
+    base = sim_url("healthy", scenarios_dir="scenarios")
+    cand = sim_url("connection-drop", scenarios_dir="scenarios")
+    args = ["compare", "scenarios/enum_units.yaml", "--baseline", base, "--candidate", cand]
+    main([*args, "--repeats", "1", "--results", str(tmp_path), "--run-id", "x", "--no-progress",
+          "--max-retries", "0"])  # fmt: skip
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("logprobs:")]
+    assert len(lines) == 1 and lines[0].startswith("logprobs: not compared: ")
+    assert not (tmp_path / "x" / RunFolder.LOGPROBS).exists()
+
+
+def test_report_escapes_model_text_in_the_worst_tokens(tmp_path: Path) -> None:
+    assert main(["logprobs", "--results", str(tmp_path), "--run-id", "r"]) == 1
+    path = tmp_path / "r" / RunFolder.LOGPROBS
+    data = json.loads(path.read_text())
+    data["sequences"][0]["ab"]["worst"][0]["token"] = "<script>alert(1)</script>"
+    path.write_text(json.dumps(data))
+    assert main(["report", str(tmp_path / "r")]) == 0
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)" in html
+
+
+def test_plugin_adds_the_numerics_line_with_a_baseline(
+    pytester: pytest.Pytester, sim_url: Callable[..., str]
+) -> None:
+    pytester.makeini("[pytest]\n")
+    scen = Path(__file__).resolve().parents[1] / "scenarios"
+    base = sim_url("healthy", scenarios_dir=scen)
+    cand = sim_url("fused-regression", scenarios_dir=scen)
+    args = [
+        str(scen),
+        "--target",
+        cand,
+        "--baseline",
+        base,
+        "--repeats",
+        "1",
+        "-p",
+        "no:cacheprovider",
+    ]
+    result = pytester.runpytest_subprocess(*args)
+    result.stdout.fnmatch_lines(
+        ["*numerics (token logprobs, vllm, 17 sequences*REGRESSION: A/B KL*"]
+    )
+    off = pytester.runpytest_subprocess(*args, "--harness-logprobs", "false")
+    assert "numerics (token logprobs" not in off.stdout.str()
+
+
+def test_e2e_numerics_step_fails_the_job_unless_rope_is_a_regression() -> None:
+    from e2e import driver
+    from e2e.logprobs_step import failed
+
+    def step(name: str, code: int, verdict: str) -> driver.Step:
+        return driver.Step(name, ["logprobs"], exit_code=code, figures={"verdict": verdict})
+
+    aa, rope = step("logprobs A/A", 0, "NO CHANGE"), step("logprobs A/B rope", 1, "REGRESSION")
+    kv = step("logprobs A/B kv-q4_0", 0, "NO CHANGE")
+    assert failed([aa, rope, kv]) is None and driver.exit_code([aa, rope, kv]) == 0
+    missed = step("logprobs A/B rope", 0, "NO CHANGE")
+    assert "expected REGRESSION" in (failed([aa, missed]) or "")
+    assert driver.exit_code([aa, missed, kv]) == 1
+    alarm = step("logprobs A/A", 1, "REGRESSION")
+    assert driver.exit_code([alarm, rope]) == 1
+    assert driver.exit_code([aa, rope, step("logprobs A/B kv-q4_0", 1, "REGRESSION")]) == 0
