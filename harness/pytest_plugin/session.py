@@ -22,8 +22,8 @@ from harness.pytest_plugin.options import HarnessSettings
 
 if TYPE_CHECKING:  # imported lazily: `pytest` starts fast when no harness test runs
     from harness.client.target import TargetConfig
-    from harness.runner import SamplingPolicy
     from harness.runfolder import RunFolder
+    from harness.runner import SamplingPolicy
     from harness.scenario.model import Scenario
     from harness.scoring.models import RunScore
     from harness.summary import Settings as SummarySettings
