@@ -102,6 +102,7 @@ class Conversation:
     position: int  # assistant tool-call messages since the last user message
     prior_ids: list[str]
     all_user_text: str
+    user_texts: list[str] = field(default_factory=list)
 
     @classmethod
     def parse(cls, messages: Any) -> Conversation:
@@ -125,7 +126,7 @@ class Conversation:
                 position += 1 if calls else 0
                 ids += [c.get("id", "") for c in calls if isinstance(c, dict)]
         first = users[0] if users else ""
-        return cls(system, first, len(users), turn, position, ids, "\n\n".join(users))
+        return cls(system, first, len(users), turn, position, ids, "\n\n".join(users), users)
 
     def key(self) -> str:
         """sha256 (hex) of the opening: system and first user message."""
@@ -165,11 +166,11 @@ class ScenarioIndex:
 
     def __init__(self, scenarios: list[Scenario]) -> None:
         self.scenarios = scenarios
-        self._by_key: dict[tuple[str, str], Scenario] = {}
+        self._by_key: dict[tuple[str, str], list[Scenario]] = {}
         self._by_user: dict[str, list[Scenario]] = {}
         for sc in scenarios:
             conv = Conversation.parse([m.model_dump() for m in sc.messages])
-            self._by_key.setdefault((conv.system, conv.first_user), sc)
+            self._by_key.setdefault((conv.system, conv.first_user), []).append(sc)
             self._by_user.setdefault(conv.first_user, []).append(sc)
 
     @classmethod
@@ -178,8 +179,13 @@ class ScenarioIndex:
 
         A missing directory gives an empty index; an invalid file is skipped with
         a one-line warning on stderr (the server must start while files are edited).
+        ``bfcl:<category>`` indexes that BFCL suite (:func:`harness.bfcl.load_suite`).
         """
         found: list[Scenario] = []
+        if str(directory or "").startswith("bfcl:"):
+            from harness.bfcl import load_suite
+
+            return cls(load_suite(str(directory)))
         root = Path(directory) if directory is not None else None
         if root is None or not root.is_dir():
             return cls([])
@@ -207,12 +213,25 @@ class ScenarioIndex:
         return tuple(out)
 
     def match(self, conv: Conversation) -> Scenario | None:
-        """The scenario this conversation plays, or ``None``."""
-        hit = self._by_key.get((conv.system, conv.first_user))
-        if hit is not None:
-            return hit
+        """The scenario this conversation plays, or ``None``.
+
+        Scenarios sharing an opening (two BFCL tasks do) are told apart by the
+        follow-ups seen so far; until they differ, the first is played.
+        """
+        hits = self._by_key.get((conv.system, conv.first_user))
+        if hits:
+            return _by_followups(hits, conv.user_texts)
         candidates = self._by_user.get(conv.first_user, [])
         return candidates[0] if len(candidates) == 1 else None
+
+
+def _by_followups(candidates: list[Scenario], users: list[str]) -> Scenario:
+    """The first candidate whose follow-ups begin with the conversation's later user texts."""
+    for sc in candidates:
+        later = users[opening_users(sc) :]
+        if [f.user for f in sc.followups[: len(later)]] == later:
+            return sc
+    return candidates[0]
 
 
 def opening_users(sc: Scenario) -> int:
