@@ -21,6 +21,7 @@ bfcl_eval = pytest.importorskip(
 
 from harness.bfcl import load_suite  # noqa: E402
 from harness.bfcl.backends import Referee, World  # noqa: E402
+from harness.bfcl.data import backend_counts  # noqa: E402
 from harness.client.target import TargetConfig  # noqa: E402
 from harness.runfolder import RunFolder  # noqa: E402
 from harness.runner import run_many_sync  # noqa: E402
@@ -168,3 +169,24 @@ def test_without_bfcl_eval_one_line_names_the_install_command(
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith("bfcl:multi_turn_base: bfcl-eval is not installed")
     assert "make bfcl" in msg and "--no-deps bfcl-eval==" in msg
+
+
+def test_compare_on_a_bfcl_subset_is_a_regression_and_the_report_groups_by_backend(
+    tmp_path: Path,
+) -> None:
+    """`harness compare bfcl:multi_turn_base:N` with the built-in reference servers
+    (healthy vs fused-regression), as `make compare SCENARIOS=bfcl:...` runs it."""
+    from harness.cli import main
+    from harness.present.report.render import render_markdown
+
+    args = ["compare", "bfcl:multi_turn_base:8", "--repeats", "2", "--no-progress"]
+    code = main([*args, "--results", str(tmp_path), "--run-id", "ab"])
+    summary = RunFolder(tmp_path / "ab").read_summary()
+    assert code == 1 and summary is not None and summary.verdict.verdict == "REGRESSION"
+    md = render_markdown(tmp_path / "ab")
+    table = md.split("**BFCL tasks by backend**", 1)[1]
+    counts = backend_counts(load_suite("bfcl:multi_turn_base:8"))
+    assert len(counts) >= 2 and counts["GorillaFileSystem"] == 8
+    for name, n in counts.items():  # every task of the backend, its runs on both sides
+        assert f"| {name} | {n} | {2 * n}/{2 * n} | " in table, table[:600]
+    assert "| GorillaFileSystem | 8 | 16/16 | 0/16 |" in table  # fused fails every run

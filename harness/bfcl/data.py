@@ -52,7 +52,9 @@ __all__ = [
     "CATEGORIES",
     "INSTALL_HINT",
     "SUITE_PREFIX",
+    "available_suites",
     "backend_class",
+    "backend_counts",
     "load_suite",
     "parse_ground_truth",
     "suite_category",
@@ -290,3 +292,24 @@ def load_suite(spec: str) -> list[Scenario]:
     for sc in suite:
         sc.source = spec
     return sorted(suite, key=lambda s: s.id)
+
+
+def backend_counts(scenarios: list[Scenario]) -> dict[str, int]:
+    """Tasks per backend class (a task with two backends counts for both), by name."""
+    counts: dict[str, int] = {}
+    for sc in scenarios:
+        for c in sc.bfcl.classes if sc.bfcl else []:
+            counts[c] = counts.get(c, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def available_suites() -> list[tuple[str, int | None]]:
+    """``(suite name, tasks)`` of every category; tasks ``None`` when bfcl-eval is missing."""
+    try:
+        _package("bfcl")
+    except ScenarioError:
+        return [(SUITE_PREFIX + cat, None) for cat in CATEGORIES]
+    return [
+        (SUITE_PREFIX + cat, len(_read_lines(_data_dir() / f"BFCL_v4_{cat}.json")))
+        for cat in CATEGORIES
+    ]

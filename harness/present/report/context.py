@@ -15,6 +15,7 @@ from typing import Any
 from harness.kinds import label
 from harness.present.report import charts
 from harness.present.report.annotate import FactsAnnotator, SummaryAnnotator
+from harness.present.report.backends import BackendRow, backend_rows
 from harness.present.report.load import ReportInput
 from harness.present.report.select import RunFacts
 from harness.present.report.view import (
@@ -128,6 +129,8 @@ class Report:
     matrix: Any = None  # harness.matrix.result.MatrixResult (harness matrix)
     kind_title: str = "report"  # "compare report", "run report", "GSM8K report", ...
     p_legend: str = ""  # legend of the p columns and of "*" (comparisons only)
+    #: BFCL tasks grouped by backend (harness.present.report.backends); [] without BFCL tasks
+    backends: list[BackendRow] = field(default_factory=list)
 
 
 def kind_title(rf: ReportInput) -> str:
@@ -488,4 +491,5 @@ def build_report(rf: ReportInput) -> Report:
         matrix=rf.matrix,
         kind_title=kind,
         p_legend=p_legend(rf.summary) if rf.summary is not None and rf.summary.comparisons else "",
+        backends=backend_rows(rf, sides),
     )
