@@ -3,8 +3,10 @@
 One run (:func:`run_scenario`) sends the scenario's opening messages and tools; while
 the assistant answers with ``tool_calls`` it appends that assistant message and one
 ``tool`` message per call (matching ``tool_call_id``; results from
-:func:`harness.scenario.tools.simulate`) and asks again. A message without tool calls ends the
-segment: the next follow-up user message is sent if any remain, else the run stops
+:func:`harness.scenario.tools.simulate`; for a BFCL task, from its backends, which also
+check each segment as it ends: :class:`harness.bfcl.backends.Referee`) and asks again.
+A message without tool calls ends the segment: the next follow-up user message is
+sent if any remain, else the run stops
 with ``final_answer``. Other stops: ``length`` (finish_reason ``length``),
 ``empty_stop`` (no content and no tool calls), ``turn_cap`` (``max_turns`` requests
 made) and ``error`` (an infrastructure error, kept apart from model behaviour).
