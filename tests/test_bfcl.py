@@ -190,3 +190,39 @@ def test_compare_on_a_bfcl_subset_is_a_regression_and_the_report_groups_by_backe
     for name, n in counts.items():  # every task of the backend, its runs on both sides
         assert f"| {name} | {n} | {2 * n}/{2 * n} | " in table, table[:600]
     assert "| GorillaFileSystem | 8 | 16/16 | 0/16 |" in table  # fused fails every run
+
+
+def test_e2e_bfcl_tasks_for_llama_cpp_play_on_the_reference_server(
+    sim_url: Callable[..., str], tmp_path: Path
+) -> None:
+    """e2e.bfcl's task files (tool_choice auto, a system message for llama-cpp-python's
+    chatml-function-calling) are BFCL's tasks still: the healthy server passes them,
+    and its figures count runs, turns and BFCL's checks."""
+    from e2e.bfcl import SYSTEM, bfcl_figures, prepare
+
+    tasks = prepare("bfcl:multi_turn_base", 3, tmp_path / "tasks")
+    assert [s.messages[0].content for s in tasks] == [SYSTEM] * 3
+    loaded = load_scenarios([tmp_path / "tasks"])
+    assert [s.tool_choice for s in loaded] == ["auto"] * 3 and all(s.bfcl for s in loaded)
+    _run(sim_url("healthy", scenarios_dir=tmp_path / "tasks"), loaded, tmp_path / "run")
+    from harness.pipeline import score_folder
+
+    score_folder(RunFolder(tmp_path / "run"))
+    figures = bfcl_figures(tmp_path / "run")
+    turns = sum(len(s.segments()) for s in loaded)
+    assert figures["runs"] == 3 and figures["infra_errors"] == 0
+    assert figures["pass_rate"] == 1.0 and figures["turn_checks_passed"] == turns
+
+
+@pytest.mark.e2e
+def test_e2e_bfcl_on_llama_cpp(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Two BFCL tasks on llama-cpp-python's server with SmolLM2-135M (make e2e installs
+    both): the runs end without infrastructure errors; the pass rate is what it is."""
+    if "e2e" not in (request.config.option.markexpr or ""):
+        pytest.skip("opt-in (minutes on 2 cores): pytest -m e2e tests/test_bfcl.py")
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (make e2e)")
+    from e2e.bfcl import main as bfcl_main
+
+    code = bfcl_main(["--tasks", "2", "--out", str(tmp_path)])
+    result = json.loads((tmp_path / "bfcl.json").read_text())
+    assert code == 0 and result["runs"] == 2 and result["infra_errors"] == 0, result
