@@ -154,8 +154,10 @@ def test_harness_list_shows_the_suite_with_counts(capsys: pytest.CaptureFixture[
 
 
 def test_without_bfcl_eval_one_line_names_the_install_command(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    task = load_suite("bfcl:multi_turn_base:1")[0].model_dump(mode="json")
+    (tmp_path / "task.json").write_text(json.dumps(task), encoding="utf-8")
     real = importlib.import_module
 
     def no_bfcl(name: str, *a: Any) -> Any:
@@ -169,6 +171,9 @@ def test_without_bfcl_eval_one_line_names_the_install_command(
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith("bfcl:multi_turn_base: bfcl-eval is not installed")
     assert "make bfcl" in msg and "--no-deps bfcl-eval==" in msg
+    with pytest.raises(ScenarioError) as err:  # a task written out as a file, too
+        load_scenarios([tmp_path / "task.json"])
+    assert str(err.value).startswith(f"{tmp_path / 'task.json'}: bfcl-eval is not installed")
 
 
 def test_compare_on_a_bfcl_subset_is_a_regression_and_the_report_groups_by_backend(

@@ -57,6 +57,7 @@ __all__ = [
     "backend_counts",
     "load_suite",
     "parse_ground_truth",
+    "require_bfcl",
     "suite_category",
     "to_json_schema",
 ]
@@ -97,11 +98,17 @@ def suite_category(spec: str) -> tuple[str, int | None]:
     return cat, int(count) if count else None
 
 
-def _package(spec: str) -> Any:
+def require_bfcl(where: str | Path | None) -> None:
+    """Check that bfcl-eval's backends can be imported.
+
+    Raises:
+        ScenarioError: naming ``where`` (a suite or a file) and the install command.
+    """
     try:
-        return importlib.import_module("bfcl_eval.constants.executable_backend_config")
+        importlib.import_module("bfcl_eval.constants.executable_backend_config")
+        importlib.import_module("mpmath")
     except ImportError:
-        raise ScenarioError(spec, "", INSTALL_HINT) from None
+        raise ScenarioError(where, "", INSTALL_HINT) from None
 
 
 def _data_dir() -> Path:
@@ -284,7 +291,7 @@ def load_suite(spec: str) -> list[Scenario]:
             install command), or a task this adapter cannot read (naming the task).
     """
     category, count = suite_category(spec)
-    _package(spec)
+    require_bfcl(spec)
     try:
         suite = [sc.model_copy(deep=True) for sc in _suite(category)[:count]]
     except (ValueError, KeyError, SyntaxError, OSError) as exc:
@@ -306,7 +313,7 @@ def backend_counts(scenarios: list[Scenario]) -> dict[str, int]:
 def available_suites() -> list[tuple[str, int | None]]:
     """``(suite name, tasks)`` of every category; tasks ``None`` when bfcl-eval is missing."""
     try:
-        _package("bfcl")
+        require_bfcl("bfcl")
     except ScenarioError:
         return [(SUITE_PREFIX + cat, None) for cat in CATEGORIES]
     return [

@@ -451,6 +451,10 @@ def scenario_from_data(data: Any, path: str | Path | None = None) -> Scenario:
     _check_targets(sc, path)
     _check_tool_schemas(sc, path)
     _check_expected_calls(sc, path)
+    if sc.bfcl is not None:  # a BFCL task written out as a file: its backends must be there
+        from harness.bfcl.data import require_bfcl
+
+        require_bfcl(path)
     sc.source = str(path) if path is not None else None
     return sc
 
