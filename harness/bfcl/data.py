@@ -43,6 +43,7 @@ from harness.scenario.model import (
     FinalAnswerExpectation,
     Followup,
     Message,
+    Sampling,
     Scenario,
     Tool,
 )
@@ -76,6 +77,9 @@ INSTALL_HINT = (
     f"bfcl-eval is not installed; run `make bfcl` (pip install --no-deps "
     f"bfcl-eval=={BFCL_EVAL_VERSION} mpmath)"
 )
+#: ``max_tokens`` of every request (the scenario default, 1024, cuts long_context's
+#: longest ground-truth call short)
+MAX_TOKENS = 4096
 #: What the harness's reference server answers to end a turn (BFCL needs no text).
 TURN_DONE = "I have completed this request."
 
@@ -257,6 +261,8 @@ def _task(entry: dict[str, Any], truth: list[list[str]], category: str, prompt: 
             for t, s in zip(turns[1:], segments[1:], strict=True)
         ],
         max_turns=2 * n_calls + 4 * len(turns),
+        # long_context ground truth writes up to ~7k characters in one call
+        sampling=Sampling(max_tokens=MAX_TOKENS),
         bfcl=BfclTask(
             category=category,
             task_id=entry["id"],
