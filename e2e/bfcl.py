@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m e2e.bfcl", description=__doc__.split("\n")[0])
     p.add_argument("--out", help="output folder (default results/e2e-bfcl-<UTC time>)")
     p.add_argument("--suite", default="bfcl:multi_turn_base", help="BFCL suite (multi_turn_base)")
-    p.add_argument("--tasks", type=int, default=6, help="its first N tasks (6)")
+    p.add_argument("--tasks", type=int, default=1, help="its first N tasks (1)")
     p.add_argument("--n-ctx", type=int, default=8192, help="server context, tokens (8192)")
     p.add_argument("--max-tokens", type=int, default=512, help="max_tokens per request (512)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (600)")
