@@ -14,16 +14,25 @@ AA ?=
 STREAM ?=
 SCENARIOS ?= scenarios
 
-.PHONY: install test check lint typecheck compare bench e2e clean
+.PHONY: install bfcl test check lint typecheck compare bench e2e clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@echo "installing into $(VENV) (first use only)"
 	@$(BIN)/pip install -q -U pip > $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
 	@$(BIN)/pip install -q -e '.[dev]' >> $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
+	@$(BIN)/pip install -q --no-deps bfcl-eval==$(BFCL_EVAL) >> $(VENV)/install.log 2>&1 \
+	  || echo "warning: bfcl-eval not installed (no PyPI?); the bfcl: suites and their tests are skipped"
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+# The BFCL multi-turn suites (bfcl:multi_turn_base, ...): bfcl-eval without its model-handler
+# dependencies, plus the one module its backends import (the bfcl extra: mpmath).
+BFCL_EVAL = 2026.3.23
+bfcl: $(STAMP)
+	$(BIN)/pip install -q -e '.[bfcl]'
+	$(BIN)/pip install -q --no-deps bfcl-eval==$(BFCL_EVAL)
 
 test: $(STAMP)
 	$(BIN)/pytest -q tests
@@ -37,7 +46,7 @@ typecheck: $(STAMP)
 
 check: lint typecheck
 
-# make compare [FUSED=url UNFUSED=url] [REPEATS=n] [MODEL=name] [AA=1] [STREAM=on|both] [SCENARIOS=dir]
+# make compare [FUSED=url UNFUSED=url] [REPEATS=n] [MODEL=name] [AA=1] [STREAM=on|both] [SCENARIOS=dir|bfcl:multi_turn_base]
 AA_URL = $(or $(UNFUSED),$(FUSED))
 AA_LABEL = $(if $(UNFUSED),unfused,fused)
 SIDES = $(if $(AA),$(if $(AA_URL),--baseline $(AA_URL) --baseline-label $(AA_LABEL)), \

@@ -209,6 +209,12 @@ class FailureKind(str, Enum):
         "calls out of order",
         "expected calls made out of the scenario's strict order",
     )
+    STATE_MISMATCH = (
+        "state_mismatch",
+        Family.SEQUENCE,
+        "tool state differs",
+        "after a turn, the tools' state is not the ground truth's (BFCL state check)",
+    )
     # ---- answer
     MISSING_FINAL_ANSWER = (
         "missing_final_answer",

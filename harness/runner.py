@@ -3,8 +3,10 @@
 One run (:func:`run_scenario`) sends the scenario's opening messages and tools; while
 the assistant answers with ``tool_calls`` it appends that assistant message and one
 ``tool`` message per call (matching ``tool_call_id``; results from
-:func:`harness.scenario.tools.simulate`) and asks again. A message without tool calls ends the
-segment: the next follow-up user message is sent if any remain, else the run stops
+:func:`harness.scenario.tools.simulate`; for a BFCL task, from its backends, which also
+check each segment as it ends: :class:`harness.bfcl.backends.Referee`) and asks again.
+A message without tool calls ends the segment: the next follow-up user message is
+sent if any remain, else the run stops
 with ``final_answer``. Other stops: ``length`` (finish_reason ``length``),
 ``empty_stop`` (no content and no tool calls), ``turn_cap`` (``max_turns`` requests
 made) and ``error`` (an infrastructure error, kept apart from model behaviour).
@@ -35,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from openai import AsyncOpenAI
 from rich.console import Console
@@ -51,12 +53,16 @@ from harness.transcript import (
     ResponseRecord,
     RetryRecord,
     RunRecord,
+    StateCheck,
     StopReason,
     TargetInfo,
     ToolCallRecord,
     ToolResultRecord,
     TurnRecord,
 )
+
+if TYPE_CHECKING:
+    from harness.bfcl.backends import Referee
 
 __all__ = [
     "SamplingPolicy",
@@ -157,7 +163,7 @@ def _params(
     sampling = _sampling(scenario, repeat, target.name, policy)
     p: dict[str, Any] = {"model": model, **sampling, "stream": stream}
     if scenario.tools:
-        p["tools"] = scenario.openai_tools()
+        p["tools"] = [t.openai_spec() for t in scenario.tools_at(0)]
         if scenario.tool_choice is not None:
             p["tool_choice"] = scenario.tool_choice
         if scenario.parallel_tool_calls is not None:
@@ -184,6 +190,8 @@ class _Loop:
         self.calls_per_tool: Counter[str] = Counter()
         self.segment = 0
         self.recorded_params = {k: v for k, v in params.items() if k != "tools"}
+        self.referee = _referee(scenario)
+        self.state_checks: list[StateCheck] = []
 
     async def run(self) -> tuple[StopReason, str | None, InfraError | None]:
         for turn in range(self.scenario.max_turns):
@@ -224,9 +232,25 @@ class _Loop:
             user = self.scenario.followups[self.segment].user
             self._append({"role": "assistant", "content": resp.content})
             self._append({"role": "user", "content": user})
+            self.check_segment()
             self.segment += 1
+            self._offer_tools()
             return None
         return "final_answer", resp.content
+
+    def check_segment(self) -> None:
+        """BFCL tasks: BFCL's check of the segment that just ended (:class:`Referee`)."""
+        if self.referee is not None and len(self.state_checks) <= self.segment:
+            self.state_checks.append(self.referee.check(self.segment))
+
+    def _offer_tools(self) -> None:
+        """Offer the tools of the new segment when they change (BFCL ``miss_func``)."""
+        if self.scenario.bfcl is None or not self.scenario.bfcl.held_out:
+            return
+        tools = [t.openai_spec() for t in self.scenario.tools_at(self.segment)]
+        if tools != self.params.get("tools"):
+            self.params = {**self.params, "tools": tools}
+            self.body = ConversationBody(self.params, self.messages)
 
     def _append(self, msg: dict[str, Any]) -> None:
         self.messages.append(msg)
@@ -268,6 +292,8 @@ class _Loop:
             self._append({"role": "tool", "tool_call_id": res.tool_call_id, "content": res.content})
 
     def _simulate(self, call: ToolCallRecord) -> ToolOutcome:
+        if self.referee is not None:  # a BFCL task: its backends answer
+            return self.referee.call(call.name, call.arguments)
         tool = self.scenario.tool(call.name or "")
         if tool is None:
             names = ", ".join(t.name for t in self.scenario.tools) or "none"
@@ -275,6 +301,15 @@ class _Loop:
         index = self.calls_per_tool[tool.name]
         self.calls_per_tool[tool.name] += 1
         return simulate(tool, call.arguments, index)
+
+
+def _referee(scenario: Scenario) -> Referee | None:
+    """A BFCL task's :class:`harness.bfcl.backends.Referee` (fresh backends), else ``None``."""
+    if scenario.bfcl is None:
+        return None
+    from harness.bfcl.backends import Referee  # needs bfcl-eval, installed if the task loaded
+
+    return Referee(scenario)
 
 
 def _scenario_facts(scenario: Scenario) -> tuple[str, dict[str, Any]]:
@@ -312,6 +347,8 @@ async def run_scenario(
     t0 = time.perf_counter()
     loop = _Loop(scenario, client, target, params)
     stop, final, error = await loop.run()
+    if stop != "error":
+        loop.check_segment()
     scenario_hash, scenario_json = facts or _scenario_facts(scenario)
     return RunRecord(
         run_key=run_key(target, scenario.id, repeat, stream),
@@ -327,6 +364,7 @@ async def run_scenario(
         stop_reason=stop,
         final_content=final,
         error=error,
+        state_checks=loop.state_checks,
         started_at=started,
         duration_s=time.perf_counter() - t0,
     )

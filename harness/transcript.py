@@ -27,6 +27,7 @@ __all__ = [
     "InfraError",
     "RunManifest",
     "RunRecord",
+    "StateCheck",
     "StopReason",
     "TargetInfo",
     "ToolCallRecord",
@@ -138,6 +139,28 @@ class TurnRecord(_Model):
     retries: list[RetryRecord] = Field(default_factory=list)  # failed attempts before
 
 
+class StateCheck(_Model):
+    """BFCL's per-turn check of one segment of a run with stateful tool backends.
+
+    Made by the runner when the segment ends (:mod:`harness.bfcl.backends`), against the
+    ground truth's calls executed on a second copy of the backends; the check of
+    ``bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker``:
+    ``state_ok``: every public attribute of every backend equals the ground truth's
+    (``state_checker``); ``missing_results``: ground-truth results of this segment not
+    found among the run's tool results so far, as a multiset (``response_checker``);
+    ``differences``: ``"Class.attribute"`` names that differ. Excerpts, not whole states.
+    """
+
+    segment: int
+    state_ok: bool
+    differences: list[str] = Field(default_factory=list)
+    missing_results: list[str] = Field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.state_ok and not self.missing_results
+
+
 class TargetInfo(_Model):
     """The server a run talked to."""
 
@@ -178,6 +201,7 @@ class RunRecord(_Model):
     stop_reason: StopReason
     final_content: str | None = None
     error: InfraError | None = None
+    state_checks: list[StateCheck] = Field(default_factory=list)  # BFCL tasks only
     started_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
     duration_s: float = 0.0
 

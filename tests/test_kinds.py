@@ -13,6 +13,7 @@ from types import ModuleType
 
 import pytest
 
+import harness.bfcl.scoring
 import harness.present.report.annotate
 import harness.scoring.drift
 import harness.scoring.score
@@ -69,6 +70,7 @@ def test_no_module_spells_a_kind_as_a_string(module: ModuleType) -> None:
 
 def test_every_kind_has_scoring_code_that_finds_it() -> None:
     source = inspect.getsource(harness.scoring.score) + inspect.getsource(harness.scoring.drift)
+    source += inspect.getsource(harness.bfcl.scoring)  # state_mismatch: BFCL tasks only
     missing = [k.name for k in FailureKind if f"FailureKind.{k.name}" not in source]
     assert not missing, f"no scoring code emits {missing}"
 

@@ -173,6 +173,9 @@ def _check(args: argparse.Namespace) -> str | None:
 
 
 def _sim_dir(paths: list[str]) -> str:
+    suites = [p for p in paths if p.startswith("bfcl:")]
+    if suites:  # the reference servers play one BFCL suite (harness.bfcl)
+        return suites[0]
     dirs = {Path(p) if Path(p).is_dir() else Path(p).parent for p in paths}
     return str(dirs.pop()) if len(dirs) == 1 else "scenarios"
 

@@ -71,6 +71,31 @@ def scenarios_table(console: Console, paths: list[str]) -> Table:
     return table
 
 
+def suites_table(paths: list[str]) -> Table:
+    """The BFCL suites (:mod:`harness.bfcl`): tasks per suite, or tasks per backend of
+    the suites named in ``paths``; a missing bfcl-eval is said in the caption."""
+    from harness.bfcl.data import INSTALL_HINT, available_suites, backend_counts, load_suite
+
+    named = [p for p in paths if p.startswith("bfcl:")]
+    if named:
+        table = Table(title=f"BFCL tasks per backend in {', '.join(named)}")
+        table.add_column("backend", no_wrap=True)
+        table.add_column("tasks", justify="right")
+        counts = backend_counts([sc for p in named for sc in load_suite(p)])
+        for backend, tasks in counts.items():
+            table.add_row(backend, str(tasks))
+        return table
+    suites = available_suites()
+    table = Table(title="BFCL suites (harness run/compare bfcl:<suite>[:N])")
+    table.add_column("suite", no_wrap=True)
+    table.add_column("tasks", justify="right")
+    for name, n in suites:
+        table.add_row(name, "-" if n is None else str(n))
+    if any(n is None for _, n in suites):
+        table.caption = INSTALL_HINT
+    return table
+
+
 def run(args: argparse.Namespace) -> int:
     if args.kinds and args.scenarios:
         print("error: --kinds lists the vocabulary; give it no scenario files", file=sys.stderr)
@@ -78,4 +103,6 @@ def run(args: argparse.Namespace) -> int:
     console = make_console()
     paths = args.scenarios or ["scenarios"]
     console.print(kinds_table() if args.kinds else scenarios_table(console, paths))
+    if not args.kinds and (not args.scenarios or any(p.startswith("bfcl:") for p in paths)):
+        console.print(suites_table(paths))
     return ExitCode.OK

@@ -64,6 +64,7 @@ MAX_PAD_TOKENS = 200_000
 
 __all__ = [
     "ArgMatcher",
+    "BfclTask",
     "ExpectedCall",
     "Expectation",
     "FinalAnswerExpectation",
@@ -304,6 +305,25 @@ class Sampling(_Strict):
     max_tokens: int | None = Field(default=1024, ge=1, le=MAX_TOKENS)
 
 
+class BfclTask(_Strict):
+    """A BFCL multi-turn task's stateful tools (set by :mod:`harness.bfcl`, not in files).
+
+    ``classes``: the backend class names (``involved_classes``); ``initial_config``: each
+    class's initial state, loaded per run with ``_load_scenario``; ``long_context``: the
+    ``long_context`` flag BFCL passes for that category; ``held_out``: segment index (as
+    a string, JSON keys) -> tools first offered at that segment (``missed_function``);
+    ``version``: the bfcl-eval release the task came from.
+    """
+
+    category: str
+    task_id: str
+    version: str
+    classes: list[str]
+    initial_config: dict[str, Any] = Field(default_factory=dict)
+    long_context: bool = False
+    held_out: dict[str, list[str]] = Field(default_factory=dict)
+
+
 class Scenario(_Strict):
     """One scenario file, parsed. See the module docstring for the format."""
 
@@ -325,6 +345,7 @@ class Scenario(_Strict):
     sampling: Sampling = Field(default_factory=Sampling)
     repeats: int = Field(default=3, ge=1, le=MAX_REPEATS)
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    bfcl: BfclTask | None = None  # a BFCL task: tools answered by its backends (harness.bfcl)
 
     # Set by the loader, not part of the file format.
     source: str | None = Field(default=None, exclude=True)
@@ -352,6 +373,12 @@ class Scenario(_Strict):
     def openai_tools(self) -> list[dict[str, Any]]:
         """The ``tools`` request field (empty list if the scenario has none)."""
         return [t.openai_spec() for t in self.tools]
+
+    def tools_at(self, segment: int) -> list[Tool]:
+        """The tools offered during ``segment``: all but those held out until later."""
+        held = self.bfcl.held_out if self.bfcl else {}
+        later = {n for seg, names in held.items() if int(seg) > segment for n in names}
+        return [t for t in self.tools if t.name not in later]
 
     def segments(self) -> list[Expectation]:
         """Expectations per segment: the opening, then one per follow-up."""
@@ -479,6 +506,10 @@ def scenario_from_data(data: Any, path: str | Path | None = None) -> Scenario:
     _check_targets(sc, path)
     _check_tool_schemas(sc, path)
     _check_expected_calls(sc, path)
+    if sc.bfcl is not None:  # a BFCL task written out as a file: its backends must be there
+        from harness.bfcl.data import require_bfcl
+
+        require_bfcl(path)
     sc.source = str(path) if path is not None else None
     return sc
 
@@ -509,11 +540,20 @@ SCENARIO_SUFFIXES = (".yaml", ".yml", ".json")
 def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
     """Load files and directories (searched recursively for scenario files), sorted by id.
 
+    A path ``bfcl:<category>`` (``bfcl:multi_turn_base``) is a suite of BFCL tasks
+    read from the installed ``bfcl-eval`` package (:func:`harness.bfcl.load_suite`).
+
     Raises:
         ScenarioError: a bad file, a path that does not exist, or two files with one id.
     """
     files: list[Path] = []
+    suites: list[Scenario] = []
     for raw in paths:
+        if str(raw).startswith("bfcl:"):  # a suite, not a file: harness.bfcl
+            from harness.bfcl import load_suite
+
+            suites += load_suite(str(raw))
+            continue
         p = Path(raw)
         if p.is_dir():
             files.extend(sorted(f for f in p.rglob("*") if f.suffix in SCENARIO_SUFFIXES))
@@ -521,7 +561,7 @@ def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
             files.append(p)
         else:
             raise ScenarioError(p, "", "no such file or directory")
-    out: dict[str, Scenario] = {}
+    out: dict[str, Scenario] = {sc.id: sc for sc in suites}
     for f in files:
         sc = load_scenario(f)
         if sc.id in out:

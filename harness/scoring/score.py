@@ -39,6 +39,7 @@ from typing import Any
 
 import jsonschema
 
+from harness.bfcl.scoring import bfcl_sequence
 from harness.kinds import FailureKind, failure_kind
 from harness.scenario.model import ArgMatcher, Expectation, ExpectedCall, Scenario
 from harness.scoring.drift import canonical_json, excerpt, find_drift, matcher_accepts
@@ -572,7 +573,10 @@ def score_run(record: RunRecord) -> RunScore:
     sc = _scenario(record)
     calls = _parse_all(record, sc)
     reps, streak = _repeats(calls)
-    seq, kinds = _sequence(sc, calls)
+    if sc.bfcl is not None:  # BFCL's own tolerance: state and results (harness.bfcl.scoring)
+        seq, kinds = bfcl_sequence(sc, calls, record.state_checks)
+    else:
+        seq, kinds = _sequence(sc, calls)
     drift, schema = _score_arguments(calls, sc)
     allowed = allowed_repeats(sc)
     looping = len(reps) > allowed

@@ -111,6 +111,7 @@ class Conversation:
     all_user_text: str
     #: sha256 of the messages up to each user or tool message (ScenarioIndex.match)
     prefixes: tuple[str, ...] = ()
+    user_texts: list[str] = field(default_factory=list)
 
     @classmethod
     def parse(cls, messages: Any) -> Conversation:
@@ -139,7 +140,7 @@ class Conversation:
                 ids += [c.get("id", "") for c in calls if isinstance(c, dict)]
         first = users[0] if users else ""
         joined = "\n\n".join(users)
-        return cls(system, first, len(users), turn, position, ids, joined, tuple(prefixes))
+        return cls(system, first, len(users), turn, position, ids, joined, tuple(prefixes), users)
 
     def key(self) -> str:
         """sha256 (hex) of the opening: system and first user message."""
@@ -194,7 +195,7 @@ class ScenarioIndex:
 
     def __init__(self, scenarios: list[Scenario]) -> None:
         self.scenarios = scenarios
-        self._by_key: dict[tuple[str, str], Scenario] = {}
+        self._by_key: dict[tuple[str, str], list[Scenario]] = {}
         self._by_user: dict[str, list[Scenario]] = {}
         self._by_opening: dict[str, Scenario] = {}  # openings that start mid-conversation
         for sc in scenarios:
@@ -202,7 +203,7 @@ class ScenarioIndex:
             if any(m.role == "tool" or m.tool_calls for m in sc.messages) and conv.prefixes:
                 self._by_opening.setdefault(conv.prefixes[-1], sc)
                 continue  # found by its whole opening only
-            self._by_key.setdefault((conv.system, conv.first_user), sc)
+            self._by_key.setdefault((conv.system, conv.first_user), []).append(sc)
             self._by_user.setdefault(conv.first_user, []).append(sc)
 
     @classmethod
@@ -211,8 +212,13 @@ class ScenarioIndex:
 
         A missing directory gives an empty index; an invalid file is skipped with
         a one-line warning on stderr (the server must start while files are edited).
+        ``bfcl:<category>`` indexes that BFCL suite (:func:`harness.bfcl.load_suite`).
         """
         found: list[Scenario] = []
+        if str(directory or "").startswith("bfcl:"):
+            from harness.bfcl import load_suite
+
+            return cls(load_suite(str(directory)))
         root = Path(directory) if directory is not None else None
         if root is None or not root.is_dir():
             return cls([])
@@ -242,16 +248,29 @@ class ScenarioIndex:
     def match(self, conv: Conversation) -> Scenario | None:
         """The scenario this conversation plays, or ``None``: the one whose opening
         (with its tool calls and results, as ``harness import`` writes them) is the
-        longest prefix of the conversation, else by system and first user message."""
+        longest prefix of the conversation, else by system and first user message.
+
+        Scenarios sharing an opening (two BFCL tasks do) are told apart by the
+        follow-ups seen so far; until they differ, the first is played.
+        """
         for prefix in reversed(conv.prefixes):
             found = self._by_opening.get(prefix)
             if found is not None:
                 return found
-        hit = self._by_key.get((conv.system, conv.first_user))
-        if hit is not None:
-            return hit
+        hits = self._by_key.get((conv.system, conv.first_user))
+        if hits:
+            return _by_followups(hits, conv.user_texts)
         candidates = self._by_user.get(conv.first_user, [])
         return candidates[0] if len(candidates) == 1 else None
+
+
+def _by_followups(candidates: list[Scenario], users: list[str]) -> Scenario:
+    """The first candidate whose follow-ups begin with the conversation's later user texts."""
+    for sc in candidates:
+        later = users[opening_users(sc) :]
+        if [f.user for f in sc.followups[: len(later)]] == later:
+            return sc
+    return candidates[0]
 
 
 def opening_users(sc: Scenario) -> int:

@@ -16,6 +16,7 @@ from harness.kinds import label
 from harness.present.logprobs import logprobs_line, logprobs_view
 from harness.present.report import charts
 from harness.present.report.annotate import FactsAnnotator, SummaryAnnotator
+from harness.present.report.backends import BackendRow, backend_rows
 from harness.present.report.load import ReportInput
 from harness.present.report.select import RunFacts
 from harness.present.report.view import (
@@ -131,6 +132,8 @@ class Report:
     logprobs_line: str = ""
     kind_title: str = "report"  # "compare report", "run report", "GSM8K report", ...
     p_legend: str = ""  # legend of the p columns and of "*" (comparisons only)
+    #: BFCL tasks grouped by backend (harness.present.report.backends); [] without BFCL tasks
+    backends: list[BackendRow] = field(default_factory=list)
 
 
 def kind_title(rf: ReportInput) -> str:
@@ -497,4 +500,5 @@ def build_report(rf: ReportInput) -> Report:
         logprobs_line=logprobs_line(rf.logprobs) if rf.logprobs is not None else "",
         kind_title=kind,
         p_legend=p_legend(rf.summary) if rf.summary is not None and rf.summary.comparisons else "",
+        backends=backend_rows(rf, sides),
     )

@@ -95,7 +95,7 @@ def _scan_transcripts(ri: ReportInput, heads: dict[str, tuple[bool | None, int]]
         runs[rec.run_key] = RunFacts.of(rec, target, offset, passed, score_at)
         if rec.scenario_id not in ri.headers:
             ri.headers[rec.scenario_id] = {
-                k: rec.scenario.get(k) for k in ("description", "targets", "messages")
+                k: rec.scenario.get(k) for k in ("description", "targets", "messages", "tags")
             }
         ri.sampling = ri.sampling or dict(rec.sampling)
     ri.runs = list(runs.values())
