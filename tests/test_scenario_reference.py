@@ -40,6 +40,7 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "SimMatchRule": {"when": {}},
     "ExpectedCall": {"tool": "add"},
     "Followup": {"user": "hi"},
+    "BfclTask": {"category": "multi_turn_base", "task_id": "t", "version": "1", "classes": []},
 }  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from pydantic.fields import FieldInfo
 
 from harness.scenario.model import (
     ArgMatcher,
+    BfclTask,
     Expectation,
     ExpectedCall,
     FinalAnswerExpectation,
@@ -57,6 +58,7 @@ MODELS: list[tuple[type[BaseModel], str]] = [
     (FinalAnswerExpectation, "`expect.final_answer`"),
     (Followup, "`followups[]`"),
     (Sampling, "`sampling`"),
+    (BfclTask, "`bfcl`"),
 ]
 
 #: "Model.field" -> (meaning, example: a YAML mapping holding the field, valid for the model)
@@ -75,6 +77,14 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "Scenario.max_turns": ("requests per run at most (then `turn_cap`)", "{max_turns: 6}"),
     "Scenario.sampling": ("sampling fields sent with every request", "{sampling: {temperature: 0.0, seed: 1234}}"),
     "Scenario.repeats": ("runs per side when the command gives no `--repeats`", "{repeats: 5}"),
+    "Scenario.bfcl": ("a BFCL multi-turn task's backends and initial state (written by `bfcl:` suites, `harness.bfcl`; needs `make bfcl`)", "{bfcl: {category: multi_turn_base, task_id: multi_turn_base_0, version: 2026.3.23, classes: [MathAPI]}}"),
+    "BfclTask.category": ("the BFCL category", "{category: multi_turn_base}"),
+    "BfclTask.task_id": ("the task's BFCL id", "{task_id: multi_turn_base_0}"),
+    "BfclTask.version": ("the bfcl-eval release it came from", "{version: 2026.3.23}"),
+    "BfclTask.classes": ("the backend classes (`involved_classes`)", "{classes: [GorillaFileSystem]}"),
+    "BfclTask.initial_config": ("each class's initial state", "{initial_config: {MathAPI: {}}}"),
+    "BfclTask.long_context": ("BFCL's long-context flag", "{long_context: true}"),
+    "BfclTask.held_out": ("segment -> tools first offered there (`miss_func`)", "{held_out: {'2': [sort]}}"),
     "Scenario.extra_body": ("extra request fields, sent as given", "{extra_body: {top_k: 20}}"),
     "Message.role": ("`system`, `developer`, `user`, `assistant` or `tool`", "{role: system}"),
     "Message.content": ("the text", "{content: You are a careful assistant.}"),
