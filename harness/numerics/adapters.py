@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from typing import Any, ClassVar
 
 import httpx
@@ -96,6 +97,35 @@ def _finite_or_neg_inf(v: Any, where: str, server: str) -> float:
     return -math.inf if v <= VLLM_NEG_INF else float(v)
 
 
+#: the most bytes read of one logprobs answer (a prompt of 4,096 tokens with top-20
+#: lists is about 2 MB as JSON)
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+
+def bounded_request(
+    client: httpx.Client, method: str, url: str, *, json: Any = None
+) -> httpx.Response:
+    """One request with a total deadline (the client's read timeout, from sending to the
+    last byte: a server that sends its body slowly or forever cannot hang the caller) and
+    at most :data:`MAX_ANSWER_BYTES` read.
+
+    Raises :class:`httpx.TimeoutException` past the deadline and
+    :class:`httpx.DecodingError` past the size cap (both :class:`httpx.HTTPError`).
+    """
+    deadline_s = client.timeout.read or 120.0
+    start = time.monotonic()
+    with client.stream(method, url, json=json) as r:
+        body = bytearray()
+        for chunk in r.iter_bytes():
+            body += chunk
+            if time.monotonic() - start > deadline_s:
+                raise httpx.ReadTimeout(f"no complete answer within {deadline_s:g} s")
+            if len(body) > MAX_ANSWER_BYTES:
+                raise httpx.DecodingError(f"answer over {MAX_ANSWER_BYTES} bytes")
+    headers = {k: v for k, v in r.headers.items() if k.lower() != "content-encoding"}
+    return httpx.Response(r.status_code, headers=headers, content=bytes(body), request=r.request)
+
+
 class Adapter:
     """One server's logprobs API. ``score(seq)`` makes the request(s) and parses them."""
 
@@ -132,7 +162,7 @@ class Adapter:
         if self.model is not None:
             body = {"model": self.model, **body}
         try:
-            r = self.client.post(url, json=body)
+            r = bounded_request(self.client, "POST", url, json=body)
         except httpx.HTTPError as exc:
             raise LogprobsError(f"{url}: {type(exc).__name__}: {exc}") from None
         if r.status_code >= 400:

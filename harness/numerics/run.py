@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from harness.numerics.adapters import MAX_TOKENS, Adapter, make_adapter
+from harness.numerics.adapters import MAX_TOKENS, Adapter, bounded_request, make_adapter
 from harness.numerics.decide import ALPHA, TOLERANCE, decide
 from harness.numerics.divergence import (
     TOKEN_TOLERANCE,
@@ -58,7 +58,8 @@ def _model(client: httpx.Client, url: str, given: str | None) -> str | None:
     if given is not None:
         return given
     try:
-        data = client.get(url.rstrip("/") + "/v1/models").json().get("data") or []
+        answer = bounded_request(client, "GET", url.rstrip("/") + "/v1/models")
+        data = answer.json().get("data") or []
         return str(data[0]["id"]) if data else None
     except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
         return None
