@@ -10,10 +10,11 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
 1. ``harness boot`` of the server command (launch, health wait on ``/health``, log
    capture, shutdown): a failure to boot ends the job with exit code 2.
 2. Server A up: ``harness run`` on ``e2e/scenarios`` (streaming and not, ``--run-repeats``
-   each: the pass rates per scenario).
+   each).
 3. A2, a second process of the same configuration, up beside A: ``harness compare``
    A/A at the scenarios' temperature (0.7) over ``--repeats``, streaming and not
-   (required: not REGRESSION), and ``harness gsm8k`` A/A on ``--gsm8k-questions``.
+   (required: not REGRESSION; its figures give the pass rates per scenario and stream
+   mode), and ``harness gsm8k`` A/A on ``--gsm8k-questions``.
 4. B, the same server with the chat template that drops tool results
    (``e2e/templates/chatml-tools-drops-results.jinja``): ``compare`` A against B
    (required: REGRESSION with ``repeat_loop`` among the regressed kinds).
@@ -247,7 +248,7 @@ def _parser() -> argparse.ArgumentParser:
         default=4,
         help="compare: repeats per scenario, side and stream mode (4)",
     )
-    p.add_argument("--run-repeats", type=int, default=4, help="run: repeats per scenario (4)")
+    p.add_argument("--run-repeats", type=int, default=1, help="run: repeats per scenario (1)")
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight (4)")
     p.add_argument(
         "--gsm8k-data",

@@ -44,15 +44,18 @@ fail() {
 build() {
   local work t0 t1
   work=$(mktemp -d "$HOME_DIR/build-$KEY.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
   echo "e2e: building llama-server from llama-cpp-python $VERSION's vendored llama.cpp" \
     "($JOBS jobs; ~5 min on 2 idle cores, more under load; log: $LOG)" >&2
   t0=$(date +%s)
-  {
-    echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); flags: $FLAGS"
+  local sdist="$HOME_DIR/sdist/llama_cpp_python-$VERSION.tar.gz"
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); flags: $FLAGS" >"$LOG"
+  if [ ! -f "$sdist" ]; then
     "$PY" -m pip download -q --no-deps --no-binary llama-cpp-python \
-      --dest "$HOME_DIR/sdist" "llama-cpp-python==$VERSION"
-  } >"$LOG" 2>&1 || fail "downloading the llama-cpp-python $VERSION sdist failed"
-  tar -xzf "$HOME_DIR/sdist/llama_cpp_python-$VERSION.tar.gz" -C "$work" >>"$LOG" 2>&1 \
+      --dest "$HOME_DIR/sdist" "llama-cpp-python==$VERSION" >>"$LOG" 2>&1 \
+      || fail "downloading the llama-cpp-python $VERSION sdist failed"
+  fi
+  tar -xzf "$sdist" -C "$work" >>"$LOG" 2>&1 \
     || fail "unpacking the llama-cpp-python $VERSION sdist failed"
   # shellcheck disable=SC2086  # FLAGS is a list of words
   { cmake -S "$work/llama_cpp_python-$VERSION/vendor/llama.cpp" -B "$work/build" $FLAGS \
@@ -63,7 +66,6 @@ build() {
   cp "$work/build/bin/llama-server" "$OUT/llama-server.tmp" && mv "$OUT/llama-server.tmp" "$OUT/llama-server"
   echo "$((t1 - t0)) s wall; load after: $(cut -d' ' -f1-3 /proc/loadavg); $FLAGS" >"$OUT/build.txt"
   cat "$OUT/build.txt" >>"$LOG"
-  rm -rf "$work"
   echo "e2e: built llama-server in $((t1 - t0)) s" >&2
 }
 
@@ -74,7 +76,10 @@ flock 8
 if [ -x "$OUT/llama-server" ]; then
   echo "e2e: cached llama-server $KEY ($(cut -d';' -f1 "$OUT/build.txt" 2>/dev/null || echo '?'))" >&2
 else
-  command -v cmake >/dev/null || fail "cmake is not installed (apt-get install cmake)"
+  if ! command -v cmake >/dev/null; then  # PyPI's cmake wheel, as the wheel build would use
+    "$PY" -m pip install -q cmake >"$LOG" 2>&1 || fail "cmake is missing and pip install cmake failed"
+    PATH="$(dirname "$PY"):$PATH"
+  fi
   build
 fi
 flock -u 8

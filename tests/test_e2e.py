@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import shutil
+import subprocess
 import sys
+import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -139,6 +144,29 @@ def test_the_broken_template_drops_only_the_tool_results() -> None:
     )
 
 
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cmake")
+def test_a_failed_llama_server_build_is_one_line_naming_the_log(tmp_path: Path) -> None:
+    """scripts/build-llama-server.sh on a cached sdist whose llama.cpp does not configure."""
+    tree = tmp_path / "src" / "llama_cpp_python-9.9.9" / "vendor" / "llama.cpp"
+    tree.mkdir(parents=True)
+    (tree / "CMakeLists.txt").write_text('message(FATAL_ERROR "no compiler today")\n')
+    sdist = tmp_path / "cache" / "llama-server" / "sdist"
+    sdist.mkdir(parents=True)
+    with tarfile.open(sdist / "llama_cpp_python-9.9.9.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "src" / "llama_cpp_python-9.9.9", "llama_cpp_python-9.9.9")
+    env = {**os.environ, "HARNESS_E2E_CACHE": str(tmp_path / "cache"),
+           "E2E_LLAMA_CPP_VERSION": "9.9.9", "VENV": str(Path(sys.executable).parents[1])}  # fmt: skip
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "build-llama-server.sh")], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    failed = [ln for ln in done.stderr.splitlines() if ln.startswith("e2e: FAILED")]
+    assert len(failed) == 1, done.stderr
+    log = failed[0].split("(log: ")[1].rstrip(")")
+    assert "building llama-server 9.9.9-" in failed[0]
+    assert "no compiler today" in Path(log).read_text()
+    assert not list((tmp_path / "cache" / "llama-server").glob("9.9.9-*/llama-server"))
+
+
 def test_serve_reports_a_server_that_dies_at_start(tmp_path: Path) -> None:
     port = e2e.free_port()
     script = "import sys; print('Traceback (most recent call last):'); print('ValueError: bad model'); sys.exit(3)"
@@ -227,6 +255,28 @@ def test_record_figures_count_llama_cpp_quirks(tmp_path: Path) -> None:
     assert figs["runs"] == 1 and figs["tool_calls"] == 1 and figs["final_answers"] == 1
     assert figs["function_call_colon"] == 1
     assert figs["null_content_with_tool_calls"] == 1
+
+
+def test_pass_rates_per_scenario_and_stream_mode(
+    sim_url: Callable[..., str], tmp_path: Path
+) -> None:
+    """The e2e scenarios played by the reference server (healthy: each passes), scored."""
+    from harness.pipeline import score_folder
+
+    url = sim_url("healthy", scenarios_dir=E2E_SCENARIOS)
+    scenarios = load_scenarios([E2E_SCENARIOS])
+    run_many_sync(scenarios, [TargetConfig(url, label="sim")], repeats=2, stream="both",
+                  concurrency=4, out_dir=tmp_path, progress=False)  # fmt: skip
+    score_folder(RunFolder(tmp_path))
+    rates = e2e.pass_rates(tmp_path)
+    assert sorted(rates) == sorted(
+        f"sim/{sc.id}/{mode}" for sc in scenarios for mode in ("nostream", "stream")
+    )
+    assert set(rates.values()) == {"2/2"}
+    # required on the first turn, auto once the result is in: a call, then the answer
+    rec = next(RunFolder(tmp_path).records())
+    assert [t.request_params["tool_choice"] for t in rec.turns] == ["required", "auto"]
+    assert rec.stop_reason == "final_answer"
 
 
 # ---------------------------------------------------------------- the real servers
