@@ -121,15 +121,17 @@ def test_the_template_renders_tools_calls_and_results() -> None:
     text = _render(servers.TEMPLATE, CONVERSATION)
     assert text.startswith("<|im_start|>system\nBe brief.\n\n# Tools")
     assert '"name": "get_weather"' in text.split("</tools>")[0]
-    assert (
-        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in text
+    # a call is the bare JSON object (no marker: the grammar starts it at "{")
+    call = (
+        '<|im_start|>assistant\n{"name": "get_weather", "arguments": {"city": "Paris"}}<|im_end|>'
     )
+    assert call in text
     assert '<|im_start|>user\n<tool_response>\n{"sky": "sunny"}\n</tool_response><|im_end|>' in text
     # after a tool response the model writes freely ...
     assert text.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
     # ... after the user's question the generation prompt starts the call
     first = _render(servers.TEMPLATE, CONVERSATION[:2])
-    assert first.endswith("Weather in Paris?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n")
+    assert first.endswith("Weather in Paris?<|im_end|>\n<|im_start|>assistant\nFunction call:\n")
 
 
 def test_the_broken_template_drops_only_the_tool_results() -> None:
@@ -138,7 +140,7 @@ def test_the_broken_template_drops_only_the_tool_results() -> None:
     assert "sunny" not in broken and "<tool_response>\n" not in broken
     response = '<|im_start|>user\n<tool_response>\n{"sky": "sunny"}\n</tool_response><|im_end|>\n'
     # without the response, the last turn rendered is the call: the template starts another
-    assert broken == good.replace(response, "") + "<tool_call>\n"
+    assert broken == good.replace(response, "") + "Function call:\n"
     assert _render(servers.BROKEN_TEMPLATE, CONVERSATION[:2]) == _render(
         servers.TEMPLATE, CONVERSATION[:2]
     )
@@ -218,7 +220,7 @@ def test_exit_code_requires_aa_no_regression_and_the_broken_template_caught() ->
     assert e2e.exit_code([*ok, _step("gsm8k A/A", 2, role="aa")]) == 2
 
 
-def test_the_broken_template_must_be_caught_as_a_repeat_loop() -> None:
+def test_the_broken_template_must_be_caught() -> None:
     base = [_step("compare A/A", 0, "NO CHANGE", "aa")]
     missed = _step("compare A/B broken-template", 0, "NO CHANGE", "catch")
     other_kind = _step("compare A/B broken-template", 1, "REGRESSION", "catch",
@@ -226,9 +228,10 @@ def test_the_broken_template_must_be_caught_as_a_repeat_loop() -> None:
     both = _step("compare A/B broken-template", 1, "REGRESSION", "catch",
                  ("wrong_final_answer", "repeat_loop"))  # fmt: skip
     assert e2e.exit_code([*base, missed]) == 1
-    assert e2e.exit_code([*base, other_kind]) == 1  # a regression, but not the repeat loop
+    # any significant regression catches it; the kinds it names are reported
+    assert e2e.exit_code([*base, other_kind]) == 0
     assert e2e.exit_code([*base, both]) == 0
-    assert not e2e.caught(missed) and not e2e.caught(other_kind) and e2e.caught(both)
+    assert not e2e.caught(missed) and e2e.caught(other_kind) and e2e.caught(both)
 
 
 def test_record_figures_count_llama_cpp_quirks(tmp_path: Path) -> None:
@@ -273,9 +276,9 @@ def test_pass_rates_per_scenario_and_stream_mode(
         f"sim/{sc.id}/{mode}" for sc in scenarios for mode in ("nostream", "stream")
     )
     assert set(rates.values()) == {"2/2"}
-    # required on the first turn, auto once the result is in: a call, then the answer
+    # required on the first turn, none once the result is in: a call, then the answer
     rec = next(RunFolder(tmp_path).records())
-    assert [t.request_params["tool_choice"] for t in rec.turns] == ["required", "auto"]
+    assert [t.request_params["tool_choice"] for t in rec.turns] == ["required", "none"]
     assert rec.stop_reason == "final_answer"
 
 
