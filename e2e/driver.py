@@ -250,6 +250,12 @@ def _parser() -> argparse.ArgumentParser:
         help="compare: repeats per scenario, side and stream mode (4)",
     )
     p.add_argument("--run-repeats", type=int, default=1, help="run: repeats per scenario (1)")
+    p.add_argument(
+        "--catch-repeats",
+        type=int,
+        default=8,
+        help="the broken-template compare's repeats (8: 4 left it INCONCLUSIVE)",
+    )
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight (4)")
     p.add_argument(
         "--gsm8k-data",
@@ -289,12 +295,14 @@ def _run_step(args: argparse.Namespace, out: Path, a: str) -> Step:
 def _compare_step(
     args: argparse.Namespace, out: Path, a: str, other: str, name: str, role: Role
 ) -> Step:
-    """``harness compare`` of A (baseline) against ``other``, streaming and not."""
+    """``harness compare`` of A (baseline) against ``other``, streaming and not
+    (``--catch-repeats`` repeats for the ``catch`` step, else ``--repeats``)."""
     label = name.split()[-1]
+    repeats = args.catch_repeats if role == "catch" else args.repeats
     run_id = "compare-" + name.lower().replace("/", "").replace(" ", "-")
     return Step(f"compare {name}", ["compare", "--baseline", a, "--candidate", other,
                                     "--baseline-label", "A", "--candidate-label", label,
-                                    "--repeats", str(args.repeats), "--stream", "both",
+                                    "--repeats", str(repeats), "--stream", "both",
                                     "--concurrency", str(args.concurrency), args.scenarios,
                                     *_common(out, run_id)], role=role)  # fmt: skip
 
