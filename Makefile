@@ -78,8 +78,9 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.power --json bench/power.json $(POWER_ARGS) > /dev/null
 	$(BIN)/python -m bench.power_table bench/power.json README.md
 
-# End to end on a real server: llama.cpp + SmolLM2-135M on the CPU (scripts/e2e.sh).
-# The llama-cpp-python wheel is built once into $(HARNESS_E2E_CACHE) (~/.cache/harness-e2e).
+# End to end on a real server: upstream llama-server + SmolLM2-135M on the CPU (scripts/e2e.sh).
+# The llama-cpp-python wheel and llama-server (from the llama.cpp tree in its sdist) are
+# built once into $(HARNESS_E2E_CACHE) (~/.cache/harness-e2e); E2E_ARGS="..." for the driver.
 e2e: $(STAMP)
 	VENV=$(VENV) bash scripts/e2e.sh
 

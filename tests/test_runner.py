@@ -236,6 +236,23 @@ def test_sampling_seed_per_repeat_and_extra_body_pass_through(sim: Callable[...,
     assert recs[0].turns[0].request_params["extra_body"]["top_k"] == 20
 
 
+def test_tool_choice_after_result_switches_once_a_result_is_sent(sim: Callable[..., str]) -> None:
+    """``required`` then ``auto``: the first request forces a call, the ones after a tool
+    result let the model answer (what the reference server received, over a socket)."""
+    url = sim()
+    sc = PIPELINE.model_copy(deep=True)
+    sc.tool_choice, sc.tool_choice_after_result = "required", "auto"
+    rec = run_one(sc, target(url), stream=False, repeat=0)
+    sent = received(url)
+    assert len(sent) >= 2
+    assert sent[0]["tool_choice"] == "required"
+    for body in sent[1:]:
+        assert any(m["role"] == "tool" for m in body["messages"])
+        assert body["tool_choice"] == "auto"
+    assert [t.request_params["tool_choice"] for t in rec.turns] == [b["tool_choice"] for b in sent]
+    assert rec.stop_reason == "final_answer"
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_transient_500_is_retried(sim: Callable[..., str], stream: bool) -> None:
     url = sim("flaky-500")

@@ -338,6 +338,11 @@ class Scenario(_Strict):
     messages: list[Message] = Field(min_length=1)
     tools: list[Tool] = Field(default_factory=list)
     tool_choice: str | dict[str, Any] | None = None
+    #: the ``tool_choice`` sent once a tool result is in the conversation (None: keep
+    #: ``tool_choice``). ``tool_choice: required`` then ``auto`` forces the first call and
+    #: still lets the model answer, as OpenAI's function-calling guide advises (a forced
+    #: choice on every turn leaves no way to answer)
+    tool_choice_after_result: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     expect: Expectation = Field(default_factory=Expectation)
     followups: list[Followup] = Field(default_factory=list)
