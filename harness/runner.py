@@ -252,6 +252,7 @@ class _Loop:
         if tools != self.params.get("tools"):
             self.params = {**self.params, "tools": tools}
             self.body = ConversationBody(self.params, self.messages)
+
     def _after_result(self) -> None:
         """Switch to ``tool_choice_after_result`` once a tool result has been appended."""
         choice = self.scenario.tool_choice_after_result
