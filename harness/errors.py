@@ -161,8 +161,14 @@ class RequestFailed(HarnessError):
 class LogprobsError(HarnessError):
     """A server cannot give the token log-probabilities ``harness logprobs`` needs, or gave
     them malformed (no logprob support, a context overflow, a truncated logprob list, an
-    HTTP error); ``str`` is one line naming the server, the request and the fix. Nothing
-    computed from such an answer is reported as a result."""
+    HTTP error); ``str`` is one line naming the server, the request and the fix (keys in
+    URLs redacted, :func:`harness.redaction.redact_text`). Nothing computed from such an
+    answer is reported as a result."""
+
+    def __init__(self, message: str) -> None:
+        from harness.redaction import redact_text
+
+        super().__init__(redact_text(message))
 
 
 class TokenizationMismatch(LogprobsError):

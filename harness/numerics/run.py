@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from harness.redaction import redact_url
 from harness.numerics.adapters import MAX_TOKENS, Adapter, bounded_request, make_adapter
 from harness.numerics.decide import ALPHA, TOLERANCE, decide
 from harness.numerics.divergence import (
@@ -152,9 +153,9 @@ def _result(
 ) -> LogprobsResult:
     verdict, message, st = decide(rows, tolerance=opts.tolerance, alpha=opts.alpha)
     return LogprobsResult(
-        baseline={"url": b.base_url, "api": b.name, "model": b.model},
-        candidate={"url": c.base_url, "api": c.name, "model": c.model},
-        aa_source=f"second baseline server {opts.aa_url}"
+        baseline={"url": redact_url(b.base_url), "api": b.name, "model": b.model},
+        candidate={"url": redact_url(c.base_url), "api": c.name, "model": c.model},
+        aa_source=f"second baseline server {redact_url(opts.aa_url)}"
         if opts.aa_url
         else "baseline scored twice",
         settings={

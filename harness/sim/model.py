@@ -299,9 +299,16 @@ class Plan:
 
 
 def make_plan(
-    seg: Expectation, *, rng: random.Random | None, profile: SimProfile, parallel: bool
+    seg: Expectation,
+    *,
+    rng: random.Random | None,
+    profile: SimProfile,
+    parallel: bool,
+    reorder: bool = True,
 ) -> Plan:
-    """Steps for a segment; ``rng`` is ``None`` for greedy (no noise)."""
+    """Steps for a segment; ``rng`` is ``None`` for greedy (no noise). ``reorder``: adjacent
+    steps of an ``order: free`` segment may be swapped (not when the calls depend on each
+    other, as BFCL's do)."""
     keep = [
         c
         for c in seg.calls
@@ -316,7 +323,12 @@ def make_plan(
     plan = Plan(steps)
     if rng is None:
         return plan
-    if seg.order == "free" and len(steps) >= 2 and rng.random() < profile.noise_reorder_rate:
+    if (
+        reorder
+        and seg.order == "free"
+        and len(steps) >= 2
+        and rng.random() < profile.noise_reorder_rate
+    ):
         i = rng.randrange(len(steps) - 1)
         steps[i], steps[i + 1] = steps[i + 1], steps[i]
     if rng.random() < profile.noise_failure_rate:
@@ -424,4 +436,12 @@ def plan_for(
     if seg is None:
         return None
     rng = None if req.greedy else random.Random(f"{nonce}:{seg}")
-    return make_plan(sc.segments()[seg], rng=rng, profile=profile, parallel=req.parallel_tool_calls)
+    # BFCL's ground-truth calls depend on each other (`cd` then `ls`): never swapped
+    reorder = sc.bfcl is None
+    return make_plan(
+        sc.segments()[seg],
+        rng=rng,
+        profile=profile,
+        parallel=req.parallel_tool_calls,
+        reorder=reorder,
+    )
