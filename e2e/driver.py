@@ -307,13 +307,17 @@ def _compare_step(
     args: argparse.Namespace, out: Path, a: str, other: str, name: str, role: Role
 ) -> Step:
     """``harness compare`` of A (baseline) against ``other``, streaming and not
-    (``--catch-repeats`` repeats for the ``catch`` step, else ``--repeats``)."""
+    (``--catch-repeats`` repeats for the ``catch`` step, else ``--repeats``), in one round
+    (``--no-sequential``: the job's time is bounded) and without the numerics section
+    (``--no-logprobs``: llama-server gives logprobs of generated tokens only; the numerics
+    step scores prompts on llama-cpp-python's server)."""
     label = name.split()[-1]
     repeats = args.catch_repeats if role == "catch" else args.repeats
     run_id = "compare-" + name.lower().replace("/", "").replace(" ", "-")
     return Step(f"compare {name}", ["compare", "--baseline", a, "--candidate", other,
                                     "--baseline-label", "A", "--candidate-label", label,
                                     "--repeats", str(repeats), "--stream", "both",
+                                    "--no-sequential", "--no-logprobs",
                                     "--concurrency", str(args.concurrency), args.scenarios,
                                     *_common(out, run_id)], role=role)  # fmt: skip
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import httpx
 
-from harness.redaction import redact_url
 from harness.numerics.adapters import MAX_TOKENS, Adapter, bounded_request, make_adapter
 from harness.numerics.decide import ALPHA, TOLERANCE, decide
 from harness.numerics.divergence import (
@@ -26,6 +25,7 @@ from harness.numerics.divergence import (
     sequence_divergence,
 )
 from harness.numerics.models import LogprobsResult, Sequence, SequenceResult
+from harness.redaction import redact_url
 
 __all__ = ["DEFAULT_TOP_K", "LogprobsOptions", "compare_logprobs"]
 

@@ -3,7 +3,8 @@
 After the behavioural runs, :func:`logprobs_section` scores the conversations the
 baseline had (its first recorded run of each scenario, ``transcripts.jsonl``) on both
 servers, teacher-forced, and writes ``logprobs.json`` beside ``summary.json``; the report
-shows it. It never changes the behavioural verdict and never breaks the comparison: a
+shows it. It never changes the behavioural verdict (``harness compare`` exits 1 on a
+numerics REGRESSION, saying so) and never breaks the comparison: a
 server without a logprobs API, an HTTP error or a tokenisation mismatch is one line
 saying so (and how to enable it), and no ``logprobs.json`` is written.
 """
