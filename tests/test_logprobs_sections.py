@@ -56,6 +56,24 @@ def test_compare_says_in_one_line_when_a_server_has_no_logprobs(
     assert not (tmp_path / "x" / RunFolder.LOGPROBS).exists()
 
 
+def test_a_numerics_regression_fails_a_compare_whose_behaviour_is_unchanged(
+    sim_url: Callable[..., str], tmp_path: Path, capsys: Any
+) -> None:
+    """logprobs-nan behaves as healthy but returns NaN logprobs: exit 1, saying why."""
+    base = sim_url("healthy", scenarios_dir=SCENARIOS)
+    cand = sim_url("logprobs-nan", scenarios_dir=SCENARIOS)
+    args = ["compare", str(SCENARIOS), "--baseline", base, "--candidate", cand, "--repeats", "1",
+            "--no-sequential", "--temperature", "0", "--results", str(tmp_path), "--no-progress"]  # fmt: skip
+    assert main([*args, "--run-id", "nan"]) == 1
+    out = capsys.readouterr().out
+    summary = _folder(tmp_path, "nan").read_summary()
+    assert summary is not None and summary.verdict.verdict != "REGRESSION"  # behaviour
+    res = _folder(tmp_path, "nan").read_model(RunFolder.LOGPROBS, LogprobsResult)
+    assert res is not None and res.verdict == "REGRESSION"
+    assert "exit 1: the numerics section is a REGRESSION" in out
+    assert main([*args, "--run-id", "behaviour", "--no-logprobs"]) == 0  # judged alone
+
+
 def test_report_escapes_model_text_in_the_worst_tokens(tmp_path: Path) -> None:
     assert main(["logprobs", "--results", str(tmp_path), "--run-id", "r"]) == 1
     path = tmp_path / "r" / RunFolder.LOGPROBS
