@@ -337,8 +337,33 @@ def score_folder(folder: RunFolder, context: FolderContext | None = None) -> Sum
     if context.kind is None:
         context = replace(context, kind=folder.kind())
     summary = acc.summary(folder.run_id, context, folder.record_at)
+    _fold_numerics(summary, folder)
     folder.write_summary(summary)
     return summary
+
+
+def _fold_numerics(summary: Summary, folder: RunFolder) -> None:
+    """A comparison whose numerics section (``logprobs.json``,
+    :mod:`harness.numerics.section`) is a REGRESSION is a REGRESSION, whatever the behaviour
+    shows yet; the message names both (the behavioural verdict is kept in it)."""
+    from harness.numerics.models import LogprobsResult
+
+    if summary.kind != "compare" or summary.verdict is None:
+        return
+    behaviour = summary.verdict
+    if behaviour.verdict == "REGRESSION" or behaviour.infra_limited:
+        return
+    res = folder.read_model(RunFolder.LOGPROBS, LogprobsResult)
+    if res is None or res.verdict != "REGRESSION":
+        return
+    numerics = f"numerics: {res.message}"
+    summary.verdict = behaviour.model_copy(
+        update={
+            "verdict": "REGRESSION",
+            "message": f"REGRESSION: {numerics}; behaviour: {behaviour.message}",
+            "reasons": [numerics, *behaviour.reasons],
+        }
+    )
 
 
 def summarize(
@@ -424,6 +449,8 @@ def compare(
         summary = _rounds(scenarios, (baseline, candidate), folder, context, progress)
     if after_runs is not None:
         after_runs(folder)
+        if folder.file(RunFolder.LOGPROBS).exists():  # the numerics verdict joins the summary
+            summary = score_folder(folder)
     return summary
 
 

@@ -67,10 +67,16 @@ def test_a_numerics_regression_fails_a_compare_whose_behaviour_is_unchanged(
     assert main([*args, "--run-id", "nan"]) == 1
     out = capsys.readouterr().out
     summary = _folder(tmp_path, "nan").read_summary()
-    assert summary is not None and summary.verdict.verdict != "REGRESSION"  # behaviour
+    assert summary is not None and summary.verdict.verdict == "REGRESSION"
+    assert summary.verdict.message.startswith("REGRESSION: numerics: ")
+    assert "; behaviour: NO CHANGE" in summary.verdict.message  # the behaviour kept beside
     res = _folder(tmp_path, "nan").read_model(RunFolder.LOGPROBS, LogprobsResult)
     assert res is not None and res.verdict == "REGRESSION"
-    assert "exit 1: the numerics section is a REGRESSION" in out
+    head = out[: out.index("numerics (token logprobs")]  # the headline, before the section
+    assert "REGRESSION" in head and "numerics" in head
+    md = (tmp_path / "nan" / "report.md").read_text()
+    assert md.startswith("## 🔴") and "**REGRESSION** — numerics: " in md.splitlines()[0]
+    assert main(["score", str(tmp_path / "nan"), "--quiet"]) == 1  # re-scored: the same
     assert main([*args, "--run-id", "behaviour", "--no-logprobs"]) == 0  # judged alone
 
 

@@ -299,21 +299,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "logprobs_line", None):
         console.print(args.logprobs_line, soft_wrap=True, markup=False, highlight=False)
     write_report_or_warn(folder, console)
-    return _with_numerics(exit_code(summary, strict=args.strict), args, console)
-
-
-def _with_numerics(code: int, args: argparse.Namespace, console: Any) -> int:
-    """A numerics REGRESSION fails the comparison too (exit 1), even when the behaviour
-    shows no change yet: the candidate's token distributions moved beyond the A/A floor."""
-    res = getattr(args, "logprobs_result", None)
-    if res is None or res.verdict != "REGRESSION" or code != ExitCode.OK:
-        return code
-    console.print(
-        "exit 1: the numerics section is a REGRESSION (behaviour shows no change yet); "
-        "--no-logprobs to judge the behaviour alone",
-        soft_wrap=True, markup=False, highlight=False,
-    )  # fmt: skip
-    return ExitCode.REGRESSION
+    return exit_code(summary, strict=args.strict)
 
 
 def _compare(
@@ -359,7 +345,7 @@ def _logprobs_hook(
     opts = LogprobsOptions(api=args.logprobs_api, model=args.model, timeout_s=args.request_timeout)
 
     def hook(folder: RunFolder) -> None:
-        args.logprobs_result, args.logprobs_line = logprobs_section(
+        _, args.logprobs_line = logprobs_section(
             folder, server_root(base.base_url), server_root(cand.base_url), opts
         )
 

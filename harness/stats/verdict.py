@@ -27,7 +27,9 @@ Decision rule (documented in ``Settings.decision_rule`` of every summary):
    (:func:`harness.stats.tests.repeats_needed`). ``NO CHANGE`` otherwise, with the
    smallest rate of a new failure kind it would have detected with 80% probability
    (:func:`harness.stats.permutation.min_detectable_rate`) in ``Verdict.power``
-   (failure kinds seen only in the candidate are still listed in ``new_failure_kinds``).
+   (failure kinds seen only in the candidate are still listed in ``new_failure_kinds``);
+   ``INCONCLUSIVE`` instead when no rate could have been detected at this budget (too few
+   independent runs: a difference there is no evidence either way).
 6. A side with more infrastructure errors than ``infra_error_limit`` of its runs (20% by
    default) cannot be judged: the verdict names it in ``infra_limited`` (a REGRESSION
    stays one; anything else becomes INCONCLUSIVE) and the command line exits 3.
@@ -485,12 +487,19 @@ def _budget(ctx: _Context) -> str:
     return text
 
 
+def _min_rate(ctx: _Context) -> float | None:
+    """The smallest new-failure rate of the candidate's runs detected with 80% probability
+    at this budget (:func:`min_detectable_rate`); None when no rate could be."""
+    runs = [t for t in ctx.family.tests if t.metric == "passed" and t.scenario != "*"]
+    n_c, n_b = sum(t.n_c for t in runs), sum(t.n_b for t in runs)
+    return min_detectable_rate(n_c, n_b, ctx.family.critical_worse)
+
+
 def _power(ctx: _Context) -> str:
     """NO CHANGE's statement of what it could have missed (rule 7)."""
     runs = [t for t in ctx.family.tests if t.metric == "passed" and t.scenario != "*"]
-    n_c, n_b = sum(t.n_c for t in runs), sum(t.n_b for t in runs)
     crit = ctx.family.critical_worse
-    q = min_detectable_rate(n_c, n_b, crit)
+    q = _min_rate(ctx)
     first = (
         f"a new failure kind in >= {q:.1%} of candidate runs would have been detected "
         "with 80% probability"
@@ -527,6 +536,15 @@ def _overall(comps: list[ScenarioComparison], ctx: _Context) -> Verdict:
     if ctx.suggestive() or any(NO_SCORED in c.reasons for c in unsure):
         return _inconclusive(unsure, ctx, only)
     power = _power(ctx)
+    if _min_rate(ctx) is None:  # no difference could have been significant: not evidence
+        return Verdict(
+            verdict="INCONCLUSIVE",
+            message="INCONCLUSIVE: no change could have been detected at this budget (too "
+            "few independent runs: more repeats, more scenarios, or sampling at "
+            f"temperature > 0){_also(only)}",
+            candidate_only_kinds=only,
+            power=power,
+        )
     return Verdict(
         verdict="NO CHANGE",
         message=f"NO CHANGE: no significant difference between the sides{_also(only)}",
