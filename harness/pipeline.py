@@ -308,8 +308,10 @@ def _unfinished(
 
 
 def _greedy(record: RunRecord) -> bool:
-    """Whether the run was greedy: no temperature sent, or 0 (its repeats are copies)."""
-    return not record.sampling.get("temperature")
+    """Whether the run was greedy: temperature 0 sent (its repeats are copies). A request
+    without a temperature samples at the server's default (1.0 for OpenAI and vLLM, 0.8
+    for llama.cpp): not greedy."""
+    return record.sampling.get("temperature") == 0
 
 
 def score_folder(folder: RunFolder, context: FolderContext | None = None) -> Summary:

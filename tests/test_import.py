@@ -101,6 +101,20 @@ def test_a_request_becomes_a_scenario_with_recorded_answers() -> None:
     assert sc.expect.calls == [] and not sc.expect.final_answer.required
 
 
+def test_a_request_without_a_temperature_leaves_the_command_s_temperature() -> None:
+    """An unset temperature is not written as null (not sent): --temperature applies."""
+    from harness.runner import SamplingPolicy, _sampling
+
+    plain = body()
+    plain.pop("temperature", None)
+    (parsed,) = import_lines(_lines(plain), "r.jsonl").scenarios.values()
+    sc = scenario_from_data(parsed.data)
+    assert "temperature" not in sc.sampling.model_fields_set
+    assert _sampling(sc, 0, "candidate", SamplingPolicy(0.7, 1))["temperature"] == 0.7
+    (given,) = import_lines(_lines(body(temperature=0.3)), "r.jsonl").scenarios.values()
+    assert scenario_from_data(given.data).sampling.temperature == 0.3
+
+
 def test_envelopes_of_k2vv_and_litellm_give_the_same_scenario() -> None:
     b = body()
     lines = _lines(

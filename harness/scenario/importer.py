@@ -358,14 +358,12 @@ def _tools(raw: Any, recorded: dict[str, list[dict[str, Any]]]) -> list[dict[str
 
 def _request_fields(body: dict[str, Any]) -> dict[str, Any]:
     max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
-    out: dict[str, Any] = {
-        "sampling": {
-            "temperature": body.get("temperature"),
-            "top_p": body.get("top_p"),
-            "seed": body.get("seed"),
-            "max_tokens": max_tokens,
-        }
-    }
+    sampling = {"temperature": body.get("temperature"), "top_p": body.get("top_p"),
+                "seed": body.get("seed")}  # fmt: skip
+    # what the request set (an unset temperature leaves the command's --temperature); an
+    # unset max_tokens stays unset (null: not sent), as recorded
+    sampling = {k: v for k, v in sampling.items() if v is not None}
+    out: dict[str, Any] = {"sampling": {**sampling, "max_tokens": max_tokens}}
     for key in ("tool_choice", "parallel_tool_calls"):
         if body.get(key) is not None:
             out[key] = body[key]
