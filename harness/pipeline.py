@@ -272,6 +272,11 @@ def _sequential_note(
         f"{settings.look} of {settings.rounds} at alpha {alpha:.2g}; {runs} runs spent "
         f"(at most {most})"
     )
+    if verdict.verdict == "NO CHANGE" and settings.look < settings.rounds:
+        note += (
+            " (stopped early: nothing looked worse; the power below is that of the runs "
+            "spent, and a candidate that looked worse would have run more rounds)"
+        )
     power = f"{note}; {verdict.power}" if verdict.power else note
     return verdict.model_copy(update={"power": power})
 
