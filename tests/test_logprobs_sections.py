@@ -133,3 +133,30 @@ def test_e2e_numerics_step_fails_the_job_unless_rope_is_a_regression() -> None:
     alarm = step("logprobs A/A", 1, "REGRESSION")
     assert driver.exit_code([alarm, rope]) == 1
     assert driver.exit_code([aa, rope, step("logprobs A/B kv-q4_0", 1, "REGRESSION")]) == 0
+
+
+def test_the_section_sends_the_targets_key_and_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The numerics section scores with the comparison's own targets: their roots, the
+    baseline's API key and its request timeout (an authenticated server is not refused)."""
+    from harness.client.target import TargetConfig
+    from harness.numerics import section
+    from harness.numerics.run import LogprobsOptions
+
+    assert main(["compare", "scenarios/enum_units.yaml", "--repeats", "1", "--no-logprobs",
+                 "--results", str(tmp_path), "--run-id", "r", "--no-progress"]) in (0, 1)  # fmt: skip
+    seen: dict[str, Any] = {}
+
+    def fake(seqs: Any, base: str, cand: str, opts: LogprobsOptions) -> Any:
+        seen.update(base=base, cand=cand, opts=opts)
+        raise section.LogprobsError("stop here")
+
+    monkeypatch.setattr(section, "compare_logprobs", fake)
+    monkeypatch.setenv("HARNESS_TEST_KEY", "k-123")
+    b = TargetConfig(base_url="http://h:1/v1", api_key_env="HARNESS_TEST_KEY", timeout_s=7)
+    c = TargetConfig(base_url="http://h:2/v1", api_key_env="HARNESS_TEST_KEY")
+    _, line = section.logprobs_section(_folder(tmp_path, "r"), b, c, LogprobsOptions(model="m"))
+    assert line == "logprobs: not compared: stop here"
+    assert (seen["base"], seen["cand"]) == ("http://h:1", "http://h:2")
+    assert (seen["opts"].api_key, seen["opts"].timeout_s, seen["opts"].model) == ("k-123", 7, "m")

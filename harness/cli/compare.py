@@ -338,15 +338,12 @@ def _logprobs_hook(
     args: argparse.Namespace, base: TargetConfig, cand: TargetConfig
 ) -> Callable[[RunFolder], None]:
     """The numerics section, run once the folder is scored (its line kept for the console)."""
-    from harness.client.target import server_root
     from harness.numerics.run import LogprobsOptions
     from harness.numerics.section import logprobs_section
 
-    opts = LogprobsOptions(api=args.logprobs_api, model=args.model, timeout_s=args.request_timeout)
+    opts = LogprobsOptions(api=args.logprobs_api, model=args.model)
 
     def hook(folder: RunFolder) -> None:
-        _, args.logprobs_line = logprobs_section(
-            folder, server_root(base.base_url), server_root(cand.base_url), opts
-        )
+        _, args.logprobs_line = logprobs_section(folder, base, cand, opts)
 
     return hook

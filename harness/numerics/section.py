@@ -11,6 +11,9 @@ saying so (and how to enable it), and no ``logprobs.json`` is written.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from harness.client.target import TargetConfig, server_root
 from harness.errors import LogprobsError
 from harness.numerics.models import LogprobsResult, Sequence
 from harness.numerics.run import LogprobsOptions, compare_logprobs
@@ -30,15 +33,25 @@ def baseline_sequences(folder: RunFolder) -> list[Sequence]:
 
 
 def logprobs_section(
-    folder: RunFolder, baseline_url: str, candidate_url: str, opts: LogprobsOptions | None = None
+    folder: RunFolder,
+    baseline: TargetConfig,
+    candidate: TargetConfig,
+    opts: LogprobsOptions | None = None,
 ) -> tuple[LogprobsResult | None, str]:
     """Score the folder's baseline conversations on both servers; write ``logprobs.json``.
 
-    Returns the result (None when it could not be computed) and one line for the console:
-    the verdict, or why there is none (``logprobs: not compared: ...``). Never raises a
+    The servers are the comparison's targets: their roots, the baseline's API key
+    (``TargetConfig.api_key``) and request timeout. Returns the result (None when it could
+    not be computed) and one line for the console: the verdict, or why there is none
+    (``logprobs: not compared: ...``). Never raises a
     :class:`~harness.errors.LogprobsError`.
     """
     from harness.present.logprobs import logprobs_line
+
+    opts = replace(
+        opts or LogprobsOptions(), api_key=baseline.api_key(), timeout_s=baseline.timeout_s
+    )
+    baseline_url, candidate_url = server_root(baseline.base_url), server_root(candidate.base_url)
 
     seqs = baseline_sequences(folder)
     if not seqs:

@@ -233,17 +233,14 @@ class HarnessState:
 
     def _logprobs(self, folder: RunFolder) -> None:
         """The numerics section (:mod:`harness.numerics.section`) when there is a baseline."""
-        from harness.client.target import server_root
         from harness.numerics.run import LogprobsOptions
         from harness.numerics.section import logprobs_section
 
         base, cand = self.baseline(), self.target()
         if base is None or cand is None or not self.settings.logprobs:
             return
-        opts = LogprobsOptions(model=self.settings.model, timeout_s=self.settings.request_timeout)
-        _, line = logprobs_section(
-            folder, server_root(base.base_url), server_root(cand.base_url), opts
-        )
+        opts = LogprobsOptions(model=self.settings.model)
+        _, line = logprobs_section(folder, base, cand, opts)
         self.notes.append(line)
 
     def _write_summary(self, run_dir: Path) -> Summary | None:
