@@ -12,7 +12,7 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
 2. Server A up: ``harness run`` on ``e2e/scenarios`` (streaming and not, ``--run-repeats``
    each).
 3. A2, a second process of the same configuration, up beside A: ``harness compare``
-   A/A at the scenarios' temperature (0.7) over ``--repeats``, streaming and not
+   A/A at the scenarios' temperature (0.4) over ``--repeats``, streaming and not
    (required: not REGRESSION; its figures give the pass rates per scenario and stream
    mode), and ``harness gsm8k`` A/A on ``--gsm8k-questions``.
 4. B, the same server with the chat template that drops tool results
@@ -23,7 +23,11 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
    trained with 100000): ``compare`` A against C, reported whatever it says
    (``--no-rope`` skips it).
 6. ``harness report --markdown`` for each run folder.
-7. The numerics step (:mod:`e2e.logprobs_step`, skipped with ``--no-logprobs``) on
+7. The BFCL step (:mod:`e2e.bfcl`; ``--bfcl-tasks 0`` skips it, and it is skipped with one
+   line when bfcl-eval is not installed): the first ``--bfcl-tasks`` tasks of
+   ``--bfcl-suite`` once each on a llama-server of its own (required: it runs to the end
+   with no infrastructure error that the server did not cause; its pass rate is reported).
+8. The numerics step (:mod:`e2e.logprobs_step`, skipped with ``--no-logprobs``) on
    llama-cpp-python's server (``--logits_all true``: prompt logprobs with ``echo``):
    ``harness logprobs`` A/A (must be NO CHANGE), against a wrong RoPE base (must be
    REGRESSION, else the job fails with exit 1) and against a q4_0 KV cache (reported);
@@ -37,8 +41,10 @@ KV cache), reported whatever it says.
 Exit codes: 0 every required verdict held; 1 one did not (an A/A comparison reported a
 regression on real noise, the broken-template A/B was not a REGRESSION, or the numerics
 verdicts did not hold: A/A NO CHANGE, wrong RoPE base REGRESSION); 2 the model or the
-server is missing or would not boot, or a required
-step failed to run at all; 3 a required step had too many infrastructure errors to judge.
+server is missing or would not boot, or a required step failed to run at all; 3 a required
+step had too many infrastructure errors to judge, or the BFCL step had one that the server
+did not cause. A failed job ends with one ``e2e: FAILED: <step>: ...`` line per step that
+failed it.
 """
 
 from __future__ import annotations
@@ -98,8 +104,9 @@ ROPE_ARGS = "--rope-freq-base 10000"
 CATCH_KIND = "repeat_loop"
 
 #: what a step's verdict must be for the job to pass: ``aa`` not REGRESSION, ``catch``
-#: REGRESSION; ``run`` must run; ``report`` never fails the job
-Role = Literal["boot", "run", "aa", "catch", "report"]
+#: REGRESSION; ``run`` must run; ``bfcl`` must run to the end with no infrastructure error
+#: the server did not cause (:func:`e2e.bfcl.failed`); ``report`` never fails the job
+Role = Literal["boot", "run", "aa", "catch", "bfcl", "report"]
 
 
 @dataclass(frozen=True)
@@ -287,6 +294,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-logprobs", action="store_true", help="skip the numerics step (llama-cpp-python)"
     )
+    p.add_argument(
+        "--bfcl-suite",
+        default="bfcl:multi_turn_base",
+        help="the BFCL step's suite (bfcl:multi_turn_base)",
+    )
+    p.add_argument(
+        "--bfcl-tasks",
+        type=int,
+        default=3,
+        help="the BFCL step's first N tasks, once each (3; 0 skips the step)",
+    )
     p.add_argument("--boot-timeout", type=float, default=300.0, help="seconds to wait (300)")
     return p  # fmt: skip
 
@@ -428,9 +446,31 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
         if s.argv:
             _fill(s, out)
             _harness(Step(f"report {s.name}", ["report", str(s.run_dir), "--markdown"]))
+    if args.server == "llama-server" and args.bfcl_tasks > 0:
+        steps += _bfcl(args, out, model)
     if not args.no_logprobs:  # numerics (e2e/logprobs_step.py), on llama-cpp-python's server
         steps += logprobs_step.logprobs_steps(out, _echo_server(args, model, out), _harness, Step)
     return steps
+
+
+def _bfcl(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
+    """The BFCL step (:mod:`e2e.bfcl`) on a llama-server of its own; none, with one line,
+    when bfcl-eval is not installed."""
+    from e2e import bfcl
+    from harness.errors import ScenarioError
+
+    def up() -> contextlib.AbstractContextManager[str]:
+        cmd = llama_server_command(find_llama_server(args.llama_server), model, free_port(),
+                                   Path(args.template), bfcl.SERVER_ARGS)  # fmt: skip
+        return serve(cmd, out / "server-bfcl.log", timeout_s=args.boot_timeout)
+
+    try:
+        step = bfcl.bfcl_step(out, up, args.bfcl_suite, args.bfcl_tasks)
+    except ScenarioError as exc:
+        print(f"e2e: the BFCL step is skipped: {exc}", file=sys.stderr)
+        return []
+    _harness(Step("report bfcl", ["report", str(step.run_dir), "--markdown"]))
+    return [step]
 
 
 def _echo_server(args: argparse.Namespace, model: Path, out: Path) -> logprobs_step.Up:
@@ -468,22 +508,47 @@ def caught(step: Step) -> bool:
     return f.get("verdict") == "REGRESSION"
 
 
+def bfcl_failed(step: Step) -> str | None:
+    """:func:`e2e.bfcl.failed` (imported here: e2e.bfcl imports this module)."""
+    from e2e.bfcl import failed
+
+    return failed(step)
+
+
+def failures(steps: Sequence[Step]) -> tuple[int, list[str]]:
+    """The job's exit code from its steps (see the module docstring) and, for a failed job,
+    one line per step that failed it (step name, what it said, what was required);
+    ``report`` steps never count."""
+    why: list[str] = []
+    numerics = logprobs_step.failed(steps)  # A/A REGRESSION, or the wrong RoPE base missed
+    if numerics:
+        why.append(numerics)
+    codes = {1} if why else set()
+    for s in (s for s in steps if s.role in ("run", "aa", "catch", "bfcl")):
+        verdict = s.figures.get("verdict") or "no verdict"
+        if s.role == "bfcl":  # its own rule: ran to the end, no infra error but the server's
+            if reason := bfcl_failed(s):
+                why.append(reason)
+                codes.add(2 if "did not run" in reason else 3)
+        elif s.exit_code not in (0, 1, 3):
+            why.append(f"{s.name}: did not run (exit {s.exit_code})")
+            codes.add(2)
+        elif s.exit_code == 3 and s.role != "run":
+            why.append(f"{s.name}: too many infrastructure errors to judge (exit 3)")
+            codes.add(3)
+        elif s.role == "aa" and (verdict == "REGRESSION" or s.exit_code == 1):
+            why.append(f"{s.name}: {verdict} (exit {s.exit_code}), required: not REGRESSION")
+            codes.add(1)
+        elif s.role == "catch" and not caught(s):
+            why.append(f"{s.name}: {verdict}, required: REGRESSION")
+            codes.add(1)
+    # a step that did not run outranks one that could not judge, which outranks a verdict
+    return next((c for c in (2, 3, 1) if c in codes), 0), why
+
+
 def exit_code(steps: Sequence[Step]) -> int:
-    """The job's exit code from its steps (see the module docstring); ``report`` steps
-    never count."""
-    if logprobs_step.failed(steps):  # numerics: A/A REGRESSION, or the wrong RoPE base missed
-        return 1
-    required = [s for s in steps if s.role in ("run", "aa", "catch")]
-    if any(s.exit_code not in (0, 1, 3) for s in required):
-        return 2
-    if any(s.exit_code == 3 for s in required if s.role != "run"):
-        return 3
-    aa = [s for s in required if s.role == "aa"]
-    if any(s.figures.get("verdict") == "REGRESSION" or s.exit_code == 1 for s in aa):
-        return 1
-    if any(not caught(s) for s in required if s.role == "catch"):
-        return 1
-    return 0
+    """The job's exit code from its steps (see the module docstring)."""
+    return failures(steps)[0]
 
 
 def _build_info(args: argparse.Namespace) -> str | None:
@@ -523,6 +588,11 @@ def _markdown(result: dict[str, Any]) -> str:
     ]
     for s in result["steps"]:
         verdict = s["figures"].get("verdict") or ""
+        if s["role"] == "bfcl":
+            f = s["figures"]
+            verdict = (f"passed {f.get('passed')}/{f.get('runs', 0) - f.get('infra_errors', 0)}, "
+                       f"infrastructure errors {f.get('infra_errors')} "
+                       f"({f.get('infra_errors_by_server')} the server's)")  # fmt: skip
         kinds = ", ".join(s["figures"].get("regressed_kinds") or [])
         verdict += f" ({kinds})" if kinds else ""
         lines.append(f"| {s['name']} | {s['role']} | {s['exit_code']} | {s['seconds']} | "
@@ -534,7 +604,8 @@ def _markdown(result: dict[str, Any]) -> str:
 def _write_result(out: Path, model: Path, args: argparse.Namespace, steps: list[Step],
                   seconds: float) -> dict[str, Any]:  # fmt: skip
     result: dict[str, Any] = {
-        "exit_code": exit_code(steps),
+        "exit_code": failures(steps)[0],
+        "failed": failures(steps)[1],
         "server": args.server,
         "model": str(model),
         "server_a": shlex.join(_command(args, model, 0, Variant("A"))),
@@ -579,6 +650,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n{_markdown(result)}\ne2e: results in {out} (e2e.md, e2e.json, */report.html)")
     if result["exit_code"] in _FAILED:
         print(f"e2e: FAILED: {_FAILED[result['exit_code']]}", file=sys.stderr)
+    for line in result["failed"]:
+        print(f"e2e: FAILED: {line}", file=sys.stderr)
     return int(result["exit_code"])
 
 

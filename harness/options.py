@@ -58,6 +58,11 @@ def http_url(value: str) -> str:
         raise OptionValueError(
             f"{value!r} is not an http(s) URL (e.g. http://127.0.0.1:30000, with or without /v1)"
         )
+    if parsed.query or parsed.fragment:  # the request paths are appended to the URL's path
+        raise OptionValueError(
+            f"{value!r}: a query string or fragment is not supported (give the base URL, "
+            "e.g. http://127.0.0.1:30000/v1; the API key goes in --api-key-env's variable)"
+        )
     return value
 
 

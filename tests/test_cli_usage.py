@@ -246,3 +246,21 @@ def test_run_id_of_a_folder_from_another_command_is_refused(
     assert main(["compare", *argv, "--aa", "--baseline", url, "--repeats", "1"]) == 0
     assert main(["run", *argv, "--target", url]) == 2
     assert "was recorded by another command" in capsys.readouterr().err
+
+
+def test_run_console_names_the_target_once(
+    write_scenarios: Callable[..., Path],
+    sim_url: Callable[..., str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``harness run`` without ``--label``: ``target: URL``, not ``target: target  URL``;
+    a label given is shown before the URL."""
+    scenarios = write_scenarios(CLOCK)
+    url = sim_url("healthy", scenarios_dir=scenarios)
+    argv = ["run", str(scenarios), "--target", url, "--results", str(tmp_path), "--no-progress"]
+    assert main([*argv, "--run-id", "a"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"target: {url}" in lines, lines
+    assert main([*argv, "--run-id", "b", "--label", "fused"]) == 0
+    assert f"target: fused  {url}" in capsys.readouterr().out.splitlines()

@@ -79,6 +79,13 @@ def test_rare_noise_is_not_flagged() -> None:
     assert r.comparisons[0].new_failure_kinds == ["missing_final_answer"]
     assert r.verdict.candidate_only_kinds == ["missing_final_answer"]
     assert "only in the candidate" in r.verdict.message
+    # the baseline shows the kind in another scenario: new in "a", but not "only in the
+    # candidate" in the message
+    elsewhere = _decide({"a": one, "b": CLEAN}, {"a": CLEAN, "b": one})
+    new_in = {c.scenario_id: c.new_failure_kinds for c in elsewhere.comparisons}
+    assert new_in["b"] == ["missing_final_answer"] and new_in["a"] == []
+    assert "only in the candidate" not in elsewhere.verdict.message
+    assert elsewhere.verdict.candidate_only_kinds == []
 
 
 def test_first_divergence_and_one_sided_summary() -> None:

@@ -39,7 +39,9 @@ def test_llama_server_scenarios_need_the_tool_result_and_allow_an_answer() -> No
         assert sc.tools and sc.expect.calls, sc.id  # a tool loop, not plain chat
         assert sc.expect.final_answer.required, sc.id  # a written answer is possible
         assert 2 <= sc.max_turns <= 4, sc.id
-        assert sc.sampling.temperature == pytest.approx(0.7), sc.id
+        # sampled (independent repeats), cool enough that the healthy server passes
+        # e2e_weather_city in most runs: 12/16 at 0.4 against 5/16 at 0.7 (see the README)
+        assert sc.sampling.temperature == pytest.approx(0.4), sc.id
         # the answer must quote the tool result: it passes only if the result got through
         assert sc.expect.final_answer.regex or sc.expect.final_answer.contains, sc.id
 
@@ -228,6 +230,11 @@ def test_the_broken_template_must_be_caught() -> None:
     both = _step("compare A/B broken-template", 1, "REGRESSION", "catch",
                  ("wrong_final_answer", "repeat_loop"))  # fmt: skip
     assert e2e.exit_code([*base, missed]) == 1
+    # the job names the step that failed it (CI shows only the tail of the output)
+    assert e2e.failures([*base, missed])[1] == [
+        "compare A/B broken-template: NO CHANGE, required: REGRESSION"
+    ]
+    assert e2e.failures([*base, other_kind]) == (0, [])
     # any significant regression catches it; the kinds it names are reported
     assert e2e.exit_code([*base, other_kind]) == 0
     assert e2e.exit_code([*base, both]) == 0

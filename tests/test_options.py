@@ -297,6 +297,7 @@ def test_argument_types_accept_the_edges_and_refuse_past_them() -> None:
     refused = [
         (rate, "1.01"), (rate, "-0.1"), (count, "-1"), (count, "1.5"), (positive_int, "0"),
         (seconds, "0"), (seconds, "nan"), (http_url, "ftp://h"), (http_url, "http://"),
+        (http_url, "http://h/v1?api-version=1"), (http_url, "http://h/v1#x"),
         (stream_mode, "sometimes"), (temperature, "-0.1"), (temperature, "2.5"),
         (temperature, "nan"),
     ]  # fmt: skip

@@ -110,7 +110,8 @@ def _sides(summary: Summary, console: Console) -> None:
         url = s.target.base_url if s.target else "?"
         fusion = f"  fusion {s.fusion.get('state')}" if s.fusion else ""
         role = s.side if s.side in ("baseline", "candidate") else "target"
-        _print(console, f"{role}: {s.label}  {url}{fusion}")
+        label = "" if s.label == role else f"{s.label}  "  # not "target: target"
+        _print(console, f"{role}: {label}{url}{fusion}")
     for w in summary.warnings:
         console.print(f"[bold yellow]warning:[/] {escape(w)}", soft_wrap=True)
     silent = [

@@ -27,7 +27,8 @@ Decision rule (documented in ``Settings.decision_rule`` of every summary):
    (:func:`harness.stats.tests.repeats_needed`). ``NO CHANGE`` otherwise, with the
    smallest rate of a new failure kind it would have detected with 80% probability
    (:func:`harness.stats.permutation.min_detectable_rate`) in ``Verdict.power``
-   (failure kinds seen only in the candidate are still listed in ``new_failure_kinds``);
+   (failure kinds seen only in the candidate's runs of a scenario are still listed in its
+   ``new_failure_kinds``; the message names those the baseline never shows in any scenario);
    ``INCONCLUSIVE`` instead when no rate could have been detected at this budget (too few
    independent runs: a difference there is no evidence either way).
 6. A side with more infrastructure errors than ``infra_error_limit`` of its runs (20% by
@@ -520,7 +521,11 @@ def _overall(comps: list[ScenarioComparison], ctx: _Context) -> Verdict:
     """Rule 5 over all scenarios: a significant regression anywhere, else a significant
     improvement, else INCONCLUSIVE if a scenario is, else NO CHANGE (with its power)."""
     sig_w = _significant_kinds(ctx.significant("worse"))
-    only = sorted({k for c in comps for k in c.new_failure_kinds} - set(sig_w))
+    # kinds the candidate shows and the baseline never does, in any scenario (a kind new in
+    # one scenario but seen in the baseline's runs of another stays in that scenario's
+    # ``new_failure_kinds`` only)
+    in_baseline = {t.metric for t in ctx.family.tests if t.k_b}
+    only = sorted({k for c in comps for k in c.new_failure_kinds} - set(sig_w) - in_baseline)
     if ctx.significant("worse"):
         return _regression(comps, ctx, only)
     if ctx.significant("better"):
