@@ -18,8 +18,8 @@ Each task is sent with ``tool_choice: auto`` and :data:`SYSTEM` prepended; it is
 BFCL's task (its turns, tools, backends and ground truth).
 
 Exit codes: 0 the runs ended without an infrastructure error that the server did not cause
-(the server's are reported); 2 bfcl-eval, the server or the model is missing, or the server
-would not boot; 3 other infrastructure errors (a request the server refused with a 4xx
+(the server's are reported); 2 bfcl-eval, the server or the model is missing, the server
+would not boot, or ``harness run`` did not finish; 3 other infrastructure errors (a request the server refused with a 4xx
 other than a full context, a timeout, a dropped connection, a body that is not JSON).
 """
 
@@ -102,7 +102,9 @@ def server_caused(kind: str, status: int | None, message: str = "") -> bool:
     body that is not JSON may be the harness's doing, so the step fails on them."""
     if kind != "http_status" or status is None:
         return False
-    return status >= 500 or (status == 400 and "context" in message.lower())
+    text = message.lower()
+    full = "exceed_context_size" in text or "exceeds the available context size" in text
+    return status >= 500 or (status == 400 and full)
 
 
 def bfcl_figures(run_dir: str | Path) -> dict[str, Any]:
@@ -110,7 +112,8 @@ def bfcl_figures(run_dir: str | Path) -> dict[str, Any]:
     each), runs passed, BFCL turn checks passed, of a run folder."""
     folder = RunFolder(run_dir)
     runs = infra = by_server = turns = turns_ok = 0
-    messages: list[str] = []
+    messages: list[str] = []  # every infrastructure error, one line each
+    not_server: list[str] = []  # those the server did not cause (they fail the step)
     for rec in folder.records():
         runs += 1
         turns += len(rec.state_checks)
@@ -118,9 +121,12 @@ def bfcl_figures(run_dir: str | Path) -> dict[str, Any]:
         if rec.is_infra_error:
             infra += 1
             err = rec.error
-            by_server += err is not None and server_caused(err.kind, err.status, err.message)
+            theirs = err is not None and server_caused(err.kind, err.status, err.message)
+            by_server += theirs
             what = f"{err.kind} {err.status or ''} {err.message[:200]}" if err else "no detail"
             messages.append(f"{rec.run_key}: {what}".replace("  ", " "))
+            if not theirs:
+                not_server.append(messages[-1])
     scores = [s for _, s in folder.scores_with_offsets() if s.infra_error is None]
     passed = sum(s.passed for s in scores)
     return {
@@ -128,6 +134,7 @@ def bfcl_figures(run_dir: str | Path) -> dict[str, Any]:
         "infra_errors": infra,
         "infra_errors_by_server": by_server,
         "infra_messages": messages,
+        "infra_messages_not_server": not_server,
         "passed": passed,
         "pass_rate": round(passed / len(scores), 3) if scores else None,
         "turn_checks": turns,
@@ -158,16 +165,22 @@ def bfcl_step(out: Path, up: Up, suite: str, tasks: int, max_tokens: int = 256,
     return step
 
 
-def failed(step: Step) -> str | None:
-    """Why the ``bfcl`` step fails the job, or None: it did not run to the end, or had
-    infrastructure errors that the server did not cause (see :func:`server_caused`)."""
+def failed(step: Step) -> tuple[int, str] | None:
+    """Why the ``bfcl`` step fails the job, or None: ``(2, reason)`` when it did not run to
+    the end (the server would not boot, a bad suite, ``harness run`` did not finish),
+    ``(3, reason)`` when it had infrastructure errors that the server did not cause (see
+    :func:`server_caused`; the reason lists those only)."""
     f = step.figures
     if step.exit_code not in (0, 1, 3) or "runs" not in f:
-        return f"{step.name}: did not run to the end (exit {step.exit_code})"
-    others = f["infra_errors"] - f["infra_errors_by_server"]
+        detail = f.get("error") or f"exit {step.exit_code}"
+        return 2, f"{step.name}: did not run to the end ({detail})"
+    others = f.get("infra_messages_not_server") or []
     if others:
-        return (f"{step.name}: {others} infrastructure error(s) not caused by the server: "
-                + "; ".join(f["infra_messages"])[:600])  # fmt: skip
+        listed = "; ".join(others)[:600]
+        return (
+            3,
+            f"{step.name}: {len(others)} infrastructure error(s) not caused by the server: {listed}",
+        )
     return None
 
 
@@ -192,8 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps(result, indent=2))
     why = failed(step)
     if why:
-        print(f"e2e.bfcl: FAILED: {why}", file=sys.stderr)
-        return 2 if "did not run" in why else 3
+        print(f"e2e.bfcl: FAILED: {why[1]}", file=sys.stderr)
+        return why[0]
     return 0
 
 

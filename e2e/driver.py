@@ -23,8 +23,8 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
    trained with 100000): ``compare`` A against C, reported whatever it says
    (``--no-rope`` skips it).
 6. ``harness report --markdown`` for each run folder.
-7. The BFCL step (:mod:`e2e.bfcl`; ``--bfcl-tasks 0`` skips it, and it is skipped with one
-   line when bfcl-eval is not installed): the first ``--bfcl-tasks`` tasks of
+7. The BFCL step (:mod:`e2e.bfcl`; llama-server only; ``--bfcl-tasks 0`` skips it, and it
+   is skipped with one line and a ``skipped`` row when bfcl-eval is not installed): the first ``--bfcl-tasks`` tasks of
    ``--bfcl-suite`` once each on a llama-server of its own (required: it runs to the end
    with no infrastructure error that the server did not cause; its pass rate is reported).
 8. The numerics step (:mod:`e2e.logprobs_step`, skipped with ``--no-logprobs``) on
@@ -457,7 +457,15 @@ def _bfcl(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
     """The BFCL step (:mod:`e2e.bfcl`) on a llama-server of its own; none, with one line,
     when bfcl-eval is not installed."""
     from e2e import bfcl
+    from harness.bfcl.data import require_bfcl
     from harness.errors import ScenarioError
+
+    name = f"bfcl {args.bfcl_suite}:{args.bfcl_tasks}"
+    try:
+        require_bfcl(args.bfcl_suite)
+    except ScenarioError as exc:  # a visible row, not a silent gap: make install warned
+        print(f"e2e: the BFCL step is skipped: {exc}", file=sys.stderr)
+        return [Step(name, [], role="report", figures={"verdict": f"skipped: {exc}"})]
 
     def up() -> contextlib.AbstractContextManager[str]:
         cmd = llama_server_command(find_llama_server(args.llama_server), model, free_port(),
@@ -466,9 +474,9 @@ def _bfcl(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
 
     try:
         step = bfcl.bfcl_step(out, up, args.bfcl_suite, args.bfcl_tasks)
-    except ScenarioError as exc:
-        print(f"e2e: the BFCL step is skipped: {exc}", file=sys.stderr)
-        return []
+    except (ScenarioError, E2EError) as exc:  # a bad suite, a server that would not boot
+        print(f"e2e: the BFCL step did not run: {exc}", file=sys.stderr)
+        return [Step(name, [], role="bfcl", exit_code=2, figures={"error": str(exc)})]
     _harness(Step("report bfcl", ["report", str(step.run_dir), "--markdown"]))
     return [step]
 
@@ -508,7 +516,7 @@ def caught(step: Step) -> bool:
     return f.get("verdict") == "REGRESSION"
 
 
-def bfcl_failed(step: Step) -> str | None:
+def bfcl_failed(step: Step) -> tuple[int, str] | None:
     """:func:`e2e.bfcl.failed` (imported here: e2e.bfcl imports this module)."""
     from e2e.bfcl import failed
 
@@ -527,9 +535,9 @@ def failures(steps: Sequence[Step]) -> tuple[int, list[str]]:
     for s in (s for s in steps if s.role in ("run", "aa", "catch", "bfcl")):
         verdict = s.figures.get("verdict") or "no verdict"
         if s.role == "bfcl":  # its own rule: ran to the end, no infra error but the server's
-            if reason := bfcl_failed(s):
-                why.append(reason)
-                codes.add(2 if "did not run" in reason else 3)
+            if found := bfcl_failed(s):
+                codes.add(found[0])
+                why.append(found[1])
         elif s.exit_code not in (0, 1, 3):
             why.append(f"{s.name}: did not run (exit {s.exit_code})")
             codes.add(2)
@@ -588,7 +596,9 @@ def _markdown(result: dict[str, Any]) -> str:
     ]
     for s in result["steps"]:
         verdict = s["figures"].get("verdict") or ""
-        if s["role"] == "bfcl":
+        if s["role"] == "bfcl" and "runs" not in s["figures"]:
+            verdict = f"did not run: {s['figures'].get('error') or 'exit ' + str(s['exit_code'])}"
+        elif s["role"] == "bfcl":
             f = s["figures"]
             verdict = (f"passed {f.get('passed')}/{f.get('runs', 0) - f.get('infra_errors', 0)}, "
                        f"infrastructure errors {f.get('infra_errors')} "
@@ -623,7 +633,8 @@ def _write_result(out: Path, model: Path, args: argparse.Namespace, steps: list[
 _FAILED = {
     1: "a required verdict did not hold (an A/A regression on real noise, or the "
     "broken-template A/B not a REGRESSION)",
-    3: "a required step had too many infrastructure errors to judge",
+    3: "a required step had too many infrastructure errors to judge (or the BFCL step had "
+    "one the server did not cause)",
 }
 
 

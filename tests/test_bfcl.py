@@ -221,7 +221,8 @@ def test_e2e_bfcl_tasks_for_llama_cpp_play_on_the_reference_server(
 
 def test_e2e_bfcl_step_fails_only_on_infra_errors_the_server_did_not_cause() -> None:
     """The job's BFCL step: a server 5xx (llama-server's tool-call parser refusing the
-    model's output) is reported; a 4xx, a timeout or a step that did not finish fails."""
+    model's output) or a full context is reported; another 4xx, a timeout or a step that
+    did not finish fails, and the failure line lists only the errors that fail it."""
     from e2e.bfcl import failed, server_caused
     from e2e.driver import Step, failures
 
@@ -229,24 +230,67 @@ def test_e2e_bfcl_step_fails_only_on_infra_errors_the_server_did_not_cause() -> 
     assert not server_caused("http_status", 400) and not server_caused("timeout", None)
     full = "Error code: 400 - the request exceeds the available context size, try increasing it"
     assert server_caused("http_status", 400, full)
+    assert not server_caused("http_status", 400, "Error code: 400 - bad context in template")
 
-    def step(code: int | None, infra: int = 0, by_server: int = 0) -> Step:
-        figures = {
-            "runs": 2,
-            "infra_errors": infra,
-            "infra_errors_by_server": by_server,
-            "infra_messages": ["target/t/0/nostream: http_status 400 context"] * infra,
-        }
-        return Step("bfcl bfcl:multi_turn_base:2", [], role="bfcl", exit_code=code,
-                    figures=figures if code is not None else {})  # fmt: skip
+    server_500 = "t/a/0/nostream: http_status 500 " + "peg-native format " * 40
+    timeout = "t/b/0/nostream: timeout no answer in 600 s (did not run to the deadline)"
+
+    def step(code: int | None, theirs: int = 0, ours: int = 0) -> Step:
+        figures = {"runs": 3, "infra_errors": theirs + ours, "infra_errors_by_server": theirs,
+                   "infra_messages": [server_500] * theirs + [timeout] * ours,
+                   "infra_messages_not_server": [timeout] * ours}  # fmt: skip
+        return Step("bfcl bfcl:multi_turn_base:3", [], role="bfcl", exit_code=code,
+                    figures=figures if code is not None else {"error": "would not boot"})  # fmt: skip
 
     assert failed(step(0)) is None and failed(step(1)) is None  # model failures are findings
-    assert failed(step(3, infra=1, by_server=1)) is None  # the server's 500: reported
-    assert "1 infrastructure error(s) not caused by the server" in (failed(step(3, 1)) or "")
-    assert "did not run to the end" in (failed(step(None)) or "")
+    assert failed(step(3, theirs=2)) is None  # the server's 500s: reported
+    code, line = failed(step(3, theirs=1, ours=1)) or (0, "")
+    # exit 3, and the line names the timeout, not the server's (long) 500 message; a
+    # message saying "did not run" does not turn it into exit 2
+    assert code == 3 and "1 infrastructure error(s) not caused by the server" in line
+    assert timeout in line and "peg-native" not in line
+    assert failed(step(None)) == (
+        2,
+        "bfcl bfcl:multi_turn_base:3: did not run to the end (would not boot)",
+    )
     assert failures([step(0)]) == (0, [])
-    assert failures([step(3, infra=2, by_server=1)])[0] == 3
+    assert failures([step(3, theirs=1, ours=1)])[0] == 3
     assert failures([step(None)])[0] == 2
+    # precedence over the other steps: did not run (2) > infrastructure (3) > verdict (1)
+    missed = Step("compare A/B broken-template", [], role="catch", exit_code=0,
+                  figures={"verdict": "NO CHANGE"})  # fmt: skip
+    assert failures([missed, step(3, ours=1)])[0] == 3
+    assert failures([missed, step(3, ours=1), step(None)])[0] == 2
+    assert len(failures([missed, step(3, ours=1)])[1]) == 2  # one line per failing step
+
+
+def test_e2e_driver_bfcl_step_that_cannot_run_is_a_failed_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver's BFCL step: a server that will not start (here no binary) is a failed
+    ``bfcl`` row (exit 2), not a crash of the job; no bfcl-eval is a ``skipped`` row."""
+    import argparse
+
+    import harness.bfcl.data
+    from e2e import driver
+    from harness.errors import ScenarioError
+
+    args = argparse.Namespace(llama_server=str(tmp_path / "no-llama-server"),
+                              bfcl_suite="bfcl:multi_turn_base", bfcl_tasks=1,
+                              template=str(driver.TEMPLATE), boot_timeout=5.0)  # fmt: skip
+    [step] = driver._bfcl(args, tmp_path, tmp_path / "model.gguf")
+    assert (
+        step.role == "bfcl" and step.exit_code == 2 and "no-llama-server" in step.figures["error"]
+    )
+    assert driver.failures([step])[0] == 2
+
+    def missing(where: object) -> None:
+        raise ScenarioError(str(where), "", "bfcl-eval is not installed; run `make bfcl`")
+
+    monkeypatch.setattr(harness.bfcl.data, "require_bfcl", missing)
+    [skipped] = driver._bfcl(args, tmp_path, tmp_path / "model.gguf")
+    assert skipped.role == "report" and skipped.figures["verdict"].startswith("skipped: ")
+    assert driver.failures([skipped]) == (0, [])
 
 
 @pytest.mark.e2e
@@ -268,3 +312,28 @@ def test_e2e_bfcl_on_llama_server(tmp_path: Path, request: pytest.FixtureRequest
     assert code == 0 and result["runs"] == 1, result
     assert result["infra_errors"] == result["infra_errors_by_server"], result
     assert result["turn_checks"] >= 1 or result["infra_errors"]  # BFCL's check ran
+
+
+def test_sim_noise_fails_a_bfcl_task_about_as_often_as_a_one_turn_scenario() -> None:
+    """At temperature > 0 the reference server's noise failure is per run: spread over a
+    BFCL task's user turns (``noise_failure_rate / turns`` each), not drawn at every turn
+    (which failed ~7% of healthy 4-turn tasks at the 2% rate)."""
+    from types import SimpleNamespace
+
+    from harness.sim.model import RequestOptions, plan_for
+    from harness.sim.profiles import get_profile
+
+    profile = get_profile("healthy")
+    task = _task("bfcl:multi_turn_base:5", "multi_turn_base_0")
+    turns = len(task.segments())
+    assert turns >= 3
+    req = RequestOptions(tools=[], temperature=0.7)
+    failed = 0
+    n = 4000
+    for i in range(n):
+        plans = [plan_for(task, SimpleNamespace(user_count=seg + 1), req, f"{i:08x}", profile)  # type: ignore[arg-type]
+                 for seg in range(turns)]  # fmt: skip
+        failed += any(p is not None and p.failure for p in plans)
+    rate = profile.noise_failure_rate
+    # binomial(4000, 0.02): sd 0.0022; per-turn draws would give 1 - 0.98**turns >= 0.059
+    assert abs(failed / n - rate) < 0.01, (failed, n, turns)

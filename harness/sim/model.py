@@ -23,7 +23,8 @@ every ``contains`` string). Sampled requests (temperature > 0) add noise drawn
 from the conversation's nonce: each optional call made with probability
 ``profile.noise_optional_rate``, adjacent steps swapped (``order: free`` only)
 with ``noise_reorder_rate``, and a failed run with ``noise_failure_rate`` (one
-needless repeat of the last step, or an empty final answer).
+needless repeat of the last step, or an empty final answer) per user turn, or, for a
+BFCL task, spread over its user turns (about ``noise_failure_rate`` per task).
 
 Nonce: 8 hex digits identifying a run, carried in the tool_call ids the server
 hands out (``call_<nonce><16 hex>``) so later turns find it again. Greedy requests
@@ -305,10 +306,12 @@ def make_plan(
     profile: SimProfile,
     parallel: bool,
     reorder: bool = True,
+    failure_rate: float | None = None,
 ) -> Plan:
     """Steps for a segment; ``rng`` is ``None`` for greedy (no noise). ``reorder``: adjacent
     steps of an ``order: free`` segment may be swapped (not when the calls depend on each
-    other, as BFCL's do)."""
+    other, as BFCL's do). ``failure_rate``: the chance of a noise failure in this segment
+    (default ``profile.noise_failure_rate``)."""
     keep = [
         c
         for c in seg.calls
@@ -331,7 +334,8 @@ def make_plan(
     ):
         i = rng.randrange(len(steps) - 1)
         steps[i], steps[i + 1] = steps[i + 1], steps[i]
-    if rng.random() < profile.noise_failure_rate:
+    rate = profile.noise_failure_rate if failure_rate is None else failure_rate
+    if rng.random() < rate:
         plan.failure = "repeat" if steps and rng.random() < 0.5 else "no_answer"
         if plan.failure == "repeat":
             steps.append(list(steps[-1]))
@@ -436,12 +440,16 @@ def plan_for(
     if seg is None:
         return None
     rng = None if req.greedy else random.Random(f"{nonce}:{seg}")
-    # BFCL's ground-truth calls depend on each other (`cd` then `ls`): never swapped
-    reorder = sc.bfcl is None
+    # BFCL's ground-truth calls depend on each other (`cd` then `ls`): never swapped; and
+    # a task's noise failure is spread over its turns, so a task fails about as often as
+    # a one-turn scenario (``noise_failure_rate`` per run, not per user turn)
+    segments = sc.segments()
+    bfcl = sc.bfcl is not None
     return make_plan(
-        sc.segments()[seg],
+        segments[seg],
         rng=rng,
         profile=profile,
         parallel=req.parallel_tool_calls,
-        reorder=reorder,
+        reorder=not bfcl,
+        failure_rate=profile.noise_failure_rate / len(segments) if bfcl else None,
     )
