@@ -469,9 +469,8 @@ def _bfcl(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
         print(f"e2e: the BFCL step is skipped: {exc}", file=sys.stderr)
         return [Step(name, [], role="report", figures={"verdict": f"skipped: {exc}"})]
 
-    def up() -> contextlib.AbstractContextManager[str]:
-        cmd = llama_server_command(find_llama_server(args.llama_server), model, free_port(),
-                                   Path(args.template), bfcl.SERVER_ARGS)  # fmt: skip
+    def up() -> contextlib.AbstractContextManager[str]:  # server A's, with bfcl's flags
+        cmd = _command(args, model, free_port(), Variant("bfcl", extra=bfcl.SERVER_ARGS))
         return serve(cmd, out / "server-bfcl.log", timeout_s=args.boot_timeout)
 
     try:

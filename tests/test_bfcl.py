@@ -275,7 +275,7 @@ def test_e2e_driver_bfcl_step_that_cannot_run_is_a_failed_row(
     from e2e import driver
     from harness.errors import ScenarioError
 
-    args = argparse.Namespace(llama_server=str(tmp_path / "no-llama-server"),
+    args = argparse.Namespace(server="llama-server", llama_server=str(tmp_path / "no-llama-server"),
                               bfcl_suite="bfcl:multi_turn_base", bfcl_tasks=1,
                               template=str(driver.TEMPLATE), boot_timeout=5.0)  # fmt: skip
     [step] = driver._bfcl(args, tmp_path, tmp_path / "model.gguf")
