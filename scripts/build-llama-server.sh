@@ -36,6 +36,11 @@ HOME_DIR="$CACHE/llama-server"
 OUT="$HOME_DIR/$KEY"
 LOG="$HOME_DIR/logs/build-$KEY.log"
 
+# The build's scratch folder: global, so that the EXIT trap (which runs after build() has
+# returned, when its locals are gone) still sees it; empty when there is nothing to remove.
+WORK=""
+trap 'rm -rf "${WORK:-/nonexistent}"' EXIT
+
 fail() {
   echo "e2e: FAILED: $1 (log: $LOG)" >&2
   exit 2
@@ -43,8 +48,8 @@ fail() {
 
 build() {
   local work t0 t1
-  work=$(mktemp -d "$HOME_DIR/build-$KEY.XXXXXX")
-  trap 'rm -rf "$work"' EXIT
+  WORK=$(mktemp -d "$HOME_DIR/build-$KEY.XXXXXX")
+  work=$WORK
   echo "e2e: building llama-server from llama-cpp-python $VERSION's vendored llama.cpp" \
     "($JOBS jobs; ~5 min on 2 idle cores, more under load; log: $LOG)" >&2
   t0=$(date +%s)
@@ -66,6 +71,8 @@ build() {
   cp "$work/build/bin/llama-server" "$OUT/llama-server.tmp" && mv "$OUT/llama-server.tmp" "$OUT/llama-server"
   echo "$((t1 - t0)) s wall; load after: $(cut -d' ' -f1-3 /proc/loadavg); $FLAGS" >"$OUT/build.txt"
   cat "$OUT/build.txt" >>"$LOG"
+  rm -rf "$work"
+  WORK=""
   echo "e2e: built llama-server in $((t1 - t0)) s" >&2
 }
 
