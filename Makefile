@@ -14,7 +14,7 @@ AA ?=
 STREAM ?=
 SCENARIOS ?= scenarios
 
-.PHONY: install bfcl test check lint typecheck compare bench e2e clean
+.PHONY: install bfcl test check lint typecheck shellcheck compare record bench e2e clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,8 +31,11 @@ install: $(STAMP)
 # dependencies, plus the one module its backends import (the bfcl extra: mpmath).
 BFCL_EVAL = 2026.3.23
 bfcl: $(STAMP)
-	$(BIN)/pip install -q -e '.[bfcl]'
-	$(BIN)/pip install -q --no-deps bfcl-eval==$(BFCL_EVAL)
+	@$(BIN)/pip install -q -e '.[bfcl]' > $(VENV)/bfcl-install.log 2>&1 \
+	  || (cat $(VENV)/bfcl-install.log; exit 1)
+	@$(BIN)/pip install -q --no-deps bfcl-eval==$(BFCL_EVAL) >> $(VENV)/bfcl-install.log 2>&1 \
+	  || (cat $(VENV)/bfcl-install.log; exit 1)
+	@echo "bfcl-eval $(BFCL_EVAL) installed (log: $(VENV)/bfcl-install.log)"
 
 test: $(STAMP)
 	$(BIN)/pytest -q tests
@@ -44,9 +47,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-check: lint typecheck
+# shellcheck over the shell scripts (a system package, not in the venv: apt-get install
+# shellcheck on Debian/Ubuntu, brew install shellcheck on macOS).
+SHELL_SCRIPTS = scripts/*.sh .ci/run
+shellcheck:
+	@command -v shellcheck >/dev/null 2>&1 || { echo "make shellcheck: shellcheck is not" \
+	  "installed: apt-get update && apt-get install -y shellcheck (Debian/Ubuntu)," \
+	  "brew install shellcheck (macOS)" >&2; exit 2; }
+	shellcheck $(SHELL_SCRIPTS)
 
-# make compare [FUSED=url UNFUSED=url] [REPEATS=n] [MODEL=name] [AA=1] [STREAM=on|both] [SCENARIOS=dir|bfcl:multi_turn_base]
+check: lint typecheck shellcheck
+
+# make compare [FUSED=url|dir UNFUSED=url|dir] [REPEATS=n] [MODEL=name] [AA=1] [STREAM=on|both] [SCENARIOS=dir|bfcl:multi_turn_base]
 AA_URL = $(or $(UNFUSED),$(FUSED))
 AA_LABEL = $(if $(UNFUSED),unfused,fused)
 SIDES = $(if $(AA),$(if $(AA_URL),--baseline $(AA_URL) --baseline-label $(AA_LABEL)), \
@@ -58,13 +70,33 @@ COMPARE_ARGS = $(strip $(SIDES) \
 
 compare: $(STAMP)
 	@if [ -n "$(FUSED)" ] && [ -z "$(UNFUSED)" ] && [ -z "$(AA)" ]; then \
-	  echo "make compare: UNFUSED= is missing: give both servers (make compare FUSED=url UNFUSED=url)," >&2; \
-	  echo "  or AA=1 to compare FUSED with itself, or neither URL for the built-in reference servers" >&2; exit 2; fi
+	  echo "make compare: UNFUSED= is missing: give the baseline, a URL or a recording's folder" >&2; \
+	  echo "  (one box: make record UNFUSED=url, stop it, start the fused build, then" >&2; \
+	  echo "  make compare UNFUSED=results/<id> FUSED=url), or AA=1 to compare FUSED with itself," >&2; \
+	  echo "  or neither for the built-in reference servers" >&2; exit 2; fi
 	@if [ -n "$(UNFUSED)" ] && [ -z "$(FUSED)" ] && [ -z "$(AA)" ]; then \
 	  echo "make compare: FUSED= is missing: give both servers (make compare FUSED=url UNFUSED=url)," >&2; \
 	  echo "  or AA=1 to compare UNFUSED with itself, or neither URL for the built-in reference servers" >&2; exit 2; fi
 	@echo "harness compare $(COMPARE_ARGS)"
 	@$(HARNESS) compare $(COMPARE_ARGS)
+
+# One server at a time (one GPU box): record the unfused build, stop it, start the fused
+# build, compare against the recording:
+#   make record UNFUSED=http://127.0.0.1:30000            # prints the recording's folder
+#   make compare UNFUSED=results/<id> FUSED=http://127.0.0.1:30000
+# (UNFUSED and FUSED each take a URL or a recording's folder; LABEL= names the recording.)
+LABEL ?=
+RECORD_URL = $(or $(UNFUSED),$(FUSED))
+RECORD_LABEL = $(or $(LABEL),$(if $(UNFUSED),unfused,fused))
+RECORD_ARGS = $(strip --target $(RECORD_URL) --label $(RECORD_LABEL) \
+  $(if $(REPEATS),--repeats $(REPEATS)) $(if $(MODEL),--model $(MODEL)) \
+  $(if $(STREAM),--stream $(STREAM)) $(SCENARIOS))
+
+record: $(STAMP)
+	@if [ -z "$(RECORD_URL)" ]; then \
+	  echo "make record: give the server to record: make record UNFUSED=url (or FUSED=url)" >&2; exit 2; fi
+	@echo "harness record $(RECORD_ARGS)"
+	@$(HARNESS) record $(RECORD_ARGS)
 
 # The harness's own speed and scale (bench/): one table, JSON under results/bench/.
 # BENCH_ARGS="--quick" for a smoke run, "--only 1,3" for some benchmarks (~5 min in full).
@@ -81,6 +113,7 @@ bench: $(STAMP)
 # End to end on a real server: upstream llama-server + SmolLM2-135M on the CPU (scripts/e2e.sh).
 # The llama-cpp-python wheel and llama-server (from the llama.cpp tree in its sdist) are
 # built once into $(HARNESS_E2E_CACHE) (~/.cache/harness-e2e); E2E_ARGS="..." for the driver.
+# E2E_ARGS=--prepare only installs and builds (warms the cache), says what it has, exits 0.
 e2e: $(STAMP)
 	VENV=$(VENV) bash scripts/e2e.sh
 

@@ -10,33 +10,36 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
 1. ``harness boot`` of the server command (launch, health wait on ``/health``, log
    capture, shutdown): a failure to boot ends the job with exit code 2.
 2. Server A up: ``harness run`` on ``e2e/scenarios`` (streaming and not, ``--run-repeats``
-   each).
-3. A2, a second process of the same configuration, up beside A: ``harness compare``
-   A/A at the scenarios' temperature (0.4) over ``--repeats``, streaming and not
-   (required: not REGRESSION; its figures give the pass rates per scenario and stream
-   mode), and ``harness gsm8k`` A/A on ``--gsm8k-questions``.
-4. B, the same server with the chat template that drops tool results
-   (``e2e/templates/chatml-tools-drops-results.jinja``): ``compare`` A against B
-   (required: REGRESSION; the kinds it names are reported, ``repeat_loop`` among them
-   or not: see the README).
-5. C, the same server with a wrong RoPE base (``--rope-freq-base 10000``; SmolLM2 is
-   trained with 100000): ``compare`` A against C, reported whatever it says
-   (``--no-rope`` skips it).
+   each); A2, a second process of the same configuration, up beside A: ``harness gsm8k``
+   A/A on ``--gsm8k-questions``. Both are then stopped.
+3. One server at a time from here, as on a GPU box that fits one: ``harness record --cmd
+   <A>`` launches A, records it (``--catch-repeats`` repeats per scenario and stream mode,
+   one round: the most any comparison below reads) and stops it.
+4. ``harness compare --baseline <recording> --candidate-cmd <A again>``: A/A at the
+   scenarios' temperature (0.4) over ``--repeats``, streaming and not (required: not
+   REGRESSION; its figures give the pass rates per scenario and stream mode).
+5. The same against B, A with the chat template that drops tool results
+   (``e2e/templates/chatml-tools-drops-results.jinja``), over ``--catch-repeats``
+   (required: REGRESSION; the kinds it names are reported, ``repeat_loop`` among them or
+   not: see the README), and against C, A with a wrong RoPE base (``--rope-freq-base
+   10000``; SmolLM2 is trained with 100000), reported whatever it says (``--no-rope``
+   skips it).
 6. ``harness report --markdown`` for each run folder.
 7. The BFCL step (:mod:`e2e.bfcl`; llama-server only; ``--bfcl-tasks 0`` skips it, and it
    is skipped with one line and a ``skipped`` row when bfcl-eval is not installed): the first ``--bfcl-tasks`` tasks of
    ``--bfcl-suite`` once each on a llama-server of its own (required: it runs to the end
    with no infrastructure error that the server did not cause; its pass rate is reported).
 8. The numerics step (:mod:`e2e.logprobs_step`, skipped with ``--no-logprobs``) on
-   llama-cpp-python's server (``--logits_all true``: prompt logprobs with ``echo``):
-   ``harness logprobs`` A/A (must be NO CHANGE), against a wrong RoPE base (must be
-   REGRESSION, else the job fails with exit 1) and against a q4_0 KV cache (reported);
-   then ``e2e.json`` and ``e2e.md``.
+   llama-cpp-python's server (``--logits_all true``: prompt logprobs with ``echo``), one
+   server at a time: L's numerics recorded (``harness record --numerics-only``), then
+   ``harness logprobs --baseline <recording>`` against L again (must be NO CHANGE), a
+   wrong RoPE base (must be REGRESSION, else the job fails with exit 1) and a q4_0 KV
+   cache (reported); then ``e2e.json`` and ``e2e.md``.
 
 With ``--server llama-cpp-python`` (``python -m llama_cpp.server``, chat format
 ``chatml-function-calling``, ``e2e/scenarios-llama-cpp-python``): the boot check, the
-run, the A/A compare and GSM8K as above, and an A/B with ``--ab-args`` (default: a q4_0
-KV cache), reported whatever it says.
+run, GSM8K, the recording and the A/A compare as above, and an A/B with ``--ab-args``
+(default: a q4_0 KV cache), reported whatever it says.
 
 Exit codes: 0 every required verdict held; 1 one did not (an A/A comparison reported a
 regression on real noise, the broken-template A/B was not a REGRESSION, or the numerics
@@ -323,25 +326,6 @@ def _run_step(args: argparse.Namespace, out: Path, a: str) -> Step:
                         args.scenarios, *_common(out, "run")], role="run")  # fmt: skip
 
 
-def _compare_step(
-    args: argparse.Namespace, out: Path, a: str, other: str, name: str, role: Role
-) -> Step:
-    """``harness compare`` of A (baseline) against ``other``, streaming and not
-    (``--catch-repeats`` repeats for the ``catch`` step, else ``--repeats``), in one round
-    (``--no-sequential``: the job's time is bounded) and without the numerics section
-    (``--no-logprobs``: llama-server gives logprobs of generated tokens only; the numerics
-    step scores prompts on llama-cpp-python's server)."""
-    label = name.split()[-1]
-    repeats = args.catch_repeats if role == "catch" else args.repeats
-    run_id = "compare-" + name.lower().replace("/", "").replace(" ", "-")
-    return Step(f"compare {name}", ["compare", "--baseline", a, "--candidate", other,
-                                    "--baseline-label", "A", "--candidate-label", label,
-                                    "--repeats", str(repeats), "--stream", "both",
-                                    "--no-sequential", "--no-logprobs",
-                                    "--concurrency", str(args.concurrency), args.scenarios,
-                                    *_common(out, run_id)], role=role)  # fmt: skip
-
-
 def _gsm8k_step(args: argparse.Namespace, out: Path, a: str, a2: str) -> Step:
     # llama-cpp-python serves one request at a time; llama-server has 2 slots
     parallel = "2" if args.server == "llama-server" else "1"
@@ -422,6 +406,52 @@ def _check_inputs(args: argparse.Namespace) -> Path:
     return find_model()
 
 
+def _launch_args(args: argparse.Namespace, model: Path, v: Variant) -> list[str]:
+    """``--cmd``-style arguments of a variant launched by the harness itself (its command on
+    a free port, where it answers, its health endpoint, how long to wait)."""
+    port = free_port()
+    health = HEALTH_PATH if args.server == "llama-cpp-python" else LLAMA_SERVER_HEALTH
+    return [shlex.join(_command(args, model, port, v)), "--url", f"http://127.0.0.1:{port}",
+            "--health-path", health, "--boot-timeout", f"{args.boot_timeout:g}"]  # fmt: skip
+
+
+def _record_step(args: argparse.Namespace, out: Path, model: Path) -> Step:
+    """``harness record --cmd <A>``: server A launched, recorded at ``--catch-repeats``
+    repeats per scenario and stream mode (the most any comparison below reads), stopped."""
+    cmd, *launch = _launch_args(args, model, Variant("A"))
+    return Step("record A", ["record", "--cmd", cmd, *launch, "--label", "A",
+                             "--repeats", str(args.catch_repeats), "--rounds", "1",
+                             "--stream", "both", "--no-logprobs",
+                             "--concurrency", str(args.concurrency), args.scenarios,
+                             *_common(out, RECORDING)], role="run")  # fmt: skip
+
+
+def _recorded_compare_step(
+    args: argparse.Namespace, out: Path, model: Path, v: Variant, name: str, role: Role
+) -> Step:
+    """``harness compare --baseline <recording of A> --candidate-cmd <v>``: the candidate
+    launched once A is down (one server at a time), compared in one round
+    (``--no-sequential``: the job's time is bounded; ``--catch-repeats`` repeats for the
+    ``catch`` step, else ``--repeats``) without the numerics section (llama-server gives
+    logprobs of generated tokens only; the numerics step scores prompts on
+    llama-cpp-python's server)."""
+    label = name.split()[-1]
+    repeats = args.catch_repeats if role == "catch" else args.repeats
+    run_id = "compare-" + name.lower().replace("/", "").replace(" ", "-")
+    cmd, *launch = _launch_args(args, model, v)
+    return Step(f"compare {name}", ["compare", "--baseline", str(out / RECORDING),
+                                    "--candidate-cmd", cmd, *launch,
+                                    "--baseline-label", "A", "--candidate-label", label,
+                                    "--repeats", str(repeats), "--stream", "both",
+                                    "--no-sequential", "--no-logprobs",
+                                    "--concurrency", str(args.concurrency), args.scenarios,
+                                    *_common(out, run_id)], role=role)  # fmt: skip
+
+
+#: the run folder of server A's recording (the baseline of every comparison of the job)
+RECORDING = "record-A"
+
+
 def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
     boot = _harness(_boot_step(args, out, model))
     _fill(boot, out)
@@ -438,12 +468,18 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
 
     with up(Variant("A")) as a:
         steps.append(_harness(_run_step(args, out, a)))
-        # A/A: a second process of the same configuration, so both cores work
+        # GSM8K A/A on two live servers side by side (both cores work)
         with up(Variant("A2")) as a2:
-            steps.append(_harness(_compare_step(args, out, a, a2, "A/A A-again", "aa")))
             steps.append(_harness(_gsm8k_step(args, out, a, a2)))
+    # one server at a time from here, as on a GPU box that fits one: A recorded and
+    # stopped, then each candidate launched and compared against the recording
+    record = _harness(_record_step(args, out, model))
+    steps.append(record)
+    if record.exit_code == 0:
+        aa = _recorded_compare_step(args, out, model, Variant("A2"), "A/A A-again", "aa")
+        steps.append(_harness(aa))
         for variant, name, role in _variants(args):
-            steps += _ab_or_boot_failure(args, out, a, up(variant), name, role)
+            steps.append(_harness(_recorded_compare_step(args, out, model, variant, name, role)))
     for s in steps[1:]:
         if s.argv:
             _fill(s, out)
@@ -451,7 +487,9 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
     if args.server == "llama-server" and args.bfcl_tasks > 0:
         steps += _bfcl(args, out, model)
     if not args.no_logprobs:  # numerics (e2e/logprobs_step.py), on llama-cpp-python's server
-        steps += logprobs_step.logprobs_steps(out, _echo_server(args, model, out), _harness, Step)
+        steps += logprobs_step.logprobs_steps(
+            out, _echo_server(args, model, out), _harness, Step, _echo_launch(args, model)
+        )
     return steps
 
 
@@ -482,6 +520,19 @@ def _bfcl(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
     return [step]
 
 
+def _echo_launch(args: argparse.Namespace, model: Path) -> logprobs_step.Launch:
+    """``launch(extra_args)``: ``--cmd``-style arguments of llama-cpp-python's server with
+    ``extra_args`` on a free port (for ``harness record --cmd``)."""
+
+    def launch(extra: Sequence[str]) -> list[str]:
+        port = free_port()
+        return [shlex.join(server_command(model, port, extra)), "--url",
+                f"http://127.0.0.1:{port}", "--health-path", HEALTH_PATH,
+                "--boot-timeout", f"{args.boot_timeout:g}"]  # fmt: skip
+
+    return launch
+
+
 def _echo_server(args: argparse.Namespace, model: Path, out: Path) -> logprobs_step.Up:
     """``up(name, extra_args)`` for the numerics step: llama-cpp-python's server, whose
     ``/v1/completions`` returns prompt logprobs with ``echo`` (upstream llama-server
@@ -492,22 +543,6 @@ def _echo_server(args: argparse.Namespace, model: Path, out: Path) -> logprobs_s
         return serve(cmd, out / f"server-{name}.log", timeout_s=args.boot_timeout)
 
     return up
-
-
-def _ab_or_boot_failure(
-    args: argparse.Namespace, out: Path, a: str, server: contextlib.AbstractContextManager[str],
-    name: str, role: Role,
-) -> list[Step]:  # fmt: skip
-    """One A/B compare step; a server that will not boot is the A/B's finding, not a job
-    failure (a ``catch`` step then fails the job, as every miss does)."""
-    try:
-        with server as b:
-            return [_harness(_compare_step(args, out, a, b, name, role))]
-    except E2EError as exc:
-        print(f"e2e: the server of {name} did not boot: {exc}", file=sys.stderr)
-        return [Step(f"boot {name}", [], role="report" if role == "report" else "run",
-                     exit_code=2 if role != "report" else 1,
-                     figures={"verdict": "REGRESSION", "message": f"did not boot: {exc}"})]  # fmt: skip
 
 
 def caught(step: Step) -> bool:
@@ -540,7 +575,10 @@ def failures(steps: Sequence[Step]) -> tuple[int, list[str]]:
             why.append(f"{s.name}: did not run (exit {s.exit_code})")
             codes.add(2)
         elif s.exit_code == 3 and s.role != "run":
-            why.append(f"{s.name}: too many infrastructure errors to judge (exit 3)")
+            why.append(
+                f"{s.name}: too many infrastructure errors to judge, or its server did not "
+                "boot (exit 3)"
+            )
             codes.add(3)
         elif s.role == "aa" and (verdict == "REGRESSION" or s.exit_code == 1):
             why.append(f"{s.name}: {verdict} (exit {s.exit_code}), required: not REGRESSION")

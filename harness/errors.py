@@ -6,7 +6,9 @@
     ├── ScenarioError (ValueError)  a scenario file that cannot be used (file, field, fix)
     │   └── MatrixError             a matrix file that cannot be used
     ├── RunFolderError (ValueError) a results folder that cannot be read, resumed or written
-    │   └── ReportInputError        ... for the report (a file in it is missing or unreadable)
+    │   ├── ReportInputError        ... for the report (a file in it is missing or unreadable)
+    │   └── RecordingError          a recorded baseline that cannot serve a comparison
+    │                               (scenario changed, model, sampling, too few runs, ...)
     ├── GSM8KDataError              GSM8K data missing, malformed or not downloadable
     ├── OptionValueError            an option value that does not parse (flag, env or ini)
     │   (ValueError, argparse.ArgumentTypeError)
@@ -49,6 +51,7 @@ __all__ = [
     "LogprobsError",
     "MatrixError",
     "OptionValueError",
+    "RecordingError",
     "ReportInputError",
     "RequestFailed",
     "RunFolderError",
@@ -95,6 +98,11 @@ class RunFolderError(HarnessError, ValueError):
 
 class ReportInputError(RunFolderError):
     """A run folder the report cannot read; ``str`` is one line naming file and fix."""
+
+
+class RecordingError(RunFolderError):
+    """A recorded baseline (``harness record``) that cannot serve a comparison: one line
+    naming the folder, what differs and the fix (exit 2)."""
 
 
 class GSM8KDataError(HarnessError):

@@ -44,6 +44,7 @@ __all__ = [
     "stream_mode",
     "temperature",
     "text",
+    "url_or_recording",
 ]
 
 
@@ -63,6 +64,18 @@ def http_url(value: str) -> str:
             f"{value!r}: a query string or fragment is not supported (give the base URL, "
             "e.g. http://127.0.0.1:30000/v1; the API key goes in --api-key-env's variable)"
         )
+    return value
+
+
+def url_or_recording(value: str) -> str:
+    """A server URL (:func:`http_url`), or a recording's folder (``harness record``):
+    anything not starting with ``http://``/``https://`` is a path, checked when opened
+    (:meth:`harness.recording.Recording.open`: one line naming the folder and the fix)."""
+    value = value.strip()
+    if value.lower().startswith(("http://", "https://")):
+        return http_url(value)
+    if not value:
+        raise OptionValueError("empty value: give a server URL or a recording folder")
     return value
 
 
@@ -187,8 +200,9 @@ _TABLE = (
     Option("target", "--target", http_url, None,
            "URL of the server under test, e.g. http://127.0.0.1:30000 (with or without /v1)",
            "URL"),
-    Option("baseline", "--baseline", http_url, None,
-           "URL of the baseline server to compare against", "URL"),
+    Option("baseline", "--baseline", url_or_recording, None,
+           "the baseline to compare against: a server URL, or the folder of a recording "
+           "(harness record; the server need not run)", "URL|DIR"),
     Option("model", "--model", text, None,
            "model name sent in requests (default: the first of GET /v1/models)", "NAME"),
     Option("repeats", "--repeats", positive_int, None,

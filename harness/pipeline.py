@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 from harness.client.target import TargetConfig
 from harness.errors import RunFolderError
 from harness.kinds import plural
+from harness.recording import RecordedSide
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario
 from harness.scoring.divergence import first_divergence, pick_pair
@@ -39,7 +40,18 @@ from harness.stats.verdict import decide, judge_run
 from harness.summary import Aggregate, Settings, SideInfo, Summary, Verdict
 from harness.transcript import RunRecord, TargetInfo
 
-__all__ = ["FolderContext", "compare", "engagement", "score_folder", "summarize"]
+__all__ = [
+    "FolderContext",
+    "Target",
+    "attach_boot",
+    "compare",
+    "engagement",
+    "score_folder",
+    "summarize",
+]
+
+#: one side of a comparison: a live server, or a recording of one
+Target = TargetConfig | RecordedSide
 
 
 @dataclass
@@ -349,6 +361,17 @@ def score_folder(folder: RunFolder, context: FolderContext | None = None) -> Sum
     return summary
 
 
+def attach_boot(folder: RunFolder, side: str, boot: dict[str, Any]) -> Summary:
+    """Record a launched side's boot checks (``SideInfo.boot``, finished once the server is
+    stopped) in the folder's context and summary; returns the summary re-written."""
+    context = _previous_context(folder)
+    context = replace(context, kind=context.kind or folder.kind())
+    info = context.sides.get(side) or SideInfo(side=side, label=side)
+    context.sides[side] = info.model_copy(update={"boot": boot})
+    _save_context(folder, context)
+    return score_folder(folder, context)
+
+
 def _fold_numerics(summary: Summary, folder: RunFolder) -> None:
     """A comparison whose numerics section (``logprobs.json``,
     :mod:`harness.numerics.section`) is a REGRESSION is a REGRESSION, whatever the behaviour
@@ -392,26 +415,37 @@ def summarize(
 
 
 def engagement(
-    baseline: TargetConfig,
-    candidate: TargetConfig,
+    baseline: Target,
+    candidate: Target,
     logs: tuple[str | None, str | None] = (None, None),
     *,
     aa: bool = False,
 ) -> tuple[dict[str, SideInfo], list[str], dict[str, list[Any]] | None]:
     """Both sides' fusion engagement (:mod:`harness.server.fusion`), the warning when the
     feature under test does not differ (none under ``aa``: one server against itself), and
-    the server arguments that differ (``{arg: [baseline, candidate]}``)."""
+    the server arguments that differ (``{arg: [baseline, candidate]}``). A recorded side
+    (:class:`~harness.recording.RecordedSide`) gives the facts recorded with it."""
     sides = {
         "baseline": SideInfo(side="baseline", label=baseline.label),
         "candidate": SideInfo(side="candidate", label=candidate.label),
     }
-    try:
-        eb = fusion.collect_engagement(baseline.base_url, log_path=logs[0])
-        ec = fusion.collect_engagement(candidate.base_url, log_path=logs[1])
-    except Exception as exc:  # never let the engagement probe break a comparison
-        return sides, [f"fusion engagement not collected: {type(exc).__name__}: {exc}"], None
-    sides["baseline"].fusion = eb.model_dump(mode="json")
-    sides["candidate"].fusion = ec.model_dump(mode="json")
+    found: dict[str, fusion.FusionEngagement] = {}
+    for (name, t), log in zip(
+        (("baseline", baseline), ("candidate", candidate)), logs, strict=True
+    ):
+        if isinstance(t, RecordedSide):  # the facts recorded with it
+            sides[name] = t.recording.side_info(name, t.label)
+            if sides[name].fusion:
+                found[name] = fusion.FusionEngagement.model_validate(sides[name].fusion)
+            continue
+        try:
+            found[name] = fusion.collect_engagement(t.base_url, log_path=log)
+        except Exception as exc:  # never let the engagement probe break a comparison
+            return sides, [f"fusion engagement not collected: {type(exc).__name__}: {exc}"], None
+        sides[name].fusion = found[name].model_dump(mode="json")
+    if len(found) < 2:
+        return sides, [], None
+    eb, ec = found["baseline"], found["candidate"]
     warning = None if aa else fusion.fusion_warning(eb, ec)
     diff = fusion.server_args_diff(eb.server_args, ec.server_args)
     return (
@@ -423,8 +457,8 @@ def engagement(
 
 def compare(
     scenarios: Sequence[Scenario],
-    baseline: TargetConfig,
-    candidate: TargetConfig,
+    baseline: Target,
+    candidate: Target,
     *,
     settings: Settings,
     folder: RunFolder,
@@ -444,6 +478,11 @@ def compare(
     (:mod:`harness.stats.sequential`); the summary says which round decided.
     ``after_runs(folder)`` is called once the folder is scored, the servers still up (the
     numerics section, :func:`harness.numerics.section.logprobs_section`).
+
+    Either side may be a recording (:class:`~harness.recording.RecordedSide`, checked by
+    the caller with :meth:`~harness.recording.Recording.check`): before each round its
+    recorded runs of that round are copied into ``folder`` as that side
+    (:meth:`~harness.recording.Recording.copy_runs`), and only live sides run.
     """
     baseline.side, candidate.side = "baseline", "candidate"
     sides, warnings, diff = engagement(baseline, candidate, logs, aa=settings.aa)
@@ -463,7 +502,7 @@ def compare(
 
 def _rounds(
     scenarios: Sequence[Scenario],
-    targets: tuple[TargetConfig, TargetConfig],
+    targets: tuple[Target, Target],
     folder: RunFolder,
     context: FolderContext,
     progress: bool,
@@ -489,18 +528,26 @@ def _rounds(
 
 def _run_round(
     scenarios: Sequence[Scenario],
-    targets: tuple[TargetConfig, TargetConfig],
+    targets: tuple[Target, Target],
     settings: Settings,
     folder: RunFolder,
     repeats: int | None,
     progress: bool,
 ) -> None:
-    """Run every scenario up to ``repeats`` per side (runs already there are kept)."""
+    """Run every scenario up to ``repeats`` per side (runs already there are kept); a
+    recorded side's runs up to ``repeats`` are copied from its recording."""
     from harness.runner import SamplingPolicy, run_many_sync
 
+    live = [t for t in targets if isinstance(t, TargetConfig)]
+    for t in targets:
+        if isinstance(t, RecordedSide):
+            n = repeats if repeats is not None else max(s.repeats for s in scenarios)
+            t.recording.copy_runs(folder, t.side, t.label, n)
+    if not live:
+        return
     run_many_sync(
         scenarios,
-        list(targets),
+        live,
         repeats=repeats,
         stream=settings.stream if settings.stream == "both" else bool(settings.stream),
         concurrency=settings.concurrency or 8,

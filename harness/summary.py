@@ -261,6 +261,11 @@ class SideInfo(_Model):
     infra_error_kinds: dict[str, int] = Field(default_factory=dict)
     #: one message per infrastructure-error kind, for the console and the report
     infra_error_examples: dict[str, str] = Field(default_factory=dict)
+    #: the recording this side was read from (``--baseline results/<id>``), else None
+    recorded: str | None = None
+    #: the boot checks when the harness launched this side (``--baseline-cmd``, ``harness
+    #: record --cmd``): ``{"verdict", "url", "checks": [{name, verdict, detail}], "crash"}``
+    boot: dict[str, Any] | None = None
 
 
 class Settings(_Model):

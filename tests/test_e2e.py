@@ -354,23 +354,15 @@ def test_real_server_runs_are_recorded_and_scored(
     assert sum(1 for r in judged for _ in r.all_tool_calls()) >= 1
 
 
-def test_a_server_that_does_not_boot_is_the_ab_finding(tmp_path: Path) -> None:
-    import argparse
-
-    port = e2e.free_port()
-    cmd = [sys.executable, "-c", "raise SystemExit('bad --rope-freq-base')", "--port", str(port)]
-    args = argparse.Namespace(repeats=1, concurrency=1, scenarios="s")
-    server_c = e2e.serve(cmd, tmp_path / "server-C.log", timeout_s=30)
-    steps = e2e._ab_or_boot_failure(
-        args, tmp_path, "http://127.0.0.1:1", server_c, "A/B rope-base", "report"
-    )
-    assert [s.name for s in steps] == ["boot A/B rope-base"]
-    assert "bad --rope-freq-base" in steps[0].figures["message"]
+def test_a_candidate_that_does_not_boot_fails_only_a_required_step() -> None:
+    # harness compare --candidate-cmd exits 3 when the candidate does not boot
     ok = [_step("boot", 0, role="boot"), _step("compare A/A", 0, "NO CHANGE", "aa")]
-    assert e2e.exit_code([*ok, *steps]) == 0  # reported, not a job failure
-    # ... but a broken-template server that does not boot is a job failure (exit 2)
-    server_b = e2e.serve(cmd, tmp_path / "server-B.log", timeout_s=30)
-    steps = e2e._ab_or_boot_failure(
-        args, tmp_path, "http://127.0.0.1:1", server_b, "A/B broken-template", "catch"
-    )
-    assert e2e.exit_code([*ok, *steps]) == 2
+    rope = _step("compare A/B rope-base", 3)
+    assert e2e.exit_code([*ok, rope]) == 0  # reported, not a job failure
+    broken = _step("compare A/B broken-template", 3, None, "catch")
+    code, why = e2e.failures([*ok, broken])
+    assert code == 3
+    assert why == [
+        "compare A/B broken-template: too many infrastructure errors to judge, or its "
+        "server did not boot (exit 3)"
+    ]

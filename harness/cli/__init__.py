@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "run": "harness.cli.run",
     "sim": "harness.cli.sim",
     "compare": "harness.cli.compare",
+    "record": "harness.cli.record",
     "logprobs": "harness.cli.logprobs",
     "score": "harness.cli.score",
     "gsm8k": "harness.cli.gsm8k",

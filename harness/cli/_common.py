@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from harness.cli import ExitCode
 from harness.client.target import server_root
 from harness.errors import OptionValueError, RunFolderError
 from harness.gsm8k.models import GSM8KSummary
-from harness.options import add_argument
+from harness.options import OPTIONS, add_argument, http_url
 from harness.present.report import write_report_or_warning
 from harness.redaction import redact_text, redact_url
 from harness.runfolder import DEFAULT_RESULTS, RunFolder, check_run_id
@@ -219,3 +221,57 @@ def write_report_or_warn(folder: RunFolder, console: Console, *, say: bool = Tru
     elif say:
         console.print(f"report: {path}", soft_wrap=True, markup=False, highlight=False)
     return path
+
+
+# ------------------------------------------------------------------ launched servers
+
+
+def add_launch_arguments(p: argparse.ArgumentParser) -> None:
+    """The boot options of a server the command launches (``--cmd``, ``--baseline-cmd``,
+    ``--candidate-cmd``): where it answers, how long to wait, what its fusion must be."""
+    g = p.add_argument_group("launched servers (--cmd)")
+    g.add_argument("--url", type=http_url, help="where a launched server answers (else its --port)")
+    opt = OPTIONS["boot_timeout"]
+    g.add_argument(
+        opt.flag, type=opt.parse, default=opt.default, metavar=opt.metavar, help=opt.help
+    )
+    g.add_argument("--health-path", default="/health", help="health endpoint (default /health)")
+    g.add_argument("--expect-fusion", choices=["on", "off"],
+                   help="a launched server's boot check FAILs unless fusion is in this state")  # fmt: skip
+
+
+@contextlib.contextmanager
+def launched_side(
+    cmd: str, run_dir: Path, args: argparse.Namespace, *, url: str | None = None
+) -> Iterator[tuple[str | None, Any]]:
+    """Launch ``cmd`` with the boot checks (:func:`harness.server.boot.serving`; log and
+    ``boot.json`` in ``run_dir``); yield ``(url, report)``: the healthy server's root, or
+    None when it did not boot (the report quotes why). The server is stopped, and the
+    report finished, when the block is left (SIGTERM and Ctrl-C included)."""
+    from harness.server.boot import serving
+
+    with serving(
+        cmd, run_dir=run_dir, timeout_s=args.boot_timeout, health_path=args.health_path,
+        url=url or getattr(args, "url", None), expect_fusion=args.expect_fusion,
+    ) as report:  # fmt: skip
+        yield report.healthy_url(), report
+
+
+def print_side_boot(
+    console: Console, role: str, boot: dict[str, Any] | None, label: str | None = None
+) -> None:
+    """One line per launched side: ``<role> (<label>) boot: PASS at URL; fusion ON``, and
+    a crash quoted under it (at most 8 lines)."""
+    if not boot:
+        return
+    label = role if not label or label == role else f"{role} ({label})"
+    failed = [
+        f"{c['name']} {c['verdict']}" for c in boot.get("checks", []) if c["verdict"] == "FAIL"
+    ]
+    line = (
+        f"{label} boot: {boot.get('verdict')} at {boot.get('url') or '?'}; fusion "
+        f"{boot.get('fusion') or 'UNKNOWN'}" + (f" (failed: {', '.join(failed)})" if failed else "")
+    )
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for q in (boot.get("crash") or [])[-8:]:
+        console.print(f"    | {redact_text(q)}", markup=False, highlight=False, soft_wrap=True)

@@ -29,10 +29,11 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from harness.cli import ExitCode, interrupted_code
 from harness.cli._common import (
+    add_launch_arguments,
     add_stream_argument,
     check_resume,
     exit_code,
@@ -44,11 +45,12 @@ from harness.cli._common import (
 )
 from harness.client.target import TargetConfig
 from harness.numerics.adapters import ADAPTERS
-from harness.options import add_argument, http_url, positive_int
-from harness.pipeline import compare
+from harness.options import add_argument, positive_int, url_or_recording
+from harness.pipeline import Target, compare
 from harness.present.console import make_console, render_compare
 from harness.present.verifier import write_verifier
 from harness.present.views import first_drift
+from harness.recording import RecordedSide, Recording, is_recording_ref
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario, load_scenarios
 from harness.scoring.trigger import single_turn
@@ -64,10 +66,25 @@ DEFAULT_REPEATS = 5
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
-    add_argument(p, "baseline", help="baseline server (e.g. the unfused build)")
+    add_argument(
+        p, "baseline",
+        help="baseline: a server URL (e.g. the unfused build), or a recording's folder "
+        "(harness record; the server need not run)",
+    )  # fmt: skip
     p.add_argument(
-        "--candidate", metavar="URL", type=http_url, help="candidate server (e.g. the fused build)"
-    )
+        "--candidate", metavar="URL|DIR", type=url_or_recording,
+        help="candidate: a server URL (e.g. the fused build), or a recording's folder",
+    )  # fmt: skip
+    p.add_argument(
+        "--baseline-cmd", metavar="CMD",
+        help="launch the baseline with this command (boot checks), record it into the run "
+        "folder and stop it, then launch --candidate-cmd and compare: one server at a time",
+    )  # fmt: skip
+    p.add_argument(
+        "--candidate-cmd", metavar="CMD",
+        help="launch the candidate with this command once the baseline is recorded and stopped",
+    )  # fmt: skip
+    add_launch_arguments(p)
     p.add_argument(
         "--baseline-label",
         default=None,
@@ -159,10 +176,23 @@ def _usage_error(msg: str) -> int:
 
 def _check(args: argparse.Namespace) -> str | None:
     """A usage problem in ``args``, or None."""
-    if args.aa and args.baseline and args.candidate:
+    if args.baseline_cmd and args.baseline:
+        return "give --baseline (a URL or a recording) or --baseline-cmd, not both"
+    if args.candidate_cmd and args.candidate:
+        return "give --candidate (a URL or a recording) or --candidate-cmd, not both"
+    base = args.baseline or args.baseline_cmd
+    cand = args.candidate or args.candidate_cmd
+    if args.aa and base and cand:
         return "--aa compares one server with itself: give --baseline URL alone (drop --candidate)"
-    if bool(args.baseline) != bool(args.candidate) and not args.aa:
-        given = "--baseline" if args.baseline else "--candidate"
+    if args.aa and (args.baseline_cmd or args.candidate_cmd):
+        return "--aa takes --baseline URL, not a launch command"
+    if args.aa and is_recording_ref(args.baseline or args.candidate):
+        return (
+            "--aa needs a live server: against a recording, compare a second recording or a "
+            "server (--baseline results/<id> --candidate URL)"
+        )
+    if bool(base) != bool(cand) and not args.aa:
+        given = "--baseline" if base else "--candidate"
         return f"{given} needs the other side too (--baseline URL --candidate URL), or --aa for an A/A run"
     for log in (args.baseline_log, args.candidate_log):
         if log and not Path(log).is_file():
@@ -170,6 +200,46 @@ def _check(args: argparse.Namespace) -> str | None:
                 f"{log}: no such log file (--baseline-log/--candidate-log take a server log file)"
             )
     return None
+
+
+def _recordings(args: argparse.Namespace, scenarios: list[Scenario]) -> dict[str, Recording]:
+    """The recorded sides, opened and checked against this comparison.
+
+    Raises:
+        RecordingError: a recording cannot serve (one line naming what differs).
+    """
+    out: dict[str, Recording] = {}
+    for side in ("baseline", "candidate"):
+        ref = getattr(args, side)
+        if ref and is_recording_ref(ref):
+            rec = Recording.open(ref)
+            needed = args.repeats * (args.rounds if args.sequential else 1)
+            rec.check(
+                side, scenarios=scenarios, repeats=needed, stream=args.stream,
+                temperature=args.temperature, seed=args.sampling_seed, model=_model_of(args),
+                single_turn=args.single_turn,
+            )  # fmt: skip
+            out[side] = rec
+    return out
+
+
+def _model_of(args: argparse.Namespace) -> str | None:
+    """The model the live side serves: ``--model``, else the first of its
+    ``GET /v1/models`` (None when no live side, or it does not say)."""
+    if args.model:
+        return str(args.model)
+    live = [u for u in (args.baseline, args.candidate) if u and not is_recording_ref(u)]
+    if not live:
+        return None
+    import httpx
+
+    from harness.client.target import server_root
+
+    try:
+        data = httpx.get(server_root(live[0]) + "/v1/models", timeout=10.0).json()
+        return str(data["data"][0]["id"])
+    except Exception:
+        return None
 
 
 def _sim_dir(paths: list[str]) -> str:
@@ -200,7 +270,7 @@ def _labels(args: argparse.Namespace) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def _targets(args: argparse.Namespace) -> Iterator[tuple[TargetConfig, TargetConfig]]:
+def _targets(args: argparse.Namespace) -> Iterator[tuple[Target, Target]]:
     """The two targets; starts the reference server(s) in-process when no URL is given."""
     kw: dict[str, Any] = {
         "model": args.model,
@@ -213,10 +283,15 @@ def _targets(args: argparse.Namespace) -> Iterator[tuple[TargetConfig, TargetCon
         b_url = args.baseline or args.candidate
         c_url = b_url if args.aa else args.candidate
         b_label, c_label = _labels(args)
-        yield (
-            TargetConfig(b_url, label=b_label, side="baseline", **kw),
-            TargetConfig(c_url, label=c_label, side="candidate", **kw),
-        )
+        recs = getattr(args, "recordings", {})
+
+        def side(name: Literal["baseline", "candidate"], url: str, label: str) -> Target:
+            if name in recs:
+                given = args.baseline_label if name == "baseline" else args.candidate_label
+                return RecordedSide(recs[name], given or recs[name].info.label, name)
+            return TargetConfig(url, label=label, side=name, **kw)
+
+        yield side("baseline", b_url, b_label), side("candidate", c_url, c_label)
         return
     from harness.sim.server import serve_in_thread
 
@@ -242,6 +317,8 @@ def _targets(args: argparse.Namespace) -> Iterator[tuple[TargetConfig, TargetCon
 RESUME_KEYS = (
     "baseline",
     "candidate",
+    "baseline_cmd",
+    "candidate_cmd",
     "aa",
     "model",
     "repeats",
@@ -258,7 +335,7 @@ def _preflight(args: argparse.Namespace) -> str | None:
     else:
         sides = [("baseline", args.baseline), ("candidate", args.candidate)]
     for side, url in sides:
-        problem = url and preflight(side, url, args.api_key_env)
+        problem = url and not is_recording_ref(url) and preflight(side, url, args.api_key_env)
         if problem:
             return problem
     return None
@@ -283,10 +360,24 @@ def run(args: argparse.Namespace) -> int:
     if down:
         print(f"error: {down}", file=sys.stderr)
         return ExitCode.INFRA_ERROR
+    args.recordings = _recordings(args, scenarios)  # RecordingError: one line, exit 2
+    _check_tokens(args)
     console = make_console()
     folder = open_run_folder("compare", args, console, scenarios)
     try:
-        summary = _compare(args, scenarios, stream, folder)
+        if args.baseline_cmd or args.candidate_cmd:
+            from harness.cli.compare_launched import compare_launched
+
+            def recheck(a: argparse.Namespace) -> None:
+                a.recordings = {**a.recordings, **_recordings(a, scenarios)}
+                _check_tokens(a)
+
+            result = compare_launched(args, scenarios, stream, folder, console, _compare, recheck)
+            if isinstance(result, int):
+                return result
+            summary = result
+        else:
+            summary = _compare(args, scenarios, stream, folder)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
         print(
             f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
@@ -334,8 +425,38 @@ def _compare(
         )
 
 
+def _check_tokens(args: argparse.Namespace) -> None:
+    """Against a recorded baseline with numerics, the live candidate must tokenise the
+    recorded sequences as recorded (one request, before any run).
+
+    Raises:
+        RecordingError: it does not (the recording can no longer serve the numerics).
+    """
+    rec = args.recordings.get("baseline")
+    if rec is None or args.no_logprobs or not args.candidate or is_recording_ref(args.candidate):
+        return
+    scores = rec.numerics()
+    if scores is None:
+        return
+    from harness.client.target import server_root
+    from harness.errors import RecordingError, TokenizationMismatch
+    from harness.numerics.run import LogprobsOptions, check_recorded_tokens
+
+    try:
+        check_recorded_tokens(
+            scores, server_root(args.candidate),
+            LogprobsOptions(model=args.model, timeout_s=args.request_timeout),
+        )  # fmt: skip
+    except TokenizationMismatch as exc:
+        raise RecordingError(
+            f"{rec.path} cannot serve as the baseline: a numerics sequence no longer "
+            f"tokenises the same on the candidate ({exc}); record the baseline again, or "
+            "compare with --no-logprobs"
+        ) from None
+
+
 def _logprobs_hook(
-    args: argparse.Namespace, base: TargetConfig, cand: TargetConfig
+    args: argparse.Namespace, base: Target, cand: Target
 ) -> Callable[[RunFolder], None]:
     """The numerics section, run once the folder is scored (its line kept for the console)."""
     from harness.numerics.run import LogprobsOptions

@@ -5,15 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from harness.cli import ExitCode
 from harness.cli._common import gsm8k_exit_code, write_report_or_warn
 from harness.client.target import TargetConfig
+from harness.errors import RecordingError
 from harness.gsm8k.data import GSM8KDataError
 from harness.gsm8k.run import GSM8K_TIMEOUT_S, compare_gsm8k, run_gsm8k
 from harness.options import add_argument, positive_int, rate
 from harness.present.checks import render_gsm8k
 from harness.present.console import make_console
+from harness.recording import RecordedSide, Recording, is_recording_ref
 from harness.runfolder import DEFAULT_RESULTS, RunFolder, check_run_id, new_run_id
 
 HELP = (
@@ -24,7 +27,11 @@ HELP = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_argument(p, "target", required=True)
-    add_argument(p, "baseline", help="URL of the baseline server: enables the paired comparison")
+    add_argument(
+        p, "baseline",
+        help="the baseline server's URL, or a recording with GSM8K answers (harness record "
+        "--gsm8k N): enables the paired comparison",
+    )  # fmt: skip
     p.add_argument(
         "--target-label", default=None, help="label of --target (default target/candidate)"
     )
@@ -128,13 +135,15 @@ def run(args: argparse.Namespace) -> int:
     kw = {"model": args.model, "api_key_env": args.api_key_env, "timeout_s": args.request_timeout}
     try:
         if args.baseline:
-            base = TargetConfig(args.baseline, label=args.baseline_label, **kw)
+            base: Any = TargetConfig(args.baseline, label=args.baseline_label, **kw)
+            if is_recording_ref(args.baseline):  # its recorded answers (harness record --gsm8k)
+                base = RecordedSide(Recording.open(args.baseline), args.baseline_label)
             cand = TargetConfig(args.target, label=args.target_label or "candidate", **kw)
             summary = compare_gsm8k(base, cand, **options)
         else:
             target = TargetConfig(args.target, label=args.target_label or "target", **kw)
             summary = run_gsm8k(target, **options)
-    except GSM8KDataError as exc:
+    except (GSM8KDataError, RecordingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE_ERROR
     render_gsm8k(summary, console)

@@ -21,17 +21,19 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from typing import Literal
 
 from harness.cli import ExitCode
 from harness.cli._common import write_report_or_warn
-from harness.client.target import server_root
+from harness.client.target import TargetConfig, server_root
 from harness.errors import LogprobsError, TokenizationMismatch
 from harness.numerics.adapters import ADAPTERS, MAX_TOKENS
 from harness.numerics.decide import ALPHA, TOLERANCE
 from harness.numerics.models import LogprobsResult, Sequence, SequenceResult
 from harness.numerics.run import DEFAULT_TOP_K, LogprobsOptions, compare_logprobs
-from harness.options import add_argument, http_url, positive_int
+from harness.options import add_argument, http_url, positive_int, url_or_recording
 from harness.present.console import make_console
+from harness.recording import is_recording_ref
 from harness.runfolder import RunFolder
 
 HELP = "Compare two servers' token log-probabilities on the same tokens (numerics A/B)."
@@ -75,7 +77,10 @@ def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, prefix:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
     add_argument(p, "baseline")
-    p.add_argument("--candidate", metavar="URL", type=http_url, help="candidate server")
+    p.add_argument(
+        "--candidate", metavar="URL|DIR", type=url_or_recording,
+        help="candidate server, or a recording's folder (harness record)",
+    )  # fmt: skip
     p.add_argument(
         "--aa-baseline", metavar="URL", type=http_url,
         help="a second baseline server for the noise floor (default: the baseline scores twice)",
@@ -174,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return ExitCode.USAGE_ERROR
+    if is_recording_ref(args.baseline) or is_recording_ref(args.candidate):
+        return _run_recorded(args)
     seqs = sequences_for(args)
     if not seqs:
         print("error: no sequences to score (no scenario files, empty run folder)", file=sys.stderr)
@@ -187,6 +194,57 @@ def run(args: argparse.Namespace) -> int:
     except LogprobsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.INFRA_ERROR
+    rf = RunFolder.create("logprobs", results=args.results, run_id=args.run_id, args=vars(args))
+    rf.write_model(RunFolder.LOGPROBS, res)
+    print_result(res)
+    print(f"run folder: {rf.path}")
+    write_report_or_warn(rf, make_console())
+    regressed = res.verdict == "REGRESSION" or (args.strict and res.verdict == "INCONCLUSIVE")
+    return ExitCode.REGRESSION if regressed else ExitCode.OK
+
+
+def _run_recorded(args: argparse.Namespace) -> int:
+    """A side given as a recording (:mod:`harness.recording`): its recorded sequences and
+    scores (the conversations its runs had, scored twice), against the other side."""
+    from harness.errors import RecordingError
+    from harness.numerics.section import _recorded_section
+    from harness.recording import RecordedSide, Recording
+
+    if args.scenarios or args.from_run or args.gsm8k or args.aa_baseline:
+        print(
+            "error: a recording fixes the sequences and the A/A floor: drop the scenario "
+            "paths, --from-run, --gsm8k and --aa-baseline",
+            file=sys.stderr,
+        )
+        return ExitCode.USAGE_ERROR
+    sides = []
+    try:
+        roles: tuple[Literal["baseline", "candidate"], ...] = ("baseline", "candidate")
+        for role, ref in zip(roles, (args.baseline, args.candidate), strict=True):
+            sides.append(
+                RecordedSide(Recording.open(ref), role, role)
+                if is_recording_ref(ref)
+                else TargetConfig(
+                    ref,
+                    label=role,
+                    side=role,
+                    timeout_s=args.request_timeout,
+                    api_key_env=args.api_key_env,
+                )  # fmt: skip
+            )
+        res = _recorded_section(sides[0], sides[1], options_for(args))
+    except RecordingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    except TokenizationMismatch as exc:
+        print(f"error: {exc} (the recording can no longer serve: record it again)", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    except LogprobsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.INFRA_ERROR
+    if isinstance(res, str):
+        print(f"error: {res}", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
     rf = RunFolder.create("logprobs", results=args.results, run_id=args.run_id, args=vars(args))
     rf.write_model(RunFolder.LOGPROBS, res)
     print_result(res)

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import certifi
 import httpx
@@ -66,6 +66,9 @@ from harness.gsm8k.stats import paired_comparison, side_summary
 from harness.runfolder import RunFolder
 from harness.stats.verdict import over_infra_limit
 from harness.transcript import TargetInfo
+
+if TYPE_CHECKING:
+    from harness.recording import RecordedSide
 
 __all__ = [
     "GSM8K_TIMEOUT_S",
@@ -374,9 +377,7 @@ def _plan(opts: GSM8KOptions) -> _Plan:
     return _Plan(ds, config, list(range(start, n)))
 
 
-def _run_all(
-    targets: list[TargetConfig], plan: _Plan, out: Path, show_progress: bool
-) -> list[GSM8KRecord]:
+def _run_all(targets: list[Any], plan: _Plan, out: Path, show_progress: bool) -> list[GSM8KRecord]:
     records: list[GSM8KRecord] = []
     with RunFolder(out).file(RunFolder.GSM8K_RECORDS).open("w", encoding="utf-8") as sink:
         progress = Progress(transient=False) if show_progress else None
@@ -384,8 +385,13 @@ def _run_all(
             progress.start()
         try:
             for t in targets:  # one side at a time: each side's throughput is its own
-                recs, model = _run_side(t, plan, progress, sink)
-                t.model = t.model or model
+                if not isinstance(t, TargetConfig):  # a recorded baseline: its answers
+                    recs = _recorded_answers(t, plan)
+                    for rec in recs:
+                        sink.write(rec.model_dump_json() + "\n")
+                else:
+                    recs, model = _run_side(t, plan, progress, sink)
+                    t.model = t.model or model
                 records.extend(recs)
                 sink.flush()
         finally:
@@ -394,7 +400,48 @@ def _run_all(
     return records
 
 
-def _execute(targets: list[TargetConfig], opts: GSM8KOptions) -> GSM8KSummary:
+#: the GSM8K settings a recorded baseline's answers must share with the comparison
+_RECORDED_KEYS = ("num_questions", "num_shots", "max_tokens", "api", "exclude_shots",
+                  "data_sha256")  # fmt: skip
+
+
+def _recorded_answers(side: Any, plan: _Plan) -> list[GSM8KRecord]:
+    """A recorded baseline's answers to the planned questions (:mod:`harness.recording`),
+    as side ``side.side`` labelled ``side.label``.
+
+    Raises:
+        RecordingError: the recording has no GSM8K answers, or they were asked with other
+            settings (questions, shots, token budget, API or data).
+    """
+    from harness.errors import RecordingError
+
+    rec = side.recording
+    sub = rec.gsm8k_folder()
+    if sub is None:
+        raise RecordingError(
+            f"{rec.path} cannot serve as the baseline: no GSM8K answers recorded; record "
+            "them with harness record ... --gsm8k N"
+        )
+    manifest = sub.manifest()
+    had = manifest.extra.get("gsm8k_config", {}) if manifest else {}
+    now = plan.config.model_dump(mode="json")
+    diffs = [f"{k} {had.get(k)!r} recorded, {now.get(k)!r} now" for k in _RECORDED_KEYS
+             if had.get(k) != now.get(k)]  # fmt: skip
+    if diffs:
+        raise RecordingError(
+            f"{rec.path} cannot serve as the baseline: GSM8K {'; '.join(diffs)}; give the "
+            "recorded settings, or record again"
+        )
+    wanted = set(plan.indices)
+    out = [
+        r.model_copy(update={"side": side.side, "label": side.label})
+        for r in read_gsm8k_records(sub.path)
+        if r.index in wanted
+    ]
+    return sorted(out, key=lambda r: r.index)
+
+
+def _execute(targets: list[Any], opts: GSM8KOptions) -> GSM8KSummary:
     plan = _plan(opts)
     infos = [
         TargetInfo(label=t.label, side=t.side, base_url=t.base_url, model=t.model) for t in targets
@@ -442,10 +489,11 @@ def rescore(run_dir: str | Path, *, write: bool = True) -> GSM8KSummary:
     return summary
 
 
-def _target(target: str | TargetConfig, label: str) -> TargetConfig:
+def _target(target: Any, label: str) -> Any:
     """A copy of ``target`` (the run fills in its model and side), or a new one for a URL
-    (``label``, :data:`GSM8K_TIMEOUT_S`)."""
-    if isinstance(target, TargetConfig):
+    (``label``, :data:`GSM8K_TIMEOUT_S`); a recorded side
+    (:class:`harness.recording.RecordedSide`) is copied as it is."""
+    if not isinstance(target, str):
         return dataclasses.replace(target)
     return TargetConfig(target, label=label, timeout_s=GSM8K_TIMEOUT_S)
 
@@ -464,7 +512,7 @@ def run_gsm8k(target: str | TargetConfig, *, label: str = "target", **options: A
 
 
 def compare_gsm8k(
-    baseline: str | TargetConfig,
+    baseline: str | TargetConfig | RecordedSide,
     candidate: str | TargetConfig,
     *,
     baseline_label: str = "baseline",
@@ -474,7 +522,10 @@ def compare_gsm8k(
     """Both servers answer the same questions; McNemar's exact test on the pairs.
 
     Targets as for :func:`run_gsm8k` (their sides are set to ``baseline`` and
-    ``candidate``; equal labels get the side appended). Same ``options``.
+    ``candidate``; equal labels get the side appended); the baseline may be a recording
+    (:class:`harness.recording.RecordedSide`: its recorded answers, checked to share the
+    questions, shots, token budget, API and data, else :class:`RecordingError`). Same
+    ``options``.
     ``summary.verdict`` and ``summary.infra_error`` carry the outcome (the command line
     exits 1 on REGRESSION, 3 on too many infrastructure errors).
     """

@@ -28,6 +28,9 @@ __all__ = [
     "SequenceResult",
     "TopToken",
     "WorstToken",
+    "RecordedScores",
+    "RecordedSequence",
+    "ScoredPass",
 ]
 
 LOGPROBS_VERSION = 1
@@ -169,3 +172,73 @@ class LogprobsResult(_Model):
     verdict: Verdict
     message: str
     requests: dict[str, int] = Field(default_factory=dict)
+
+
+class _Lenient(BaseModel):
+    """Keeps NaN and infinities as they came (written as JSON ``NaN``/``Infinity``)."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+
+
+class ScoredPass(_Lenient):
+    """A :class:`ScoredSequence` as stored in a recording (same fields)."""
+
+    keys: list[str]
+    texts: list[str]
+    logprobs: list[float | None]
+    top: list[dict[str, float]]
+    names: dict[str, str] = Field(default_factory=dict)
+    requests: int = 1
+
+    def scored(self) -> ScoredSequence:
+        return ScoredSequence(
+            keys=list(self.keys), texts=list(self.texts), logprobs=list(self.logprobs),
+            top=[dict(t) for t in self.top], names=dict(self.names), requests=self.requests,
+        )  # fmt: skip
+
+
+class RecordedSequence(_Lenient):
+    """One sequence of a recorded baseline: what was scored (``messages`` or ``text``)
+    and the baseline's two passes over it (A/B uses ``first``, the A/A floor both)."""
+
+    id: str
+    source: str
+    messages: list[dict[str, Any]] | None = None
+    text: str | None = None
+    first: ScoredPass
+    second: ScoredPass
+
+    @classmethod
+    def of(cls, seq: Sequence, first: ScoredSequence, second: ScoredSequence) -> RecordedSequence:
+        return cls(
+            id=seq.id, source=seq.source,
+            messages=list(seq.messages) if seq.messages is not None else None, text=seq.text,
+            first=ScoredPass(**vars(first)), second=ScoredPass(**vars(second)),
+        )  # fmt: skip
+
+    def sequence(self) -> Sequence:
+        msgs = tuple(self.messages) if self.messages is not None else None
+        return Sequence(id=self.id, source=self.source, messages=msgs, text=self.text)
+
+    def first_pass(self) -> ScoredSequence:
+        return self.first.scored()
+
+    def unpack(self) -> tuple[Sequence, ScoredSequence, ScoredSequence]:
+        """(the sequence, the first pass, the second pass)."""
+        return self.sequence(), self.first.scored(), self.second.scored()
+
+
+class RecordedScores(_Lenient):
+    """``numerics.json`` of a recorded baseline (:func:`harness.numerics.run.record_logprobs`):
+    the server's logprobs API (``api``, an :data:`~harness.numerics.adapters.ADAPTERS` key),
+    model, ``top_k`` and ``max_tokens`` (positions per sequence), whether the API scores
+    generated tokens (``generation``), and every sequence scored twice."""
+
+    version: int = LOGPROBS_VERSION
+    url: str
+    api: str
+    model: str | None
+    top_k: int
+    max_tokens: int
+    generation: bool = False
+    sequences: list[RecordedSequence]

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import httpx
 
+from harness.errors import LogprobsError, TokenizationMismatch
 from harness.numerics.adapters import MAX_TOKENS, Adapter, bounded_request, make_adapter
 from harness.numerics.decide import ALPHA, TOLERANCE, decide
 from harness.numerics.divergence import (
@@ -24,10 +26,24 @@ from harness.numerics.divergence import (
     check_aligned,
     sequence_divergence,
 )
-from harness.numerics.models import LogprobsResult, Sequence, SequenceResult
+from harness.numerics.models import (
+    LogprobsResult,
+    RecordedScores,
+    RecordedSequence,
+    ScoredSequence,
+    Sequence,
+    SequenceResult,
+)
 from harness.redaction import redact_url
 
-__all__ = ["DEFAULT_TOP_K", "LogprobsOptions", "compare_logprobs"]
+__all__ = [
+    "DEFAULT_TOP_K",
+    "LogprobsOptions",
+    "RecordedScores",
+    "compare_logprobs",
+    "compare_recorded",
+    "record_logprobs",
+]
 
 #: top-k logprobs asked per position (vLLM's default --max-logprobs is 20)
 DEFAULT_TOP_K = 5
@@ -96,8 +112,25 @@ def _score_one(
     counts["candidate"] += cs.requests
     if aa is not b:
         counts["baseline2"] = counts.get("baseline2", 0) + b2.requests
+    return _pair_result(seq, b1, b2, cs, generation=b.generation, opts=opts)
+
+
+def _pair_result(
+    seq: Sequence,
+    b1: ScoredSequence,
+    b2: ScoredSequence,
+    cs: ScoredSequence,
+    *,
+    generation: bool,
+    opts: LogprobsOptions,
+) -> SequenceResult:
+    """A/B (``b1`` vs ``cs``) and A/A (``b1`` vs ``b2``) of one sequence.
+
+    Raises:
+        TokenizationMismatch: ``cs`` or ``b2`` scored other tokens than ``b1``.
+    """
     parted, b_aa = None, b1
-    if b.generation:  # greedy paths: each pair compared along its common prefix
+    if generation:  # greedy paths: each pair compared along its common prefix
         b_aa, b2, _ = align_generated(b1, b2)
         cand_texts = cs.texts
         b1, cs, at = align_generated(b1, cs)
@@ -144,6 +177,135 @@ def compare_logprobs(
     return _result(rows, b, c, opts, counts)
 
 
+def record_logprobs(
+    sequences: Seq[Sequence], url: str, opts: LogprobsOptions | None = None
+) -> RecordedScores:
+    """Score ``sequences`` twice on one server (the baseline's own A/A floor), for a
+    recorded baseline (:mod:`harness.recording`): what :func:`compare_recorded` later
+    compares a candidate with, the server gone.
+
+    Raises:
+        LogprobsError: the server has no logprobs API, answered an error or a malformed
+            list.
+        TokenizationMismatch: the second pass scored other tokens than the first.
+    """
+    opts = opts or LogprobsOptions()
+    headers = {"Authorization": f"Bearer {opts.api_key}"} if opts.api_key else {}
+    with httpx.Client(timeout=opts.timeout_s, headers=headers) as client:
+        model = _model(client, url, opts.model)
+        b = make_adapter(
+            opts.api, client, url, model=model, top_k=opts.top_k, max_tokens=opts.max_tokens
+        )
+        rows = []
+        for seq in sequences:
+            first, second = b.score(seq), b.score(seq)
+            if not b.generation:
+                check_aligned(seq.id, first, second)
+            rows.append(RecordedSequence.of(seq, first, second))
+    return RecordedScores(
+        url=redact_url(url), api=b.name, model=b.model, top_k=opts.top_k,
+        max_tokens=opts.max_tokens, generation=b.generation, sequences=rows,
+    )  # fmt: skip
+
+
+def live_sequences(baseline: RecordedScores) -> list[RecordedSequence]:
+    """What a live candidate scores against a recording: every recorded sequence (the
+    baseline's own conversations, as a live comparison's numerics section scores, then the
+    scenarios' reference conversations and any GSM8K prompts: more sequences for the
+    paired test, each scored twice at recording for the A/A floor)."""
+    return list(baseline.sequences)
+
+
+def check_recorded_tokens(
+    baseline: RecordedScores, candidate_url: str, opts: LogprobsOptions | None = None
+) -> None:
+    """Before a comparison against a recording: the candidate scores the first recorded
+    sequence, which must give the recorded tokens (one request). A candidate without the
+    recording's logprobs API passes (the numerics section will say so).
+
+    Raises:
+        TokenizationMismatch: the candidate tokenises it differently (the recording can no
+            longer serve the numerics: record the baseline again).
+    """
+    if baseline.generation or not baseline.sequences:
+        return
+    opts = opts or LogprobsOptions()
+    headers = {"Authorization": f"Bearer {opts.api_key}"} if opts.api_key else {}
+    seq, b1, _ = live_sequences(baseline)[0].unpack()
+    with httpx.Client(timeout=opts.timeout_s, headers=headers) as client:
+        model = _model(client, candidate_url, opts.model or baseline.model)
+        c = make_adapter(
+            baseline.api, client, candidate_url, model=model, top_k=baseline.top_k,
+            max_tokens=baseline.max_tokens,
+        )  # fmt: skip
+        try:
+            cs = c.score(seq)
+        except TokenizationMismatch:
+            raise
+        except LogprobsError:
+            return
+    check_aligned(seq.id, b1, cs)
+
+
+def compare_recorded(
+    baseline: RecordedScores,
+    candidate: str | RecordedScores,
+    opts: LogprobsOptions | None = None,
+) -> LogprobsResult:
+    """A candidate (a server URL, or another recording) against a recorded baseline:
+    A/B is the recording's first pass against the candidate's, A/A the recording's two
+    passes (module docstring). A live candidate is asked with the recording's API, top-k
+    and token budget, so both sides score the same positions.
+
+    Raises:
+        LogprobsError: the candidate has no such logprobs API, or answered an error.
+        TokenizationMismatch: the candidate tokenised a recorded sequence differently
+            (the recording can no longer serve: record the baseline again).
+    """
+    opts = opts or LogprobsOptions()
+    counts = {"baseline": 0, "candidate": 0}
+    rows = []
+    if isinstance(candidate, RecordedScores):
+        ours = (baseline.api, baseline.top_k, baseline.max_tokens)
+        if (candidate.api, candidate.top_k, candidate.max_tokens) != ours:
+            raise LogprobsError(
+                f"the two recordings scored with other settings (api, top-k, max tokens): "
+                f"{ours} vs {(candidate.api, candidate.top_k, candidate.max_tokens)}"
+            )
+        # the sequences both recordings scored: the scenarios' reference conversations
+        # (each recording's own transcripts differ from the other's)
+        theirs = {(r.id, r.source): r for r in candidate.sequences}
+        for rec in baseline.sequences:
+            other = theirs.get((rec.id, rec.source))
+            if other is None or (other.messages, other.text) != (rec.messages, rec.text):
+                continue
+            seq, b1, b2 = rec.unpack()
+            cs = other.first_pass()
+            rows.append(_pair_result(seq, b1, b2, cs, generation=baseline.generation, opts=opts))
+        c_info = {"url": candidate.url, "api": candidate.api, "model": candidate.model}
+    else:
+        headers = {"Authorization": f"Bearer {opts.api_key}"} if opts.api_key else {}
+        with httpx.Client(timeout=opts.timeout_s, headers=headers) as client:
+            model = _model(client, candidate, opts.model or baseline.model)
+            c = make_adapter(
+                baseline.api, client, candidate, model=model, top_k=baseline.top_k,
+                max_tokens=baseline.max_tokens,
+            )  # fmt: skip
+            for rec in live_sequences(baseline):
+                seq, b1, b2 = rec.unpack()
+                cs = c.score(seq)
+                counts["candidate"] += cs.requests
+                rows.append(_pair_result(seq, b1, b2, cs, generation=c.generation, opts=opts))
+        c_info = {"url": redact_url(candidate), "api": c.name, "model": c.model}
+    if not rows:
+        raise LogprobsError(
+            "no sequence scored by both recordings (record both with the same scenario files)"
+        )
+    b_info = {"url": baseline.url, "api": baseline.api, "model": baseline.model}
+    settings = replace(opts, top_k=baseline.top_k, max_tokens=baseline.max_tokens)
+    return _decided(rows, b_info, c_info, "recorded baseline, scored twice", settings, counts)
+
+
 def _result(
     rows: list[SequenceResult],
     b: Adapter,
@@ -151,13 +313,31 @@ def _result(
     opts: LogprobsOptions,
     counts: dict[str, int],
 ) -> LogprobsResult:
-    verdict, message, st = decide(rows, tolerance=opts.tolerance, alpha=opts.alpha)
-    return LogprobsResult(
-        baseline={"url": redact_url(b.base_url), "api": b.name, "model": b.model},
-        candidate={"url": redact_url(c.base_url), "api": c.name, "model": c.model},
-        aa_source=f"second baseline server {redact_url(opts.aa_url)}"
+    return _decided(
+        rows,
+        {"url": redact_url(b.base_url), "api": b.name, "model": b.model},
+        {"url": redact_url(c.base_url), "api": c.name, "model": c.model},
+        f"second baseline server {redact_url(opts.aa_url)}"
         if opts.aa_url
         else "baseline scored twice",
+        opts,
+        counts,
+    )
+
+
+def _decided(
+    rows: list[SequenceResult],
+    b_info: dict[str, Any],
+    c_info: dict[str, Any],
+    aa_source: str,
+    opts: LogprobsOptions,
+    counts: dict[str, int],
+) -> LogprobsResult:
+    verdict, message, st = decide(rows, tolerance=opts.tolerance, alpha=opts.alpha)
+    return LogprobsResult(
+        baseline=b_info,
+        candidate=c_info,
+        aa_source=aa_source,
         settings={
             "top_k": opts.top_k,
             "tolerance": opts.tolerance,

@@ -12,6 +12,7 @@ saying so (and how to enable it), and no ``logprobs.json`` is written.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from harness.client.target import TargetConfig, server_root
 from harness.errors import LogprobsError
@@ -34,23 +35,36 @@ def baseline_sequences(folder: RunFolder) -> list[Sequence]:
 
 def logprobs_section(
     folder: RunFolder,
-    baseline: TargetConfig,
-    candidate: TargetConfig,
+    baseline: Any,
+    candidate: Any,
     opts: LogprobsOptions | None = None,
 ) -> tuple[LogprobsResult | None, str]:
     """Score the folder's baseline conversations on both servers; write ``logprobs.json``.
 
     The servers are the comparison's targets: their roots, the baseline's API key
-    (``TargetConfig.api_key``) and request timeout. Returns the result (None when it could
+    (``TargetConfig.api_key``) and request timeout. A recorded side
+    (:class:`~harness.recording.RecordedSide`) gives the sequences and scores recorded
+    with it (:func:`~harness.numerics.run.compare_recorded`). Returns the result (None when it could
     not be computed) and one line for the console: the verdict, or why there is none
     (``logprobs: not compared: ...``). Never raises a
     :class:`~harness.errors.LogprobsError`.
     """
     from harness.present.logprobs import logprobs_line
+    from harness.recording import RecordedSide
 
-    opts = replace(
-        opts or LogprobsOptions(), api_key=baseline.api_key(), timeout_s=baseline.timeout_s
-    )
+    live = next((t for t in (baseline, candidate) if isinstance(t, TargetConfig)), None)
+    opts = opts or LogprobsOptions()
+    if live is not None:
+        opts = replace(opts, api_key=live.api_key(), timeout_s=live.timeout_s)
+    if isinstance(baseline, RecordedSide) or isinstance(candidate, RecordedSide):
+        try:
+            res = _recorded_section(baseline, candidate, opts)
+        except LogprobsError as exc:
+            return None, f"logprobs: not compared: {exc}"
+        if isinstance(res, str):
+            return None, f"logprobs: not compared: {res}"
+        folder.write_model(RunFolder.LOGPROBS, res)
+        return res, logprobs_line(res)
     baseline_url, candidate_url = server_root(baseline.base_url), server_root(candidate.base_url)
 
     seqs = baseline_sequences(folder)
@@ -62,3 +76,37 @@ def logprobs_section(
         return None, f"logprobs: not compared: {exc}"
     folder.write_model(RunFolder.LOGPROBS, res)
     return res, logprobs_line(res)
+
+
+def _recorded_sequences(rec: Any) -> Any:
+    """The recorded numerics of a recording, or why there are none (a line)."""
+    scores = rec.numerics()
+    if scores is None:
+        why = rec.info.numerics or "not recorded"
+        return f"{rec.path} holds no numerics ({why})"
+    return scores
+
+
+def _recorded_section(baseline: Any, candidate: Any, opts: LogprobsOptions) -> Any:
+    """The numerics of a comparison with a recorded side: a :class:`LogprobsResult`, or
+    a line saying why there is none."""
+    from harness.numerics.run import compare_recorded, record_logprobs
+    from harness.recording import RecordedSide
+
+    if isinstance(baseline, RecordedSide):
+        base = _recorded_sequences(baseline.recording)
+        if isinstance(base, str):
+            return base
+        if isinstance(candidate, RecordedSide):
+            cand = _recorded_sequences(candidate.recording)
+            return cand if isinstance(cand, str) else compare_recorded(base, cand, opts)
+        return compare_recorded(base, server_root(candidate.base_url), opts)
+    # a live baseline against a recorded candidate: the baseline scores the candidate's
+    # recorded sequences twice, with the recording's API and top-k
+    cand = _recorded_sequences(candidate.recording)
+    if isinstance(cand, str):
+        return cand
+    seqs = [r.sequence() for r in cand.sequences]
+    same = replace(opts, api=cand.api, top_k=cand.top_k, max_tokens=cand.max_tokens)
+    base = record_logprobs(seqs, server_root(baseline.base_url), same)
+    return compare_recorded(base, cand, opts)

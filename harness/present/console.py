@@ -111,7 +111,9 @@ def _sides(summary: Summary, console: Console) -> None:
         fusion = f"  fusion {s.fusion.get('state')}" if s.fusion else ""
         role = s.side if s.side in ("baseline", "candidate") else "target"
         label = "" if s.label == role else f"{s.label}  "  # not "target: target"
-        _print(console, f"{role}: {label}{url}{fusion}")
+        recorded = f"  (recorded: {s.recorded})" if s.recorded else ""
+        boot = f"  boot {s.boot.get('verdict')}" if s.boot else ""
+        _print(console, f"{role}: {label}{url}{fusion}{boot}{recorded}")
     for w in summary.warnings:
         console.print(f"[bold yellow]warning:[/] {escape(w)}", soft_wrap=True)
     silent = [

@@ -21,6 +21,7 @@ import re
 import shlex
 import subprocess
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -49,7 +50,9 @@ __all__ = [
     "Check",
     "CheckStatus",
     "boot",
+    "boot_summary",
     "check_running",
+    "serving",
     "wait_healthy",
     "write_boot_report",
 ]
@@ -89,6 +92,12 @@ class BootReport(BaseModel):
     server_info: dict[str, Any] | None = None
     timings: dict[str, float] = Field(default_factory=dict)  # to_health_s, total_s, stop_s
     started_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+
+    def healthy_url(self) -> str | None:
+        """The server's root while :func:`serving` keeps it up, if its ``health`` check
+        passed; else None."""
+        ok = any(c.name == "health" and c.verdict == "PASS" for c in self.checks)
+        return self.url if ok else None
 
     def finish(self) -> BootReport:
         verdicts = {c.verdict for c in self.checks}
@@ -323,6 +332,41 @@ def boot(
     ``boot.json`` in ``run_dir`` (default: a new ``results/boot-...`` folder). Never
     raises for server misbehaviour.
     """
+    with serving(
+        cmd, expect_log=expect_log, forbid_log=forbid_log, timeout_s=timeout_s, probe=probe,
+        run_dir=run_dir, results=results, health_path=health_path, url=url,
+        expect_fusion=expect_fusion, probe_opts=probe_opts, ignore_errors=ignore_errors,
+        grace_s=grace_s,
+    ) as report:  # fmt: skip
+        pass
+    return report
+
+
+@contextlib.contextmanager
+def serving(
+    cmd: str | list[str],
+    *,
+    expect_log: list[str] | tuple[str, ...] = (),
+    forbid_log: list[str] | tuple[str, ...] = (),
+    timeout_s: float = 1800,
+    probe: Probe | None = None,
+    run_dir: str | Path | None = None,
+    results: str | Path | None = None,
+    health_path: str = "/health",
+    url: str | None = None,
+    expect_fusion: Literal["on", "off"] | None = None,
+    probe_opts: dict[str, Any] | None = None,
+    ignore_errors: list[str] | tuple[str, ...] = (),
+    grace_s: float = 5.0,
+) -> Iterator[BootReport]:
+    """:func:`boot`, with the server kept up for the ``with`` block.
+
+    Yields the report once the start is judged: :meth:`BootReport.healthy_url` is the
+    server's root when it became healthy, else None (the ``health`` check quotes why). On leaving the
+    block, however it is left (an exception, Ctrl-C, SIGTERM raised as
+    ``KeyboardInterrupt``), the process group is stopped, the log checks run and
+    ``boot.json`` is written. Same arguments as :func:`boot`.
+    """
     argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
     with contextlib.suppress(FileNotFoundError):  # else the launch check FAILs, naming it
         argv = resolve_command(argv)
@@ -332,7 +376,9 @@ def boot(
     proc = _launch(argv, log)
     if isinstance(proc, Check):
         report.checks.append(proc)
-        return _finish(report, folder, t0)
+        _finish(report, folder, t0)
+        yield report
+        return
     report.pid = proc.pid
     report.checks.append(Check(name="launch", verdict="PASS", detail=f"pid {proc.pid}"))
     try:
@@ -348,12 +394,31 @@ def boot(
                            probe_opts=opts)  # fmt: skip
         else:
             _log_only_fusion(report, log)
+        yield report
     finally:
         report.checks.append(_stop_check(proc, report, grace_s))
-    lines = read_lines(log)
-    report.checks.extend(_log_checks(lines, list(expect_log), list(forbid_log), ignore))
-    _quote_once(report.checks)
-    return _finish(report, folder, t0)
+        lines = read_lines(log)
+        report.checks.extend(_log_checks(lines, list(expect_log), list(forbid_log), ignore))
+        _quote_once(report.checks)
+        _finish(report, folder, t0)
+
+
+def boot_summary(report: BootReport) -> dict[str, Any]:
+    """What a comparison shows of a launched side's boot: the verdict, the URL, each
+    check (name, verdict, detail), the fusion state and the crash quoted (the first
+    failed check's evidence, at most 20 lines), for ``SideInfo.boot``."""
+    failed = next((c for c in report.checks if c.verdict == "FAIL" and c.evidence), None)
+    return {
+        "verdict": report.verdict,
+        "url": report.url,
+        "command": report.command,
+        "checks": [
+            {"name": c.name, "verdict": c.verdict, "detail": c.detail} for c in report.checks
+        ],
+        "fusion": report.fusion.state if report.fusion is not None else None,
+        "crash": failed.evidence[-20:] if failed is not None else [],
+        "run_dir": report.run_dir,
+    }
 
 
 def _quote_once(checks: list[Check]) -> None:

@@ -336,9 +336,19 @@ def _provenance(rf: ReportInput, sides: list[SideView]) -> list[dict[str, Any]]:
                 "model": model or "(not reported)",
                 "version": info.get("version") if isinstance(info.get("version"), str) else None,
                 "fusion": _fusion_dict(rf.summary, s),
+                "recorded": _side_field(rf.summary, s, "recorded"),
+                "boot": _side_field(rf.summary, s, "boot"),
             }
         )
     return out
+
+
+def _side_field(summary: Summary | None, s: SideView, name: str) -> Any:
+    """``SideInfo.<name>`` of the summary's side ``s`` (``recorded``, ``boot``), or None."""
+    if summary is None:
+        return None
+    info = next((i for i in summary.sides if i.side == (s.role or s.label)), None)
+    return getattr(info, name, None) if info is not None else None
 
 
 def _args_diff(rf: ReportInput, sides: list[SideView]) -> dict[str, list[Any]]:
