@@ -1,10 +1,11 @@
 """Detection power and false alarms of ``harness compare`` at its shipped defaults.
 
-Run: ``python -m bench.power [--parts aa,one,curve,fused,gsm8k] [--json FILE]`` (``make
-bench`` runs every part as benchmark 5 and writes ``results/bench/power.json``); sizes
-are options (``--aa 1000 --aa-sequential 200 --one 150 --curve 40 --fused 60 --gsm8k
-1000``, the defaults); ``--workers N`` runs comparisons in N processes (the figures do not
-depend on it: every comparison is a pure function of its seed).
+Run: ``python -m bench.power [--parts aa,one,curve,fused,gsm8k,recorded] [--json FILE]``
+(``make bench`` runs every part as benchmark 5 and writes ``results/bench/power.json``);
+sizes are options (``--aa 1000 --aa-sequential 200 --one 150 --curve 40 --fused 60 --gsm8k
+1000 --recorded-aa 500 --recorded-baselines 20 --recorded-candidates 50 --recorded-detect
+25``, the defaults); ``--workers N`` runs comparisons in N processes (the figures do not
+depend on it: every comparison is a pure function of its seeds).
 
 Every comparison runs the shipped scenarios at the shipped defaults: temperature 0.7
 (a scenario's own temperature wins: ``long_context_logs`` is greedy and counts once per
@@ -27,7 +28,22 @@ Parts:
 - ``fused``: the ``fused-regression`` profile (the seed case), fixed and sequential;
 - ``gsm8k``: GSM8K-500, 0.88 against 0.81 and 0.88 against 0.88, correctness drawn per
   question and side as the sim's GSM8K model draws it (a hash of server seed and
-  question; independent sides), decided by :func:`harness.gsm8k.stats.paired_verdict`.
+  question; independent sides), decided by :func:`harness.gsm8k.stats.paired_verdict`;
+- ``recorded``: recorded baselines (``harness record``, then ``harness compare --baseline
+  results/<id>``), sequential. A recording is a healthy baseline side of 20 repeats per
+  scenario (4 rounds of 5), read at look k up to repeat 5k; a candidate sends the
+  recording's request seeds to a fresh server (its own server seed, :func:`_server`).
+  Figures: ``aa``, each healthy candidate against its own fresh recording (the false-alarm
+  rate averaged over recordings; ``--recorded-aa``); ``spread``, ``--recorded-baselines``
+  recordings each judging ``--recorded-candidates`` healthy candidates: the false-alarm
+  rate given the recording, its Clopper-Pearson interval and the recording's luck (its
+  share of failed runs), how many exceed alpha, the dispersion across recordings;
+  ``detection``, per profile of ``--recorded-cases`` the same recordings each judging
+  ``--recorded-detect`` broken candidates, every candidate also judged against a fresh
+  live baseline (paired: the same candidate runs). ``--recorded-schedule`` gives the
+  baseline's repeats at each look (default ``5,10,15,20``, the candidate's); any other
+  measures an uneven design that ``harness compare`` does not accept today (its
+  ``_unfinished`` refuses unequal runs per scenario; bypassed here for that measurement).
 
 Fast path: the runner's real loop (:func:`harness.runner.run_scenario`) talks to the sim's
 request handler (:func:`harness.sim.app.chat_reply`) through an in-process stand-in for the
@@ -50,6 +66,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from scipy import stats as sps
 
 from harness import pipeline
 from harness.client.target import TargetConfig
@@ -169,6 +187,10 @@ class Side:
     side: str
     seed: int
     stream: bool = False
+    #: the sim's seed (its noise); None: ``2 * seed`` (+1 for the candidate). The request
+    #: seeds always come from ``seed``, so a side with its own ``server_seed`` sends the
+    #: requests of ``seed``'s comparison to a server with fresh noise
+    server_seed: int | None = None
     records: list[RunRecord] = field(default_factory=list)
     made: int = 0
     #: id(record) -> its score (records stay alive in ``records``: ids are stable)
@@ -182,7 +204,9 @@ class Side:
         return [r for r in self.records if r.repeat < repeats]
 
     async def _run(self, repeats: range) -> list[RunRecord]:
-        server = 2 * self.seed + (self.side == "candidate")
+        server = self.server_seed
+        if server is None:
+            server = 2 * self.seed + (self.side == "candidate")
         state = SimState(
             profile=get_profile(self.profile),
             index=self.index,
@@ -205,23 +229,41 @@ class Side:
         ]
 
 
-def _summarize(base: Side, cand: Side, records: list[RunRecord], settings: Settings) -> Summary:
+def _score(side: Side, rec: RunRecord) -> RunScore:
+    """``score_run(rec)``, once per record of ``side``."""
+    found = side.scores.get(id(rec))
+    if found is None:
+        found = side.scores[id(rec)] = score_run(rec)
+    return found
+
+
+def _both_sides(base: dict[str, Any], cand: dict[str, Any], planned: Sequence[str]) -> str | None:
+    """:func:`harness.pipeline._unfinished` without its equal-runs rule (the uneven design a
+    ``decide_sequential(..., baseline=...)`` schedule measures): both sides have runs."""
+    return None if base and cand else "one side has no runs yet"
+
+
+def _summarize(
+    base: Side, cand: Side, records: list[RunRecord], settings: Settings, uneven: bool = False
+) -> Summary:
     """:func:`harness.pipeline.summarize` with each run scored once (a record is scored
-    again for every budget and look otherwise; the score is a pure function of it)."""
+    again for every budget and look otherwise; the score is a pure function of it).
+    ``uneven``: the sides have different numbers of runs per scenario, which ``harness
+    compare`` never judges (``_unfinished``); decided anyway, to measure that design."""
 
     def cached(rec: RunRecord) -> RunScore:
-        side = cand if rec.target.side == "candidate" else base
-        found = side.scores.get(id(rec))
-        if found is None:
-            found = side.scores[id(rec)] = score_run(rec)
-        return found
+        return _score(cand if rec.target.side == "candidate" else base, rec)
 
+    unfinished = vars(pipeline)["_unfinished"]
     vars(pipeline)["score_run"] = cached
+    if uneven:
+        vars(pipeline)["_unfinished"] = _both_sides
     try:
         context = FolderContext(settings=settings)
         return summarize(records, run_id="power", context=context)[0]
     finally:
         vars(pipeline)["score_run"] = score_run
+        vars(pipeline)["_unfinished"] = unfinished
 
 
 def decide_fixed(base: Side, cand: Side, repeats: int) -> Summary:
@@ -231,15 +273,26 @@ def decide_fixed(base: Side, cand: Side, repeats: int) -> Summary:
     return _summarize(base, cand, records, settings)
 
 
-def decide_sequential(base: Side, cand: Side, rounds: int = ROUNDS) -> tuple[Summary, int]:
-    """The comparison as ``harness compare --sequential``: ``(summary, round decided)``."""
+def decide_sequential(
+    base: Side, cand: Side, rounds: int = ROUNDS, baseline: Sequence[int] | None = None
+) -> tuple[Summary, int]:
+    """The comparison as ``harness compare --sequential``: ``(summary, round decided)``.
+
+    ``baseline``: the baseline's repeats per scenario at each look (one per round; the
+    default ``5, 10, ...`` is the candidate's, as a live baseline or a recording read round
+    by round gives); another schedule measures an uneven design (see :func:`_summarize`).
+    """
+    schedule = list(baseline or [look * REPEATS for look in range(1, rounds + 1)])
+    if len(schedule) != rounds:
+        raise ValueError(f"need one baseline size per round ({rounds}), got {schedule}")
     for look in range(1, rounds + 1):
-        records = base.upto(look * REPEATS) + cand.upto(look * REPEATS)
+        uneven = schedule[look - 1] != look * REPEATS
+        records = base.upto(schedule[look - 1]) + cand.upto(look * REPEATS)
         settings = Settings(
             repeats=look * REPEATS, stream=base.stream, temperature=TEMPERATURE,
             sequential=True, rounds=rounds, look=look,
         )  # fmt: skip
-        summary = _summarize(base, cand, records, settings)
+        summary = _summarize(base, cand, records, settings, uneven)
         if should_stop(summary, look, rounds):
             return summary, look
     raise AssertionError("unreachable: the last look always stops")
@@ -396,6 +449,232 @@ def gsm8k_part(n: int, questions: int = 500, alpha: float = 0.05) -> dict[str, A
     return out
 
 
+# ------------------------------------------------------------- recorded baselines (issue 27)
+
+#: seeds of the recordings: ``(a)`` one per comparison, ``(b)``/``(c)`` shared
+RECORDED_AA_SEEDS, RECORDED_SEEDS = 600_000, 700_000
+#: candidates judged against one recording are numbered from here per case (``(c)``)
+CASE_STRIDE = 10_000
+
+
+def _server(recording: int, j: int, side: str) -> int:
+    """The server seed of the ``j``-th fresh server judged with ``recording`` (candidates
+    odd, fresh live baselines even; never the recording's own ``2 * recording``)."""
+    if not 0 <= j < 100_000 or recording < 1:
+        raise ValueError(f"need 0 <= j < 100000 and recording >= 1, got {j}, {recording}")
+    return 2 * (recording * 100_000 + j) + (side == "candidate")
+
+
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson (exact) interval of ``k/n``: ``scipy.stats.binomtest(k,
+    n).proportion_ci(method="exact")``; ``(0.0, 1.0)`` when ``n == 0``."""
+    if n == 0:
+        return 0.0, 1.0
+    ci = sps.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+@dataclass(frozen=True)
+class RecJob:
+    """Candidates judged against one recording (a pure function of these fields).
+
+    The recording is the baseline side of seed ``recording`` (its request seeds, the
+    server seed ``2 * recording``), ``schedule[-1]`` repeats per scenario, read at look
+    ``k`` up to ``schedule[k - 1]`` repeats. Candidate ``j`` (``first .. first + n - 1``)
+    sends the same request seeds as the recording's comparison (``--baseline`` reuses its
+    seed) to a fresh server (:func:`_server`). ``live``: each candidate is also judged
+    against a fresh live baseline (same request seeds, fresh server, the equal design).
+    ``luck``: record every repeat first and return its failed-run shares."""
+
+    scenarios: str
+    recording: int
+    profile: str
+    n: int
+    first: int = 0
+    live: bool = False
+    luck: bool = True
+    schedule: tuple[int, ...] = tuple(k * REPEATS for k in range(1, ROUNDS + 1))
+
+
+#: one decision of a recorded job: (verdict, rounds used, runs spent by both sides, the
+#: candidate's runs: the live runs of a comparison against a recording)
+Decided = tuple[str, int, int, int]
+
+
+def _rec_job(job: RecJob) -> dict[str, Any]:
+    """Every candidate of ``job`` against its recording (and, ``live``, a fresh baseline)."""
+    b = _bench(job.scenarios)
+    rec = b.side("healthy", "baseline", job.recording)
+    out: dict[str, Any] = {"recording": job.recording, "recorded": [], "live": []}
+    if job.luck:
+        out.update(_luck(rec, job.schedule))
+    per_sc = len(b.scenarios)
+    for j in range(job.first, job.first + job.n):
+        cand = Side(b.scenarios, b.index, job.profile, "candidate", job.recording,
+                    server_seed=_server(job.recording, j, "candidate"))  # fmt: skip
+        s, look = decide_sequential(rec, cand, baseline=job.schedule)
+        spent = (job.schedule[look - 1] + look * REPEATS) * per_sc
+        out["recorded"].append((_verdict(s), look, spent, look * REPEATS * per_sc))
+        if job.live:
+            fresh = Side(b.scenarios, b.index, "healthy", "baseline", job.recording,
+                         server_seed=_server(job.recording, j, "baseline"))  # fmt: skip
+            s, look = decide_sequential(fresh, cand)
+            out["live"].append(
+                (_verdict(s), look, b.runs(look * REPEATS), b.runs(look * REPEATS) // 2)
+            )
+    return out
+
+
+def _luck(rec: Side, schedule: Sequence[int]) -> dict[str, Any]:
+    """How lucky a recording is: its share of failed runs (every repeat, and the first
+    round's), scored as the comparisons score them."""
+    runs = rec.upto(schedule[-1])
+    failed = [not _score(rec, r).passed for r in runs]
+    first = [f for f, r in zip(failed, runs, strict=True) if r.repeat < schedule[0]]
+    return {
+        "failed": sum(failed),
+        "scored": len(failed),
+        "fail_rate": sum(failed) / len(failed),
+        "fail_rate_first_round": sum(first) / len(first),
+    }
+
+
+def _rate_figure(decided: Sequence[Decided]) -> dict[str, Any]:
+    """:func:`_tally` of ``decided`` with the REGRESSION rate's Clopper-Pearson interval
+    and the candidate's runs (``mean_candidate_runs``)."""
+    t = _tally([("", v, look, runs) for v, look, runs, _ in decided])
+    t["regression_ci"] = list(clopper_pearson(t["regression"], t["n"]))
+    t["mean_candidate_runs"] = sum(x[3] for x in decided) / len(decided) if decided else None
+    return t
+
+
+def _pmap(fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int) -> list[Any]:
+    """``[fn(j) for j in jobs]`` in ``workers`` processes (one job at a time each)."""
+    if workers > 1 and len(jobs) > 1:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            return pool.map(fn, jobs, chunksize=1)
+    return [fn(j) for j in jobs]
+
+
+def _spread(
+    done: Sequence[dict[str, Any]], key: str = "recorded", null: bool = False
+) -> dict[str, Any]:
+    """The figures of several recordings each judging many candidates: pooled, per
+    recording (its conditional rate, interval and luck), and how much they spread.
+    ``key="live"``: the same candidates against fresh live baselines, grouped as the
+    recorded ones (a control: their groups share no baseline, so no luck). ``null``: the
+    candidates are healthy (false alarms): how many recordings exceed alpha."""
+    per = []
+    luck = ("failed", "scored", "fail_rate", "fail_rate_first_round") if key == "recorded" else ()
+    for d in sorted(done, key=lambda d: d["recording"]):
+        t = _rate_figure(d[key])
+        per.append({
+            "recording": d["recording"], "n": t["n"], "regression": t["regression"],
+            "regression_rate": t["regression_rate"], "regression_ci": t["regression_ci"],
+            "inconclusive_rate": t["inconclusive_rate"], "verdicts": t["verdicts"],
+            "mean_runs": t["mean_runs"], **{k: d[k] for k in luck if k in d},
+        })  # fmt: skip
+    pooled = _rate_figure([x for d in done for x in d[key]])
+    rates = [p["regression_rate"] for p in per]
+    out: dict[str, Any] = {
+        "recordings": len(per),
+        "candidates_per_recording": per[0]["n"] if per else 0,
+        "pooled": pooled,
+        "min_rate": min(rates, default=None),
+        "max_rate": max(rates, default=None),
+        "dispersion": _dispersion(rates, per[0]["n"] if per else 0),
+        "per_recording": per,
+    }
+    if null:
+        out["alpha"] = ALPHA
+        out["over_alpha"] = sum(r > ALPHA for r in rates)
+        out["clearly_over_alpha"] = sum(p["regression_ci"][0] > ALPHA for p in per)
+    fails = [p["fail_rate"] for p in per if "fail_rate" in p]
+    if fails:  # Spearman of the recording's failed share and its candidates' figures
+        out["mean_fail_rate"] = sum(fails) / len(fails)
+        out["luck_correlation"] = _spearman(fails, rates)
+        out["luck_correlation_inconclusive"] = _spearman(
+            fails, [p["inconclusive_rate"] for p in per]
+        )
+        out["luck_correlation_runs"] = _spearman(fails, [p["mean_runs"] for p in per])
+    return out
+
+
+def _dispersion(rates: Sequence[float], n: int) -> float | None:
+    """Variance of the per-recording rates over the binomial variance ``p (1 - p) / n``
+    they would have if the recording did not matter (about 1; more: recordings matter)."""
+    if len(rates) < 2 or n < 1:
+        return None
+    p = sum(rates) / len(rates)
+    if p in (0.0, 1.0):
+        return None
+    var = sum((r - p) ** 2 for r in rates) / (len(rates) - 1)
+    return var / (p * (1 - p) / n)
+
+
+def _spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rank correlation (``scipy.stats.spearmanr``); None if undefined."""
+    if len(set(x)) < 2 or len(set(y)) < 2:
+        return None
+    return float(sps.spearmanr(x, y).statistic)
+
+
+#: the options of the ``recorded`` part: (flag, default, help)
+RECORDED_OPTIONS: tuple[tuple[str, int | str, str], ...] = (
+    ("--recorded-aa", 500, "A/A comparisons, each against its own fresh recording"),
+    ("--recorded-baselines", 20, "recordings each judging many candidates"),
+    ("--recorded-candidates", 50, "healthy candidates judged against each recording"),
+    ("--recorded-detect", 25, "broken candidates per recording and case"),
+    ("--recorded-cases", "fused-regression,repeat-loop@0.1", "the broken candidates' profiles"),
+    ("--recorded-schedule", "5,10,15,20", "the baseline's repeats at each look"),
+)
+
+
+def recorded_part(args: argparse.Namespace) -> dict[str, Any]:
+    """Issue 27: one recording (``harness record``) judging many candidates.
+
+    ``aa``: each comparison against its own fresh recording (``--recorded-aa``);
+    ``spread``: ``--recorded-baselines`` recordings x ``--recorded-candidates`` healthy
+    candidates each (the false-alarm rate given the recording); ``detection``: per case of
+    ``--recorded-cases``, the same recordings x ``--recorded-detect`` broken candidates,
+    each candidate also judged against a fresh live baseline (paired: same candidate runs).
+    """
+    sc = args.scenarios
+    schedule = tuple(int(x) for x in args.recorded_schedule.split(","))
+    cases = [c for c in args.recorded_cases.split(",") if c]
+    seeds = [RECORDED_SEEDS + i for i in range(args.recorded_baselines)]
+    jobs: list[tuple[str, RecJob]] = []  # (figure, job); the largest first
+    for c, case in enumerate(cases, start=1):
+        jobs += [
+            (case, RecJob(sc, r, case, args.recorded_detect, c * CASE_STRIDE, True, True,
+                          schedule))
+            for r in seeds
+        ]  # fmt: skip
+    jobs += [("spread", RecJob(sc, r, "healthy", args.recorded_candidates, 0, False, True,
+                               schedule)) for r in seeds]  # fmt: skip
+    jobs += [
+        ("aa", RecJob(sc, RECORDED_AA_SEEDS + i, "healthy", 1, 0, False, False, schedule))
+        for i in range(args.recorded_aa)
+    ]
+    done = _pmap(_rec_job, [job for _, job in jobs], args.workers)
+    by: dict[str, list[dict[str, Any]]] = {}
+    for (figure, _), d in zip(jobs, done, strict=True):
+        by.setdefault(figure, []).append(d)
+    detection = {
+        case: {"recorded": _spread(by.get(case, [])), "live": _spread(by.get(case, []), "live")}
+        for case in cases
+    }
+    return {
+        "recording": {
+            "repeats": schedule[-1], "schedule": list(schedule),
+            "runs": schedule[-1] * len(_bench(sc).scenarios), "profile": "healthy",
+        },
+        "aa": _rate_figure([x for d in by.get("aa", []) for x in d["recorded"]]),
+        "spread": _spread(by.get("spread", []), null=True),
+        "detection": detection,
+    }  # fmt: skip
+
+
 def _timed(name: str, fn: Callable[[], Any]) -> Any:
     t0 = time.perf_counter()
     out = fn()
@@ -432,19 +711,23 @@ def run_parts(args: argparse.Namespace) -> dict[str, Any]:
         )
     if "gsm8k" in parts:
         doc["gsm8k"] = _timed("gsm8k", lambda: gsm8k_part(args.gsm8k))
+    if "recorded" in parts:
+        doc["recorded"] = _timed("recorded", lambda: recorded_part(args))
     return doc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.power", description=__doc__.split("\n")[0])
     p.add_argument("--scenarios", default=str(ROOT / "scenarios"))
-    p.add_argument("--parts", default="aa,one,curve,fused,gsm8k")
+    p.add_argument("--parts", default="aa,one,curve,fused,gsm8k,recorded")
     p.add_argument("--aa", type=int, default=1000)
     p.add_argument("--aa-sequential", type=int, default=200)
     p.add_argument("--one", type=int, default=150)
     p.add_argument("--curve", type=int, default=40)
     p.add_argument("--fused", type=int, default=60)
     p.add_argument("--gsm8k", type=int, default=1000)
+    for flag, default, what in RECORDED_OPTIONS:
+        p.add_argument(flag, type=type(default), default=default, help=what)
     p.add_argument("--workers", type=int, default=1, help="processes (comparisons in parallel)")
     p.add_argument("--json", default=None, help="write the figures here as JSON")
     args = p.parse_args(argv)

@@ -103,6 +103,10 @@ __all__ = [
 AB_ARGS = "--type_k 2 --type_v 2 --flash_attn true"
 #: llama-server's server C: a RoPE base 10x too low (SmolLM2-135M's GGUF says 100000)
 ROPE_ARGS = "--rope-freq-base 10000"
+#: llama-server launched one at a time (record, then each candidate): two threads, where
+#: servers side by side take one each (another thread count measured KL exactly 0 to the
+#: one-thread server on this model)
+ALONE_ARGS = ("--threads", "2", "--threads-batch", "2")
 #: the failure kind the broken-template A/B was meant to name (reported, see caught())
 CATCH_KIND = "repeat_loop"
 
@@ -411,6 +415,8 @@ def _launch_args(args: argparse.Namespace, model: Path, v: Variant) -> list[str]
     a free port, where it answers, its health endpoint, how long to wait)."""
     port = free_port()
     health = HEALTH_PATH if args.server == "llama-cpp-python" else LLAMA_SERVER_HEALTH
+    if args.server == "llama-server":  # alone on the machine: both cores (the last flag wins)
+        v = Variant(v.name, v.template, (*v.extra, *ALONE_ARGS))
     return [shlex.join(_command(args, model, port, v)), "--url", f"http://127.0.0.1:{port}",
             "--health-path", health, "--boot-timeout", f"{args.boot_timeout:g}"]  # fmt: skip
 

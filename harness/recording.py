@@ -101,6 +101,12 @@ def is_recording_ref(value: str | None) -> bool:
     return bool(value) and not str(value).lower().startswith(("http://", "https://"))
 
 
+def _some(names: Sequence[str], most: int = 5) -> str:
+    """``a, b, c and 4 more``: a list kept to one readable line."""
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
 def _same_float(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -136,6 +142,16 @@ class Recording:
             manifest = folder.manifest()
         except RunFolderError as exc:
             raise RecordingError(str(exc)) from None
+        if (
+            manifest is not None
+            and manifest.kind == RECORD_KIND
+            and RECORDING_KEY not in manifest.extra
+        ):
+            raise RecordingError(  # harness record's folder, nothing recorded yet
+                f"{path}: the recording did not finish (its server did not boot, or it was "
+                f"killed at the start); finish it with harness record ... --resume "
+                f"{folder.path.name}"
+            )
         if manifest is None or manifest.kind != RECORD_KIND or RECORDING_KEY not in manifest.extra:
             made = f" (made by harness {manifest.kind})" if manifest and manifest.kind else ""
             raise RecordingError(
@@ -175,11 +191,11 @@ class Recording:
         added = [sid for sid in given if sid not in info.scenarios]
         missing = [sid for sid in info.scenarios if sid not in given]
         if changed:
-            out.append("scenario file changed since it was recorded: " + ", ".join(changed))
+            out.append("scenario file changed since it was recorded: " + _some(changed))
         if added:
-            out.append("scenario not in the recording (added since): " + ", ".join(added))
+            out.append("scenario not in the recording (added since): " + _some(added))
         if missing:
-            out.append("recorded scenario not given now (missing): " + ", ".join(missing))
+            out.append("recorded scenario not given now (missing): " + _some(missing))
         if model is not None and info.model is not None and model != info.model:
             out.append(f"model {info.model!r} recorded, {model!r} now")
         if not _same_float(temperature, info.temperature):
@@ -233,9 +249,13 @@ class Recording:
         """Append the recorded runs with ``repeat < repeats`` to ``folder`` as side
         ``side`` (labelled ``label``), skipping those already there; returns how many."""
         done = folder.finished_keys()
+        # the last record of each run (a resumed recording re-ran its infrastructure
+        # errors: the later record replaces the earlier one, as when it was scored)
+        latest = {key: offset for offset, key in self.folder.run_keys_with_offsets()}
+        keep = set(latest.values())
         added = 0
-        for rec in self.folder.records():
-            if rec.repeat >= repeats:
+        for offset, rec in self.folder.records_with_offsets():
+            if offset not in keep or rec.repeat >= repeats:
                 continue
             mode = "stream" if rec.stream else "nostream"
             key = f"{side}/{rec.scenario_id}/{rec.repeat}/{mode}"
@@ -358,6 +378,8 @@ def record(
     if side.target is None and manifest is not None and manifest.targets:
         side.target = manifest.targets[0]
     if numerics is not None and not folder.has(NUMERICS):
+        from dataclasses import replace
+
         from harness.numerics.run import record_logprobs
         from harness.numerics.section import baseline_sequences
         from harness.numerics.sequences import from_scenario
@@ -367,8 +389,11 @@ def record(
         # recording: what two recordings are compared on)
         seqs = [*baseline_sequences(folder), *_references(scenarios, from_scenario),
                 *extra_sequences]  # fmt: skip
+        # the server's key and request timeout, as the runs had (logprobs_section's way)
+        opts = replace(numerics, api_key=numerics.api_key or target.api_key(),
+                       timeout_s=target.timeout_s)  # fmt: skip
         try:
-            scores = record_logprobs(seqs, server_root(target.base_url), numerics)
+            scores = record_logprobs(seqs, server_root(target.base_url), opts)
         except LogprobsError as exc:
             info.numerics = f"not recorded: {exc}"
         else:

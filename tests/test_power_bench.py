@@ -43,3 +43,95 @@ def test_readme_table_is_the_committed_figures() -> None:
         power_table.main([str(ROOT / "bench" / "power.json"), str(ROOT / "README.md"), "--check"])
         == 0
     )
+
+
+# ------------------------------------------------------------- recorded baselines (issue 27)
+
+
+def _in_unit(t: dict[str, object]) -> None:
+    """A figure's rates are rates of its counts, and its interval holds the rate."""
+    n, k = t["n"], t["regression"]
+    assert isinstance(n, int) and isinstance(k, int) and 0 <= k <= n
+    assert t["regression_rate"] == pytest.approx(k / n)
+    lo, hi = t["regression_ci"]  # type: ignore[misc]
+    assert 0.0 <= lo <= k / n <= hi <= 1.0
+    assert 0.0 <= t["inconclusive_rate"] <= 1.0  # type: ignore[operator]
+    assert sum(t["verdicts"].values()) == n  # type: ignore[attr-defined]
+
+
+def test_tiny_recorded_part_writes_rates_of_its_counts(tmp_path: Path) -> None:
+    out = tmp_path / "power.json"
+    argv = ["--parts", "recorded", "--recorded-aa", "2", "--recorded-baselines", "1"]
+    argv += ["--recorded-candidates", "2", "--recorded-detect", "1"]
+    assert power.main([*argv, "--recorded-cases", "fused-regression", "--json", str(out)]) == 0
+    rec = json.loads(out.read_text())["recorded"]
+    assert rec["recording"] == {
+        "repeats": 20, "schedule": [5, 10, 15, 20], "runs": 380, "profile": "healthy"
+    }  # fmt: skip
+    assert rec["aa"]["n"] == 2
+    _in_unit(rec["aa"])
+    spread = rec["spread"]
+    assert (spread["recordings"], spread["candidates_per_recording"]) == (1, 2)
+    _in_unit(spread["pooled"])
+    (one,) = spread["per_recording"]
+    _in_unit(one)
+    assert one["n"] == 2 and one["scored"] == 380 and 0 <= one["failed"] <= 380
+    assert one["fail_rate"] == pytest.approx(one["failed"] / one["scored"])
+    assert 0.0 <= one["fail_rate_first_round"] <= 1.0
+    assert spread["over_alpha"] == (one["regression_rate"] > spread["alpha"])
+    assert spread["min_rate"] == spread["max_rate"] == one["regression_rate"]
+    fused = rec["detection"]["fused-regression"]
+    for arm in ("recorded", "live"):
+        _in_unit(fused[arm]["pooled"])
+        assert fused[arm]["pooled"]["regression"] == 1  # the seed case: always caught
+        assert fused[arm]["pooled"]["mean_candidate_runs"] == 95  # one round: 5 x 19 runs
+    text = power_table.render_recorded({"recorded": rec})
+    assert "| A/A, a fresh recording per comparison | " in text
+    assert f"| {one['recording']} | {one['fail_rate']:.1%}" in text
+
+
+def test_recording_read_lazily_is_the_full_recording() -> None:
+    """A recording's runs are a pure function of (seed, repeat): reading it round by
+    round (runs made on demand) gives the runs of recording every repeat first."""
+    b = power._bench(str(ROOT / "scenarios"))
+    lazy, full = b.side("healthy", "baseline", 11), b.side("healthy", "baseline", 11)
+    lazy.upto(5)
+    got = [lazy.upto(10), full.upto(10)]
+    keys = [
+        sorted((r.run_key, tuple(power._score(s, r).failures)) for r in runs)
+        for s, runs in zip((lazy, full), got, strict=True)
+    ]
+    assert keys[0] == keys[1] and len(keys[0]) == 10 * len(b.scenarios)
+
+
+def test_uneven_schedule_is_decided_and_unpatched() -> None:
+    b = power._bench(str(ROOT / "scenarios"))
+    rec = b.side("healthy", "baseline", 12)
+    cand = power.Side(b.scenarios, b.index, "fused-regression", "candidate", 12,
+                      server_seed=power._server(12, 0, "candidate"))  # fmt: skip
+    unfinished = power.pipeline._unfinished
+    summary, look = power.decide_sequential(rec, cand, rounds=1, baseline=[10])
+    assert power._verdict(summary) == "REGRESSION" and look == 1
+    assert power.pipeline._unfinished is unfinished
+    assert {len(rec.records), len(cand.records)} == {10 * len(b.scenarios), 5 * len(b.scenarios)}
+    with pytest.raises(ValueError, match="one baseline size per round"):
+        power.decide_sequential(rec, cand, rounds=2, baseline=[10])
+
+
+def test_clopper_pearson_known_values() -> None:
+    assert power.clopper_pearson(0, 10) == pytest.approx((0.0, 1 - 0.025 ** (1 / 10)))
+    assert power.clopper_pearson(10, 10) == pytest.approx((0.025 ** (1 / 10), 1.0))
+    assert power.clopper_pearson(0, 0) == (0.0, 1.0)
+
+
+def test_recorded_block_needs_its_markers() -> None:
+    doc = json.loads((ROOT / "bench" / "power.json").read_text())
+    both = (
+        f"{power_table.BEGIN}\nold\n{power_table.END}\n"
+        f"{power_table.RECORDED_BEGIN}\nold\n{power_table.RECORDED_END}\n"
+    )
+    new = power_table.update(both, doc)  # figures without the part: the block says so
+    assert "old" not in new and "(not measured" in new
+    recorded = {**doc, "recorded": {"aa": {}}}
+    with pytest.raises(ValueError, match="power-recorded:begin"):
+        power_table.update(f"{power_table.BEGIN}\n{power_table.END}\n", recorded)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -288,7 +289,10 @@ def _targets(args: argparse.Namespace) -> Iterator[tuple[Target, Target]]:
         def side(name: Literal["baseline", "candidate"], url: str, label: str) -> Target:
             if name in recs:
                 given = args.baseline_label if name == "baseline" else args.candidate_label
-                return RecordedSide(recs[name], given or recs[name].info.label, name)
+                own = recs[name].info.label
+                if own in ("baseline", "candidate") and own != name:
+                    own = name  # a default label names the role it was recorded for
+                return RecordedSide(recs[name], given or own, name)
             return TargetConfig(url, label=label, side=name, **kw)
 
         yield side("baseline", b_url, b_label), side("candidate", c_url, c_label)
@@ -445,7 +449,10 @@ def _check_tokens(args: argparse.Namespace) -> None:
     try:
         check_recorded_tokens(
             scores, server_root(args.candidate),
-            LogprobsOptions(model=args.model, timeout_s=args.request_timeout),
+            LogprobsOptions(
+                model=args.model, timeout_s=args.request_timeout,
+                api_key=os.environ.get(args.api_key_env),
+            ),  # fmt: skip
         )  # fmt: skip
     except TokenizationMismatch as exc:
         raise RecordingError(

@@ -14,9 +14,11 @@ read), the numerics sequences scored twice (the baseline's own A/A floor; ``--no
 skips them), GSM8K answers with ``--gsm8k N``, and the server's facts. A killed recording
 resumes with ``--resume RUN_ID``.
 
-Exit codes: 0 recorded; 2 usage error; 3 the server is unreachable, a launched server did
-not boot (its crash quoted), or more than 20% of its runs were infrastructure errors (the
-recording is kept, but a comparison against it would not be judged).
+Exit codes: 0 recorded; 1 a launched server's boot check failed (e.g. ``--expect-fusion
+on`` against a server whose fusion is off; the recording is kept); 2 usage error; 3 the
+server is unreachable, a launched server did not boot (its crash quoted), or more than 20%
+of its runs were infrastructure errors (the recording is kept, but a comparison against
+it would not be judged).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from harness.cli import ExitCode, interrupted_code
@@ -55,7 +58,8 @@ HELP = "Record one server as a baseline (runs, numerics, GSM8K, facts) to compar
 
 #: manifest arguments that must match when a recording is resumed
 RESUME_KEYS = ("target", "cmd", "model", "label", "repeats", "rounds", "stream", "temperature",
-               "sampling_seed", "single_turn", "numerics_only")  # fmt: skip
+               "sampling_seed", "single_turn", "numerics_only", "no_logprobs",
+               "logprobs_gsm8k", "logprobs_max_tokens", "gsm8k")  # fmt: skip
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -176,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         scenarios = [single_turn(s) for s in scenarios]
     if args.numerics_only and args.no_logprobs:
         return _error("--numerics-only records the numerics: drop --no-logprobs")
-    problem = check_resume(args, scenarios, RESUME_KEYS)
+    problem = check_resume(args, scenarios, RESUME_KEYS) or _other_kind(args)
     if problem:
         return _error(problem)
     if args.target:
@@ -216,7 +220,33 @@ def run(args: argparse.Namespace) -> int:
             f"the server did not boot; nothing recorded (boot checks: {folder.path}/boot.json)",
             ExitCode.INFRA_ERROR,
         )
-    return _done(folder, info, console, args)
+    code = _done(folder, info, console, args)
+    if code == ExitCode.OK and info.boot is not None and info.boot.get("verdict") == "FAIL":
+        failed = [c["name"] for c in info.boot.get("checks", []) if c["verdict"] == "FAIL"]
+        print(
+            f"error: a boot check failed ({', '.join(failed)}; {folder.path}/boot.json): "
+            "the recording is kept, but its server did not start as expected",
+            file=sys.stderr,
+        )
+        return ExitCode.REGRESSION
+    return code
+
+
+def _other_kind(args: argparse.Namespace) -> str | None:
+    """A ``--resume``/``--run-id`` folder that another command made (never recorded into)."""
+    from harness.runfolder import DEFAULT_RESULTS
+
+    name = args.resume or args.run_id
+    if not name:
+        return None
+    folder = RunFolder(Path(args.results or DEFAULT_RESULTS) / name)
+    try:
+        manifest = folder.manifest()
+    except Exception:
+        return None
+    if manifest is not None and manifest.kind not in (None, "record"):
+        return f"{folder.path} was made by harness {manifest.kind}, not record: give a new --run-id"
+    return None
 
 
 def _gsm8k_sequences(args: argparse.Namespace) -> list[Any]:
