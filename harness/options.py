@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,8 +73,13 @@ def url_or_recording(value: str) -> str:
     anything not starting with ``http://``/``https://`` is a path, checked when opened
     (:meth:`harness.recording.Recording.open`: one line naming the folder and the fix)."""
     value = value.strip()
-    if value.lower().startswith(("http://", "https://")):
+    if value.lower().startswith(("http://", "https://")) or "://" in value:
         return http_url(value)
+    if re.fullmatch(r"[\w.-]+:\d+(/.*)?", value):  # host:port, the scheme forgotten
+        raise OptionValueError(
+            f"{value!r} is not an http(s) URL (did you mean http://{value}?); a recording "
+            "is given by its folder"
+        )
     if not value:
         raise OptionValueError("empty value: give a server URL or a recording folder")
     return value

@@ -248,7 +248,13 @@ class Recording:
     def copy_runs(self, folder: RunFolder, side: str, label: str, repeats: int) -> int:
         """Append the recorded runs with ``repeat < repeats`` to ``folder`` as side
         ``side`` (labelled ``label``), skipping those already there; returns how many."""
-        done = folder.finished_keys()
+        # every key already there, infrastructure errors included (a recorded error is
+        # copied once, not again at every round)
+        done = (
+            {key for _, key in folder.run_keys_with_offsets()}
+            if folder.transcripts.exists()
+            else set()
+        )
         # the last record of each run (a resumed recording re-ran its infrastructure
         # errors: the later record replaces the earlier one, as when it was scored)
         latest = {key: offset for offset, key in self.folder.run_keys_with_offsets()}

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.kinds import VerdictName
 from harness.present.evidence import format_run, run_line
 from harness.present.views import drift_trace
 from harness.pytest_plugin.judge import judge
 from harness.pytest_plugin.options import HarnessSettings
 from harness.scenario.model import scenario_from_data
 from harness.scoring.models import CallScore, DriftFinding, RunScore
+from harness.summary import MetricRow, ScenarioComparison, Summary, Verdict
 from harness.transcript import InfraError
 
 SCENARIO = scenario_from_data(
@@ -130,3 +132,96 @@ def test_a_baseline_side_with_only_errors_is_an_infrastructure_error() -> None:
     cand = score(0, side="candidate")
     j = judge(SCENARIO, [cand, base_err], settings)
     assert j.outcome == "infra" and j.reasons[0].startswith("baseline:")
+
+
+# ---------------------------------------------------------------- with a baseline
+
+
+def _row(metric: str, *, worse: bool | None, significant: bool = False) -> MetricRow:
+    return MetricRow(
+        metric=metric, kind="rate", baseline=0.0, candidate=0.5, effect=0.5, worse=worse,
+        p_value=0.001 if significant else 0.3, p_adjusted=0.001 if significant else 0.6,
+        test="Fisher exact, one-sided (worse)", significant=significant, decisive=True,
+    )  # fmt: skip
+
+
+def _summary(
+    verdict: VerdictName, mine: list[MetricRow], pooled: list[MetricRow] | None
+) -> Summary:
+    """A comparison of ``entropy_array`` (rows ``mine``) and another scenario, pooled
+    rows ``pooled`` (None: one scenario, no pool)."""
+    comps = [
+        ScenarioComparison(scenario_id="entropy_array", rows=mine, verdict="INCONCLUSIVE"),
+        ScenarioComparison(scenario_id="other", rows=[], verdict="NO CHANGE"),
+    ]
+    if pooled is not None:
+        comps.append(ScenarioComparison(scenario_id="*", rows=pooled, verdict="REGRESSION"))
+    return Summary(run_id="r", comparisons=comps, verdict=Verdict(verdict=verdict, message=verdict))
+
+
+def _both(*runs: RunScore) -> list[RunScore]:
+    base = [
+        score(i, side="baseline").model_copy(
+            update={"run_key": f"baseline/entropy_array/{i}/nostream"}
+        )
+        for i in range(2)
+    ]
+    return [*[r.model_copy(update={"side": "candidate"}) for r in runs], *base]
+
+
+BASE = HarnessSettings(target="t", baseline="b")
+
+
+def test_with_a_baseline_a_scenario_significantly_worse_fails() -> None:
+    own = _summary("REGRESSION", [_row("passed", worse=True, significant=True)], None)
+    j = judge(SCENARIO, _both(looping(0), looping(1)), BASE, summary=own)
+    assert j.outcome == "failed"
+    assert j.reasons == [
+        "compare verdict REGRESSION against the baseline: this scenario is significantly "
+        "worse (passed: candidate -, baseline -)"
+    ]
+
+
+def test_with_a_baseline_a_pooled_regression_fails_the_scenarios_worse_on_its_metric() -> None:
+    pooled = [_row("passed", worse=True, significant=True), _row("collapse", worse=None)]
+    worse = _summary("REGRESSION", [_row("passed", worse=True)], pooled)
+    j = judge(SCENARIO, _both(looping(0), score(1)), BASE, summary=worse)
+    assert j.outcome == "failed"
+    assert j.reasons[0].startswith(
+        "compare verdict REGRESSION against the baseline (pooled over scenarios: passed); "
+        "this scenario is worse on it, not significant alone"
+    )
+    assert "pooled over scenarios: REGRESSION" in j.evidence  # the pool's rows under it
+    better = _summary("REGRESSION", [_row("passed", worse=False)], pooled)
+    assert judge(SCENARIO, _both(score(0), score(1)), BASE, summary=better).outcome == "passed"
+    other = _summary("REGRESSION", [_row("collapse", worse=True)], pooled)  # not the pooled metric
+    assert judge(SCENARIO, _both(looping(0), score(1)), BASE, summary=other).outcome == "passed"
+
+
+def test_with_a_baseline_worse_without_regression_passes_whatever_the_default_thresholds() -> None:
+    """A scenario WORSE (not significant alone) under NO CHANGE or INCONCLUSIVE is noise;
+    its failed runs would fail the default --min-pass-rate 1, which does not apply."""
+    verdicts: tuple[VerdictName, ...] = ("NO CHANGE", "INCONCLUSIVE")
+    for verdict in verdicts:
+        s = _summary(verdict, [_row("passed", worse=True)], [_row("passed", worse=True)])
+        j = judge(SCENARIO, _both(looping(0), score(1)), BASE, summary=s)
+        assert j.outcome == "passed" and j.verdict == "INCONCLUSIVE", j.reasons
+
+
+def test_with_a_baseline_explicit_thresholds_apply_on_top() -> None:
+    s = _summary("NO CHANGE", [_row("passed", worse=True)], None)
+    given = HarnessSettings(target="t", baseline="b", explicit=frozenset({"min_pass_rate"}))
+    j = judge(SCENARIO, _both(looping(0), score(1)), given, summary=s)
+    assert j.outcome == "failed"
+    assert [r.split(" (")[0] for r in j.reasons] == ["passed 1/2 runs"]  # only the one given
+
+
+def test_with_a_baseline_and_no_comparison_of_the_scenario_is_not_a_pass() -> None:
+    s = Summary(
+        run_id="r", verdict=Verdict(verdict="INCONCLUSIVE", message="INCONCLUSIVE: unfinished")
+    )
+    j = judge(SCENARIO, _both(score(0)), BASE, summary=s)
+    assert j.outcome == "infra"
+    assert j.reasons == [
+        "no comparison of this scenario against the baseline (INCONCLUSIVE: unfinished)"
+    ]

@@ -360,11 +360,11 @@ def run(args: argparse.Namespace) -> int:
     problem = check_resume(args, scenarios, RESUME_KEYS)
     if problem:
         return _usage_error(problem)
+    args.recordings = _recordings(args, scenarios)  # RecordingError: one line, exit 2
     down = _preflight(args)
     if down:
         print(f"error: {down}", file=sys.stderr)
         return ExitCode.INFRA_ERROR
-    args.recordings = _recordings(args, scenarios)  # RecordingError: one line, exit 2
     _check_tokens(args)
     console = make_console()
     folder = open_run_folder("compare", args, console, scenarios)

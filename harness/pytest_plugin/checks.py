@@ -6,7 +6,9 @@ asked for, so a plain run never pays for them:
 
 - ``harness::gsm8k`` with ``--gsm8k``, a ``--gsm8k-*`` threshold, or ``-m gsm8k``: GSM8K few-shot
   accuracy of ``--target`` (:func:`harness.gsm8k.run.run_gsm8k`), or paired against
-  ``--baseline`` (:func:`harness.gsm8k.run.compare_gsm8k`, McNemar's exact test).
+  ``--baseline`` (:func:`harness.gsm8k.run.compare_gsm8k`, McNemar's exact test; a
+  recorded baseline gives its recorded answers, ``harness record --gsm8k N``, which must
+  share ``--gsm8k-questions``, ``--gsm8k-shots`` and the data, else a one-line failure).
   Fails when accuracy < ``--gsm8k-min-accuracy``; with a baseline, when the accuracy
   drop exceeds ``--gsm8k-max-drop``, or (with no ``--gsm8k-max-drop``) when the paired
   verdict is ``REGRESSION``.
@@ -76,6 +78,7 @@ class GSM8KItem(_CheckItem):
     check = "gsm8k"
 
     def runtest(self) -> None:
+        from harness.errors import RecordingError
         from harness.gsm8k.data import GSM8KDataError
 
         state, s = self.state, self.state.settings
@@ -91,6 +94,8 @@ class GSM8KItem(_CheckItem):
             summary = self._run(state, opts)
         except GSM8KDataError as exc:
             pytest.fail(f"gsm8k: {exc} (give the data with --gsm8k-data PATH)", pytrace=False)
+        except RecordingError as exc:  # a recorded baseline without these GSM8K answers
+            pytest.fail(f"gsm8k: {exc}", pytrace=False)
         self._judge(summary)
 
     def _run(self, state: HarnessState, opts: dict[str, Any]) -> Any:

@@ -153,7 +153,7 @@ class ScenarioItem(pytest.Item):
         state = self.state
         state.targets()  # skips with the one NO_TARGET reason when no target is set
         state.run_planned()
-        run = self.scenario_run = state.run_scenario(self.scenario, self.stream)
+        run = self.scenario_run = state.scenario_run(self.scenario, self.stream)
         state.scenario_ids.add(self.scenario.id)
         j = self.judgement = judge(self.scenario, run.scores, state.settings, summary=run.summary)
         self.user_properties.extend(j.properties)

@@ -13,7 +13,10 @@ environment, and a person at a terminal overrides both on the command line
 environment, then in the ini file).
 
 A value that does not parse (``HARNESS_REPEATS=three``) is a :class:`pytest.UsageError`
-naming its source, before any test runs.
+naming its source, before any test runs. Which options were given at all (by any of the
+three) is kept (:attr:`HarnessSettings.explicit`): with a baseline, the absolute
+thresholds (``--min-pass-rate``, ``--min-final-answer-rate``, ``--max-repeated-calls``)
+apply only when given (:mod:`harness.pytest_plugin.judge`).
 
 The options the command line has too (``--target``, ``--repeats``, ``--concurrency``,
 ``--request-timeout``, ``--max-retries``, ``--results``, ...) come from
@@ -37,6 +40,7 @@ import pytest
 from harness.errors import OptionValueError
 from harness.options import OPTIONS as SHARED
 from harness.options import Option, boolean, count, positive_int, rate, text
+from harness.stats.sequential import ROUNDS
 
 __all__ = [
     "OPTIONS",
@@ -65,11 +69,16 @@ OPTIONS: tuple[Option, ...] = (
     SHARED["stream"],
     Option("stream_both", "--stream-both", boolean, False,
            "test every scenario streaming and not", switch=True),
+    Option("rounds", "--rounds", positive_int, ROUNDS,
+           f"with --baseline: at most K sequential rounds of --repeats runs per scenario "
+           f"and side, stopping as soon as the comparison is clear, as harness compare "
+           f"(default {ROUNDS}; 1: one fixed round)", "K"),
     Option("max_repeated_calls", "--max-repeated-calls", count, 0,
-           "repeated identical tool calls allowed per run (default 0)", "N"),
+           "repeated identical tool calls allowed per run (default 0; with --baseline "
+           "only when given)", "N"),
     Option("min_final_answer_rate", "--min-final-answer-rate", rate, 1.0,
-           "fraction of runs that must end in an acceptable final answer (default 1.0)",
-           "RATE"),
+           "fraction of runs that must end in an acceptable final answer (default 1.0; "
+           "with --baseline only when given)", "RATE"),
     SHARED["min_pass_rate"],
     Option("max_infra_error_rate", "--max-infra-error-rate", rate, 0.2,
            "fraction of runs that may fail for server/network reasons (default 0.2, as "
@@ -111,7 +120,14 @@ OPTIONS: tuple[Option, ...] = (
 )  # fmt: skip
 
 #: what the plugin's command line says beyond the shared help text
-_NOTES = {"stream": "; --stream alone is on, --stream=both as on the command line"}
+_NOTES = {
+    "stream": "; --stream alone is on, --stream=both as on the command line",
+    "repeats": "; with --baseline: runs per round per scenario and side (default 5, as "
+    "harness compare)",
+    "min_pass_rate": "; with --baseline only when given (a scenario test then fails when "
+    "the comparison finds it worse)",
+    "baseline": "; a scenario test then fails when the comparison finds it worse",
+}
 
 _SPECS = {opt.name: opt for opt in OPTIONS}
 
@@ -130,6 +146,7 @@ class HarnessSettings:
     model: str | None = None
     baseline_model: str | None = None
     repeats: int | None = None
+    rounds: int = ROUNDS
     api_key_env: str = "OPENAI_API_KEY"
     stream: str = "off"  # "off" | "on" | "both"
     stream_both: bool = False
@@ -159,17 +176,31 @@ class HarnessSettings:
     boot_timeout: float = 1800.0
     boot_probe: bool = False
     scenario_paths: list[Path] = field(default_factory=list)  # ini harness_scenarios
+    #: the options given on the command line, in the environment or the ini file (the
+    #: others are at their defaults)
+    explicit: frozenset[str] = frozenset()
 
     @property
     def stream_modes(self) -> list[bool]:
         """The stream modes to test each scenario in (``[False]``, ``[True]`` or both)."""
-        mode = "both" if self.stream_both else self.stream
-        return {"off": [False], "on": [True], "both": [False, True]}[mode]
+        return {"off": [False], "on": [True], "both": [False, True]}[self.stream_mode]
+
+    @property
+    def stream_mode(self) -> str:
+        """``off``, ``on`` or ``both``, as ``harness compare``/``record`` write it."""
+        return "both" if self.stream_both else self.stream
+
+    def applies(self, name: str) -> bool:
+        """Whether the absolute threshold ``name`` (``min_pass_rate``,
+        ``min_final_answer_rate``, ``max_repeated_calls``) judges the tests: always
+        without a baseline; with one, only when it was given."""
+        return not self.baseline or name in self.explicit
 
     def public(self) -> dict[str, Any]:
         """The settings as plain JSON values (for ``manifest.json``)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["scenario_paths"] = [str(p) for p in self.scenario_paths]
+        out["explicit"] = sorted(self.explicit)
         return out
 
 
@@ -263,10 +294,13 @@ def resolve_settings(config: pytest.Config) -> HarnessSettings:
         pytest.UsageError: a value that does not parse, naming where it came from.
     """
     settings = HarnessSettings()
+    given = set()
     for opt in OPTIONS:
         value = _value(config, opt)
         if value is not None:
             setattr(settings, opt.name, value)
+            given.add(opt.name)
+    settings.explicit = frozenset(given)
     settings.scenario_paths = [Path(p) for p in config.getini("harness_scenarios")]
     return settings
 

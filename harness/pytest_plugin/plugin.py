@@ -7,6 +7,7 @@ Usage::
 
     pytest scenarios/ --target http://gpu-box:30000 [--model NAME] [--repeats 3]
     pytest scenarios/ --target http://gpu-box:30001 --baseline http://gpu-box:30000
+    pytest scenarios/ --target http://gpu-box:30000 --baseline results/<id>   # recorded
     pytest scenarios/ --target URL --gsm8k --gsm8k-min-accuracy 0.85 -m gsm8k
     pytest --boot-cmd "python -m sglang.launch_server ..." -m boot
 
@@ -14,7 +15,10 @@ Usage::
   the environment and ``harness_<name>`` from the ini file; CLI > env > ini
   (:mod:`harness.pytest_plugin.options`).
 - Scenario files become test items (:mod:`harness.pytest_plugin.items`); the pass/fail rule
-  is :mod:`harness.pytest_plugin.judge`; a failure prints the evidence
+  is :mod:`harness.pytest_plugin.judge` (with a baseline: the comparison finds the scenario
+  worse, in compare's sequential rounds, :mod:`harness.pytest_plugin.baseline`; a recorded
+  baseline, ``harness record``, is checked against the selected scenarios and settings when
+  they are collected, a mismatch one ``ERROR:`` line); a failure prints the evidence
   (:mod:`harness.present.evidence`). Infrastructure errors are test *errors* prefixed
   ``infrastructure error``, never failures.
 - GSM8K and boot checks are opt-in items with markers ``gsm8k`` and ``boot``
@@ -54,6 +58,7 @@ if TYPE_CHECKING:
     from openai import OpenAI
 
     from harness.client.target import TargetConfig
+    from harness.recording import RecordedSide
     from harness.scenario.model import Scenario
     from harness.scoring.models import RunScore
     from harness.transcript import RunRecord
@@ -118,9 +123,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return  # no scenario file was collected, or an xdist worker (it runs only a share)
     from harness.pytest_plugin.items import ScenarioItem
 
-    _state(session.config).planned = [
+    state = _state(session.config)
+    state.planned = [
         (item.scenario, item.stream) for item in session.items if isinstance(item, ScenarioItem)
     ]
+    if state.settings.target and state.settings.baseline and not session.config.option.collectonly:
+        # a recorded baseline that cannot serve the selected scenarios stops the session
+        # in one line (pytest.UsageError), before any run
+        state.check_baseline(list({sc.id: sc for sc, _ in state.planned}.values()))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -205,8 +215,9 @@ def harness_target(pytestconfig: pytest.Config) -> TargetConfig:
 
 
 @pytest.fixture(scope="session")
-def harness_baseline(pytestconfig: pytest.Config) -> TargetConfig | None:
-    """The baseline server (``--baseline``) or ``None``."""
+def harness_baseline(pytestconfig: pytest.Config) -> TargetConfig | RecordedSide | None:
+    """The baseline (``--baseline``): a server, a recording
+    (:class:`harness.recording.RecordedSide`), or ``None``."""
     return _state(pytestconfig).baseline()
 
 

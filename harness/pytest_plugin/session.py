@@ -7,6 +7,12 @@ through :func:`harness.runner.run_many_sync` (records appended to ``transcripts.
 scores them (:func:`harness.scoring.score.score_run`), compares the sides when a baseline is
 given (:mod:`harness.pipeline`), and at the end of the session writes ``summary.json`` and
 the HTML report (:mod:`harness.present.report`) from the folder, as the CLI does.
+
+With a baseline (a server URL, or a recording's folder) the runs come in the sequential
+rounds of ``harness compare`` (:mod:`harness.pytest_plugin.baseline`): batched, one
+:func:`harness.pipeline.compare` over every selected scenario (a recorded baseline's runs
+copied into the run folder round by round, only the target live), whose final comparison
+judges every test; with ``--harness-batch off``, rounds of each test's own.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from harness.pytest_plugin.options import HarnessSettings
 
 if TYPE_CHECKING:  # imported lazily: `pytest` starts fast when no harness test runs
     from harness.client.target import TargetConfig
+    from harness.pytest_plugin.baseline import SelectedRecording
+    from harness.recording import RecordedSide
     from harness.runfolder import RunFolder
     from harness.runner import SamplingPolicy
     from harness.scenario.model import Scenario
@@ -66,8 +74,13 @@ class HarnessState:
     scenario_ids: set[str] = field(default_factory=set)  # collected scenarios
     summary: Summary | None = None  # summary.json, once written
     planned: list[tuple[Scenario, bool]] = field(default_factory=list)  # selected tests
+    #: with a baseline and batching: the session's comparison (its last look)
+    compared: Summary | None = None
     _batched: bool = False
+    _batch_error: str | None = None
     _run_dir: Path | None = None
+    _recording: SelectedRecording | None = None
+    _compared_runs: dict[tuple[str, bool], ScenarioRun] | None = None
 
     # ------------------------------------------------------------ targets
 
@@ -86,26 +99,75 @@ class HarnessState:
             max_response_bytes=s.max_response_bytes,
         )  # fmt: skip
 
-    def baseline(self) -> TargetConfig | None:
-        """The baseline server, or ``None``."""
+    def baseline(self) -> TargetConfig | RecordedSide | None:
+        """The baseline: a server (:class:`~harness.client.target.TargetConfig`), a
+        recording (:class:`~harness.recording.RecordedSide`, opened and checked by
+        :meth:`check_baseline`), or ``None``."""
         from harness.client.target import TargetConfig
+        from harness.recording import is_recording_ref
 
         s = self.settings
         if not s.baseline:
             return None
+        if is_recording_ref(s.baseline):
+            from harness.pytest_plugin.baseline import recorded_side
+
+            return recorded_side(self.recording())
         return TargetConfig(
             base_url=s.baseline, model=s.baseline_model or s.model, label="baseline",
             side="baseline", api_key_env=s.api_key_env, timeout_s=s.request_timeout,
             max_retries=s.max_retries, max_response_bytes=s.max_response_bytes,
         )  # fmt: skip
 
+    def recording(self) -> SelectedRecording:
+        """The recorded baseline, opened and checked on first use (:meth:`check_baseline`,
+        at collection; here, in a test, a recording that cannot serve fails it in one
+        line)."""
+        if self._recording is None:
+            try:
+                self.check_baseline(list({sc.id: sc for sc, _ in self.planned}.values()))
+            except pytest.UsageError as exc:
+                pytest.fail(str(exc), pytrace=False)
+        assert self._recording is not None
+        return self._recording
+
+    def check_baseline(self, scenarios: list[Scenario]) -> None:
+        """Open a recorded ``--baseline`` and check it against ``scenarios`` (the selected
+        ones) and the session's settings (:func:`~harness.pytest_plugin.baseline.open_recording`).
+
+        Raises:
+            pytest.UsageError: it cannot serve, in one line (``--baseline: ...``).
+        """
+        from harness.errors import RecordingError
+        from harness.pytest_plugin.baseline import open_recording
+
+        try:
+            self._recording = open_recording(self.settings, scenarios)
+        except RecordingError as exc:
+            raise pytest.UsageError(f"--baseline: {exc}") from None
+
+    def _check_one(self, scenario: Scenario) -> None:
+        """Check the recording against one more scenario; a recording that cannot serve
+        it fails the test in one line."""
+        from harness.errors import RecordingError
+        from harness.pytest_plugin.baseline import open_recording
+
+        assert self._recording is not None
+        try:
+            open_recording(self.settings, [scenario], self._recording.whole)
+        except RecordingError as exc:
+            pytest.fail(f"--baseline: {exc}", pytrace=False)
+
     def targets(self) -> list[TargetConfig]:
-        """``[target]`` or ``[baseline, candidate]``; skips the test if there is no target."""
+        """The live servers: ``[target]`` or ``[baseline, candidate]`` (a recorded baseline
+        is not one); skips the test if there is no target."""
+        from harness.client.target import TargetConfig
+
         target = self.target()
         if target is None:
             pytest.skip(NO_TARGET)
         base = self.baseline()
-        return [base, target] if base is not None else [target]
+        return [base, target] if isinstance(base, TargetConfig) else [target]
 
     # ------------------------------------------------------------ run folder
 
@@ -143,6 +205,9 @@ class HarnessState:
 
         self._batched = True
         targets, folder = self.targets(), self.run_dir()
+        if self.settings.baseline:
+            self._compare_planned()
+            return
         for stream in (False, True):
             scenarios = list({sc.id: sc for sc, mode in self.planned if mode == stream}.values())
             if scenarios:
@@ -151,6 +216,70 @@ class HarnessState:
                     concurrency=self.settings.concurrency, out_dir=folder, progress=False,
                     sampling=self.sampling(),
                 )  # fmt: skip
+
+    def _compare_planned(self) -> None:
+        """Batched with a baseline: :func:`harness.pipeline.compare` over every selected
+        scenario, in compare's sequential rounds, into the run folder."""
+        from harness.pipeline import compare
+        from harness.pytest_plugin.baseline import compare_settings
+        from harness.runfolder import RunFolder
+
+        scenarios = list({sc.id: sc for sc, _ in self.planned}.values())
+        base, cand = self.baseline(), self.target()
+        assert base is not None and cand is not None
+        settings = compare_settings(self.settings, [sc.id for sc in scenarios])
+        try:
+            self.compared = compare(
+                scenarios, base, cand, settings=settings, folder=RunFolder(self.run_dir()),
+                progress=False,
+            )  # fmt: skip
+        except Exception as exc:
+            self._batch_error = f"{type(exc).__name__}: {exc}"
+            raise
+
+    def scenario_run(self, scenario: Scenario, stream: bool) -> ScenarioRun:
+        """The runs a scenario test judges: with a baseline, from the session's comparison
+        (batched) or rounds of its own (``--harness-batch off``); else
+        :meth:`run_scenario`."""
+        if self._batch_error is not None:
+            pytest.fail(f"the session's comparison failed: {self._batch_error}", pytrace=False)
+        if not self.settings.baseline:
+            return self.run_scenario(scenario, stream)
+        if self.compared is not None:
+            runs = self._compared_scenario_runs()
+            found = runs.get((scenario.id, stream))
+            return found or ScenarioRun([], [], self.compared)
+        from harness.pytest_plugin.baseline import scenario_rounds
+        from harness.runfolder import RunFolder
+
+        base, cand = self.baseline(), self.target()
+        assert base is not None and cand is not None
+        if self._recording is not None and scenario.id not in self._recording.selected:
+            self._check_one(scenario)  # not among the collected (an xdist worker's share)
+        records, scores, summary = scenario_rounds(
+            scenario, stream, (base, cand), RunFolder(self.run_dir()), self.settings
+        )
+        return ScenarioRun(records, scores, summary)
+
+    def _compared_scenario_runs(self) -> dict[tuple[str, bool], ScenarioRun]:
+        """The session comparison's records and scores by (scenario, stream mode), read
+        once from the run folder (``scores.jsonl`` holds the last record of each run)."""
+        if self._compared_runs is None:
+            from harness.runfolder import RunFolder
+
+            folder = RunFolder(self.run_dir())
+            offsets = {key: offset for offset, key in folder.run_keys_with_offsets()}
+            out: dict[tuple[str, bool], ScenarioRun] = {}
+            scores = {s.run_key: s for _, s in folder.scores_with_offsets()}
+            for _, rec in folder.records_at(offsets.values()):
+                run = out.setdefault(
+                    (rec.scenario_id, rec.stream), ScenarioRun([], [], self.compared)
+                )
+                run.records.append(rec)
+                if rec.run_key in scores:
+                    run.scores.append(scores[rec.run_key])
+            self._compared_runs = out
+        return self._compared_runs
 
     def run_scenario(
         self,
@@ -232,10 +361,14 @@ class HarnessState:
             self.notes.append(write_html(self._run_dir, self.settings.html))
 
     def _logprobs(self, folder: RunFolder) -> None:
-        """The numerics section (:mod:`harness.numerics.section`) when there is a baseline."""
+        """The numerics section (:mod:`harness.numerics.section`) when there is a baseline
+        (a recorded one gives its recorded numerics)."""
         from harness.numerics.run import LogprobsOptions
         from harness.numerics.section import logprobs_section
+        from harness.recording import is_recording_ref
 
+        if is_recording_ref(self.settings.baseline) and self._recording is None:
+            return  # the recording could not be opened: its tests said why
         base, cand = self.baseline(), self.target()
         if base is None or cand is None or not self.settings.logprobs:
             return
@@ -245,7 +378,11 @@ class HarnessState:
 
     def _write_summary(self, run_dir: Path) -> Summary | None:
         """Score the folder's transcripts into ``summary.json`` as ``harness compare`` does,
-        with both sides' fusion engagement when there is a baseline."""
+        with both sides' fusion engagement when there is a baseline. The batched
+        comparison's summary is kept as its last look decided it (re-scored only to add
+        the candidate's own tests when ``--min-pass-rate`` was given)."""
+        from dataclasses import replace
+
         from harness.pipeline import FolderContext, engagement, score_folder
         from harness.runfolder import RunFolder
 
@@ -255,11 +392,19 @@ class HarnessState:
         base, cand = self.baseline(), self.target()
         if base is None or cand is None:
             return score_folder(folder, FolderContext(settings=self.summary_settings()))
+        judged = self.settings.applies("min_pass_rate")
+        done = self.compared
+        if done is not None:
+            if not judged:
+                return done
+            context = FolderContext(
+                done.settings, {s.side: s for s in done.sides}, done.warnings,
+                done.server_args_diff, kind="compare", judge_candidate=True,
+            )  # fmt: skip
+            return score_folder(folder, context)
         sides, warnings, diff = engagement(base, cand)
-        context = FolderContext(
-            self.summary_settings(), sides, warnings, diff, judge_candidate=True
-        )
-        return score_folder(folder, context)
+        context = FolderContext(self.summary_settings(), sides, warnings, diff)
+        return score_folder(folder, replace(context, kind="compare", judge_candidate=judged))
 
 
 # ---------------------------------------------------------------- seams to other modules
