@@ -49,6 +49,9 @@ CLI_OVERRIDES = {
     ("run", "results"): "the same root, given as a path",
     ("run", "stream"): "no type: a value after a bare --stream may be a scenario path",
     ("compare", "stream"): "as run",
+    ("record", "target"): "help says the server is recorded, already running",
+    ("record", "repeats"): "per round, compare's default 5",
+    ("logprobs", "baseline"): "as compare",
 }
 
 #: a valid text for every shared option, and the value it parses to
