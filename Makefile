@@ -101,8 +101,9 @@ record: $(STAMP)
 # The harness's own speed and scale (bench/): one table, JSON under results/bench/.
 # BENCH_ARGS="--quick" for a smoke run, "--only 1,3" for some benchmarks (~5 min in full).
 # Then the decision rule's false alarms and detection power at the shipped defaults
-# (bench/power.py, JSON in bench/power.json, ~30 min of CPU; POWER_ARGS="--workers 2"
-# for two processes, "--parts aa" for one part) and the README's detection table from it.
+# (bench/power.py, JSON in bench/power.json, ~60 min of CPU with the recorded-baseline part;
+# POWER_ARGS="--workers 2" for two processes, "--parts aa" for one part) and the README's
+# detection tables from it.
 BENCH_ARGS ?=
 POWER_ARGS ?=
 bench: $(STAMP)

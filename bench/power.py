@@ -625,7 +625,7 @@ RECORDED_OPTIONS: tuple[tuple[str, int | str, str], ...] = (
     ("--recorded-baselines", 20, "recordings each judging many candidates"),
     ("--recorded-candidates", 50, "healthy candidates judged against each recording"),
     ("--recorded-detect", 25, "broken candidates per recording and case"),
-    ("--recorded-cases", "fused-regression,repeat-loop@0.1", "the broken candidates' profiles"),
+    ("--recorded-cases", "fused-regression,repeat-loop@0.05", "the broken candidates' profiles"),
     ("--recorded-schedule", "5,10,15,20", "the baseline's repeats at each look"),
 )
 

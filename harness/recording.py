@@ -158,7 +158,14 @@ class Recording:
                 f"{path}: not a recording{made}; record the baseline with "
                 "harness record --target URL (or --cmd ...) and pass its folder"
             )
-        info = RecordingInfo.model_validate(manifest.extra[RECORDING_KEY])
+        try:
+            info = RecordingInfo.model_validate(manifest.extra[RECORDING_KEY])
+        except ValueError as exc:  # pydantic's ValidationError: an edited or foreign file
+            first = str(exc).splitlines()[1:2] or [str(exc)]
+            raise RecordingError(
+                f"{folder.manifest_path}: extra.recording is not a recording's description "
+                f"({first[0].strip()}); record the baseline again"
+            ) from None
         if complete and not info.complete:
             raise RecordingError(
                 f"{path}: the recording did not finish (killed?); finish it with "

@@ -172,22 +172,31 @@ def test_score_says_how_many_lines_were_skipped(
     assert json.dumps(summary).count('"n": 2') >= 1  # two runs scored, not three
 
 
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
 @pytest.mark.parametrize("command", ["run", "compare"])
 def test_sigterm_prints_the_resume_hint_like_sigint(
     command: str,
+    sigint: str,
     write_scenarios: Callable[..., Path],
     sim_url: Callable[..., str],
     tmp_path: Path,
 ) -> None:
+    # "ignored": SIGINT inherited as ignored, as by a background job of a script (how CI
+    # runners start commands); the SIGTERM must stop the command all the same
     scenarios = write_scenarios(CLOCK)
     url = sim_url("healthy", scenarios_dir=scenarios, latency_ms=500)
     sides = ["--target", url] if command == "run" else ["--baseline", url, "--candidate", url]
     argv = [sys.executable, "-m", "harness", command, str(scenarios), *sides, "--results",
             str(tmp_path), "--run-id", "x", "--repeats", "20", "--no-progress", "--concurrency",
             "1"]  # fmt: skip
+
+    def ignore_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     proc = subprocess.Popen(
-        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=ignore_sigint if sigint == "ignored" else None,
+    )  # fmt: skip
     transcripts = tmp_path / "x" / "transcripts.jsonl"
     deadline = time.monotonic() + 60
     while not (transcripts.exists() and transcripts.stat().st_size) and time.monotonic() < deadline:

@@ -127,6 +127,11 @@ def _catch_sigterm() -> Any:
     _TERMINATED[0] = False
     if threading.current_thread() is not threading.main_thread():
         return None
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # inherited as ignored (a background job of a script, as CI runners start
+        # commands): the SIGINT that a SIGTERM raises would do nothing, and the command
+        # would run on; Python's own handler, so it stops as on Ctrl-C
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     return signal.signal(signal.SIGTERM, _on_sigterm)
 
 
