@@ -194,13 +194,7 @@ def run(args: argparse.Namespace) -> int:
     except LogprobsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.INFRA_ERROR
-    rf = RunFolder.create("logprobs", results=args.results, run_id=args.run_id, args=vars(args))
-    rf.write_model(RunFolder.LOGPROBS, res)
-    print_result(res)
-    print(f"run folder: {rf.path}")
-    write_report_or_warn(rf, make_console())
-    regressed = res.verdict == "REGRESSION" or (args.strict and res.verdict == "INCONCLUSIVE")
-    return ExitCode.REGRESSION if regressed else ExitCode.OK
+    return _write(args, res)
 
 
 def _run_recorded(args: argparse.Namespace) -> int:
@@ -245,6 +239,12 @@ def _run_recorded(args: argparse.Namespace) -> int:
     if isinstance(res, str):
         print(f"error: {res}", file=sys.stderr)
         return ExitCode.USAGE_ERROR
+    return _write(args, res)
+
+
+def _write(args: argparse.Namespace, res: LogprobsResult) -> int:
+    """Write ``logprobs.json`` and the report into a new run folder, print the table;
+    the exit code of the verdict."""
     rf = RunFolder.create("logprobs", results=args.results, run_id=args.run_id, args=vars(args))
     rf.write_model(RunFolder.LOGPROBS, res)
     print_result(res)
