@@ -19,7 +19,9 @@ from typing import Any
 
 from harness.cli import ExitCode
 from harness.options import rate
+from harness.sim.flavours import FLAVOURS
 from harness.sim.profiles import INFRA_FAULTS, SimProfile, gsm8k_fault
+from harness.sim.templates import TEMPLATES
 
 HELP = "Run the built-in reference server (OpenAI-compatible, with fault profiles)."
 
@@ -71,6 +73,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--enable-return-routed-experts",
         action="store_true",
         help="routed-experts capture (SGLang's flag of the same name)",
+    )
+    p.add_argument(
+        "--server-flavour",
+        default="reference",
+        choices=list(FLAVOURS),
+        help="answer as this released server version does (NaN encoding, /tokenize, "
+        "limits, /server_info, routed experts; default: reference, the harness's own)",
+    )
+    p.add_argument(
+        "--chat-template",
+        default="chatml",
+        choices=list(TEMPLATES),
+        help="the chat template /tokenize renders conversations with (default: chatml)",
     )
 
 
@@ -154,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         capture=capture,
         refuse_unknown=not args.play_unknown,
+        flavour=args.server_flavour,
+        chat_template=args.chat_template,
         on_started=announce,
     )
     app: Any = server.config.app  # the Starlette app of create_app

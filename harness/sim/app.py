@@ -80,6 +80,8 @@ from harness.sim.model import (
     nonce_for,
     plan_for,
 )
+from harness.sim.flavours import Flavour, get_flavour
+from harness.sim.templates import check_template
 from harness.sim.profiles import InfraFault, SimProfile, get_profile, infra_fault
 from harness.sim.stats import STATS_PATH, SimStats
 from harness.sim.tokens import count_tokens, prompt_tokens, truncate_tokens
@@ -128,6 +130,8 @@ class SimState:
     latency_ms: float = 0
     seed: int = 0
     capture: bool = False
+    flavour: Flavour = field(default_factory=lambda: get_flavour(None))
+    chat_template: str = "chatml"
     rng: random.Random = field(default_factory=random.Random)
     refuse_unknown: bool = False
     flaky_seen: set[str] = field(default_factory=set)
@@ -563,6 +567,11 @@ class SimOptions(TypedDict, total=False):
     ``refuse_unknown``: a tool-calling conversation no scenario opens with is answered
     HTTP 404 "the reference server does not know this scenario" (:class:`UnknownScenario`)
     instead of a generic reply (default False; ``harness sim`` turns it on).
+    ``flavour``: the released server whose wire behaviour to play (a name of
+    :data:`~harness.sim.flavours.FLAVOURS`; default ``reference``).
+    ``chat_template``: the chat template ``/tokenize`` and chat logprobs render
+    conversations with (a name of :data:`~harness.sim.templates.TEMPLATES`; default
+    ``chatml``).
     """
 
     scenarios_dir: str | Path | None
@@ -572,6 +581,8 @@ class SimOptions(TypedDict, total=False):
     seed: int
     capture: bool
     refuse_unknown: bool
+    flavour: str | Flavour | None
+    chat_template: str
 
 
 def create_app(profile: str | SimProfile = "healthy", **options: Unpack[SimOptions]) -> Starlette:
@@ -581,7 +592,8 @@ def create_app(profile: str | SimProfile = "healthy", **options: Unpack[SimOptio
     ``options``: :class:`SimOptions`.
 
     Raises:
-        KeyError: an unknown profile name (message lists the names).
+        KeyError: an unknown profile, flavour or chat template name (the message lists
+            the names).
         OptionValueError: (a ValueError) an unknown fault in ``gsm8k_faults``.
     """
     scenarios_dir = options.get("scenarios_dir", "scenarios")
@@ -602,6 +614,8 @@ def create_app(profile: str | SimProfile = "healthy", **options: Unpack[SimOptio
         seed=seed,
         capture=options.get("capture", False),
         refuse_unknown=options.get("refuse_unknown", False),
+        flavour=get_flavour(options.get("flavour")),
+        chat_template=check_template(options.get("chat_template") or "chatml"),
         rng=random.Random(seed),
     )
     app = Starlette(
