@@ -46,8 +46,9 @@ regression on real noise, the broken-template A/B was not a REGRESSION, or the n
 verdicts did not hold: A/A NO CHANGE, wrong RoPE base REGRESSION); 2 the model or the
 server is missing or would not boot, or a required step failed to run at all; 3 a required
 step had too many infrastructure errors to judge, or the BFCL step had one that the server
-did not cause. A failed job ends with one ``e2e: FAILED: <step>: ...`` line per step that
-failed it.
+did not cause; 130 on Ctrl-C, 143 on SIGTERM (a time limit), each with every server it
+started stopped. A failed job ends with one ``e2e: FAILED: <step>: ...`` line per step
+that failed it.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -80,6 +82,7 @@ from e2e.servers import (
     serve,
     server_command,
 )
+from harness.cli import catch_sigterm, interrupted_code
 from harness.runfolder import RunFolder
 from harness.transcript import RunRecord
 
@@ -156,7 +159,7 @@ def _harness(step: Step) -> Step:
         step.exit_code = exc.code if isinstance(exc.code, int) else 2
     step.seconds = round(time.monotonic() - t0, 1)
     print(f"=== e2e: {step.name}: exit {step.exit_code} in {step.seconds:.1f}s", flush=True)
-    if step.exit_code == 130:  # Ctrl-C inside the command: stop the servers, stop the job
+    if step.exit_code in (130, 143):  # Ctrl-C or SIGTERM inside: stop the servers, the job
         raise KeyboardInterrupt
     return step
 
@@ -690,15 +693,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out or Path(os.environ.get("HARNESS_RESULTS", "results")) / f"e2e-{stamp}")
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    previous = catch_sigterm()  # a time limit's SIGTERM: every server stopped, exit 143
     try:
         model = _check_inputs(args)
         steps = _run_job(args, out, model)
     except E2EError as exc:
         print(f"e2e: FAILED: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("e2e: interrupted (servers stopped)", file=sys.stderr)
-        return 130
+        return interrupted_code(exc)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     result = _write_result(out, model, args, steps, time.monotonic() - t0)
     print(f"\n{_markdown(result)}\ne2e: results in {out} (e2e.md, e2e.json, */report.html)")
     if result["exit_code"] in _FAILED:

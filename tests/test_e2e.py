@@ -8,13 +8,16 @@ the reason, when its server or the model is not installed, so ``make test`` stay
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -366,3 +369,64 @@ def test_a_candidate_that_does_not_boot_fails_only_a_required_step() -> None:
         "compare A/B broken-template: too many infrastructure errors to judge, or its "
         "server did not boot (exit 3)"
     ]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_sigterm_stops_the_driver_with_143_and_every_server(tmp_path: Path) -> None:
+    try:
+        servers.find_model()  # the driver checks it is there before it starts anything
+    except servers.E2EError as exc:
+        pytest.skip(str(exc))
+    # a fake llama-server: the reference server on the port given, logging "pid port"
+    fake, pids = tmp_path / "llama-server", tmp_path / "pids"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'port=; while [ $# -gt 0 ]; do [ "$1" = --port ] && port=$2; shift; done\n'
+        f'echo "$$ $port" >> {pids}\n'
+        f'exec {sys.executable} -m harness sim --port "$port" --play-unknown --latency-ms 3000\n'
+    )
+    fake.chmod(0o755)
+    gsm8k = tmp_path / "gsm8k.jsonl"
+    gsm8k.write_text('{"question": "1+1?", "answer": "#### 2"}\n')
+    argv = [sys.executable, "-m", "e2e.driver", "--llama-server", str(fake),
+            "--out", str(tmp_path / "out"), "--gsm8k-data", str(gsm8k), "--no-logprobs",
+            "--bfcl-tasks", "0", "--boot-timeout", "30"]  # fmt: skip
+    driver = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    import httpx
+
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and driver.poll() is None:
+            rows = [ln.split() for ln in pids.read_text().splitlines()] if pids.exists() else []
+            # the second server is server A, started by the driver itself (e2e.servers.serve)
+            if len(rows) >= 2 and servers.health_status(f"http://127.0.0.1:{rows[1][1]}",
+                                                        "/health") == 200:  # fmt: skip
+                break
+            time.sleep(0.2)
+        assert driver.poll() is None, driver.communicate()[1].decode()[-2000:]
+        started = [int(r[0]) for r in (ln.split() for ln in pids.read_text().splitlines())]
+        driver.send_signal(signal.SIGTERM)
+        _, err = driver.communicate(timeout=60)
+        assert driver.returncode == 143, err.decode()[-2000:]
+        assert "e2e: interrupted (servers stopped)" in err.decode()
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in started if _alive(p)]
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{rows[1][1]}/health", timeout=2)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        rows = [ln.split() for ln in pids.read_text().splitlines()] if pids.exists() else []
+        for pid in [int(r[0]) for r in rows]:  # orphans of a driver that did not stop them
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)

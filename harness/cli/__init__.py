@@ -22,7 +22,7 @@ from typing import Any
 
 from harness._version import __version__
 
-__all__ = ["COMMANDS", "ExitCode", "interrupted_code", "main"]
+__all__ = ["COMMANDS", "ExitCode", "catch_sigterm", "interrupted_code", "main"]
 
 
 class ExitCode(IntEnum):
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return ExitCode.USAGE_ERROR
     args.argv = argv  # the command line as given (resume hints repeat it)
-    previous = _catch_sigterm() if args.command != "sim" else None  # uvicorn handles its own
+    previous = catch_sigterm() if args.command != "sim" else None  # uvicorn handles its own
     try:
         return int(modules[args.command].run(args))  # type: ignore[attr-defined]
     except HarnessError as exc:
@@ -122,8 +122,11 @@ def _on_sigterm(signum: int, frame: object) -> None:
     signal.raise_signal(signal.SIGINT)
 
 
-def _catch_sigterm() -> Any:
-    """Route SIGTERM to :func:`_on_sigterm` (main thread only); the handler it replaced."""
+def catch_sigterm() -> Any:
+    """Route SIGTERM to :func:`_on_sigterm` (main thread only); the handler it replaced.
+
+    Also for a driver that calls :func:`main` step by step (``e2e/driver.py``): a SIGTERM
+    between steps is then a ``KeyboardInterrupt`` too, and :func:`interrupted_code` 143."""
     _TERMINATED[0] = False
     if threading.current_thread() is not threading.main_thread():
         return None
