@@ -24,6 +24,7 @@ line (a run killed while writing) is skipped, and cut off before anything is app
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -53,6 +54,7 @@ __all__ = [
     "new_run_id",
     "redact",
     "release_locks",
+    "temp_path",
 ]
 
 #: results root; override with $HARNESS_RESULTS
@@ -117,6 +119,15 @@ def redact(args: Mapping[str, Any]) -> dict[str, Any]:
             out[k] = redact_text(str(v))
     return out
 
+
+def temp_path(path: Path) -> Path:
+    """A name beside ``path`` for writing it whole before ``replace``: unique per writer
+    (``scores.jsonl.<pid>-<n>.tmp``), so two processes (or threads) writing the same file
+    never share, truncate or move each other's temporary file."""
+    return path.with_name(f"{path.name}.{os.getpid()}-{next(_TEMP_COUNT)}.tmp")
+
+
+_TEMP_COUNT = itertools.count()
 
 #: the lock files this process holds (:meth:`RunFolder.lock`), open until released
 _HELD: list[IO[str]] = []
@@ -189,12 +200,12 @@ class RunFolder:
 
     # ------------------------------------------------------------------ one writer
 
-    def lock(self) -> None:
+    def lock(self, fix: str = "wait for it to end, or give another --run-id") -> None:
         """Make this process the folder's one writer until :func:`release_locks` (or exit):
         an exclusive ``fcntl.flock`` on :attr:`LOCK`, which then holds our pid.
 
         Raises:
-            RunFolderError: another process holds it; the line names its pid.
+            RunFolderError: another process holds it; the line names its pid, then ``fix``.
         """
         fh = open(self.path / self.LOCK, "a+", encoding="utf-8")  # noqa: SIM115 - held open
         try:
@@ -204,8 +215,7 @@ class RunFolder:
             holder = fh.read().strip() or "unknown"
             fh.close()
             raise RunFolderError(
-                f"{self.path} is being written by another harness process (pid {holder}); "
-                "wait for it to end, or give another --run-id"
+                f"{self.path} is being written by another harness process (pid {holder}); {fix}"
             ) from None
         fh.seek(0)
         fh.truncate()
@@ -445,14 +455,17 @@ class RunFolder:
     def score_writer(self) -> Iterator[Any]:
         """A function ``write(score)`` appending to a new ``scores.jsonl``; the file
         replaces the old one only when the block ends without an exception."""
-        tmp = self.scores_path.with_name(self.SCORES + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
+        tmp = temp_path(self.scores_path)
+        try:
+            with open(tmp, "x", encoding="utf-8") as fh:
 
-            def write(score: RunScore) -> None:
-                fh.write(score.model_dump_json() + "\n")
+                def write(score: RunScore) -> None:
+                    fh.write(score.model_dump_json() + "\n")
 
-            yield write
-        tmp.replace(self.scores_path)
+                yield write
+            tmp.replace(self.scores_path)
+        finally:
+            tmp.unlink(missing_ok=True)  # left only by an exception
 
     def scores_with_offsets(self) -> Iterator[tuple[int, RunScore]]:
         """``(byte offset, score)`` of every line of ``scores.jsonl``, streaming (none
@@ -487,7 +500,7 @@ class RunFolder:
     def write_model(self, name: str, model: BaseModel) -> Path:
         """Write ``model`` as indented JSON to file ``name`` (atomically); returns its path."""
         path = self.path / name
-        tmp = path.with_name(name + ".tmp")
+        tmp = temp_path(path)
         tmp.write_text(model.model_dump_json(indent=2), encoding="utf-8")
         tmp.replace(path)
         return path

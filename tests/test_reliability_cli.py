@@ -149,6 +149,71 @@ def test_second_resume_of_one_folder_is_refused(
     assert len(keys) == len(set(keys)) >= 1  # nothing written twice
 
 
+def test_score_beside_a_running_compare_is_refused_in_one_line(
+    write_scenarios: Callable[..., Path],
+    sim_url: Callable[..., str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``harness score`` of a folder a ``compare`` still writes: refused (exit 2, one line
+    naming the writer's pid), the compare untouched; once it ends, score works."""
+    scenarios = write_scenarios(CLOCK)
+    url = sim_url("healthy", scenarios_dir=scenarios, latency_ms=300)
+    argv = [
+        "compare",
+        str(scenarios),
+        "--baseline",
+        url,
+        "--candidate",
+        url,
+        "--results",
+        str(tmp_path),
+        "--run-id",
+        "x",
+        "--repeats",
+        "20",
+        "--no-sequential",
+        "--concurrency",
+        "1",
+        "--no-progress",
+    ]  # fmt: skip  (~25 s: still running below)
+    compare = subprocess.Popen([sys.executable, "-m", "harness", *argv], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    folder = tmp_path / "x"
+    try:
+        deadline = time.monotonic() + 60
+        transcripts = folder / RunFolder.TRANSCRIPTS
+        while time.monotonic() < deadline and not (
+            transcripts.exists() and transcripts.read_text().strip()
+        ):
+            time.sleep(0.05)
+        code = main(["score", str(folder)])
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert err.strip() == (
+            f"error: {folder} is being written by another harness process (pid {compare.pid}); "
+            f"wait for it to end, then `harness score {folder}`"
+        )
+        assert compare.poll() is None  # still running, untouched
+    finally:
+        compare.terminate()
+        _, cerr = compare.communicate(timeout=120)
+    assert compare.returncode == 143, cerr
+    assert "Traceback" not in cerr
+    assert not list(folder.glob("*.tmp"))
+    assert main(["score", str(folder), "--quiet"]) in (0, 1)  # the writer is gone: free again
+    assert not list(folder.glob("*.tmp"))
+
+
+def test_temporary_files_are_unique_per_writer(tmp_path: Path) -> None:
+    from harness.runfolder import temp_path
+
+    path = tmp_path / RunFolder.SCORES
+    names = {temp_path(path) for _ in range(3)}
+    assert len(names) == 3 and all(p.name.startswith("scores.jsonl.") for p in names)
+    assert all(str(os.getpid()) in p.name and p.suffix == ".tmp" for p in names)
+
+
 def test_score_says_how_many_lines_were_skipped(
     write_scenarios: Callable[..., Path],
     sim_url: Callable[..., str],

@@ -47,12 +47,17 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.USAGE_ERROR
     rf = RunFolder(folder)
     manifest = rf.manifest()  # RunFolderError (unreadable) -> exit 2 via harness.cli
-    if manifest is not None and "matrix" in manifest.extra:
-        return _matrix(rf, quiet=args.quiet)
-    if not rf.transcripts.exists():
-        if rf.has(RunFolder.GSM8K_RECORDS):
-            return _gsm8k(folder)
+    is_matrix = manifest is not None and "matrix" in manifest.extra
+    is_gsm8k = not rf.transcripts.exists() and rf.has(RunFolder.GSM8K_RECORDS)
+    if not (is_matrix or rf.transcripts.exists() or is_gsm8k):
         return _not_a_run_folder(folder)
+    # the folder's one writer while its files are rewritten: a `compare` still writing it
+    # refuses this (RunFolderError, one line -> exit 2 via harness.cli), and the reverse
+    rf.lock(fix=f"wait for it to end, then `harness score {folder}`")
+    if is_matrix:
+        return _matrix(rf, quiet=args.quiet)
+    if is_gsm8k:
+        return _gsm8k(folder)
     summary = score_folder(rf)
     _say_skipped(rf)
     console = make_console()

@@ -22,7 +22,7 @@ from harness.kinds import plural
 from harness.present.report.context import build_report
 from harness.present.report.load import load_run_folder
 from harness.present.views import MAX_REASONS
-from harness.runfolder import RunFolder
+from harness.runfolder import RunFolder, temp_path
 
 __all__ = [
     "environment",
@@ -150,10 +150,13 @@ def write_report_or_warning(
 
 def _write(path: Path, text: str | Iterable[str]) -> None:
     """Write ``text`` (or its pieces, streamed as a template generates them) atomically."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        if isinstance(text, str):
-            fh.write(text)
-        else:
-            fh.writelines(text)
-    tmp.replace(path)
+    tmp = temp_path(path)  # unique per writer: a report redrawn beside another
+    try:
+        with open(tmp, "x", encoding="utf-8") as fh:
+            if isinstance(text, str):
+                fh.write(text)
+            else:
+                fh.writelines(text)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)  # left only by an exception
