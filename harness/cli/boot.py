@@ -29,7 +29,12 @@ from harness.present.checks import print_boot
 from harness.present.console import make_console
 from harness.runfolder import RunFolder
 from harness.server.boot import boot, check_running
-from harness.server.experts import MoeShape, load_model_config, moe_shape_from_config
+from harness.server.experts import (
+    MoeShape,
+    load_model_config,
+    model_path_from_command,
+    moe_shape_from_config,
+)
 from harness.server.process import resolve_command
 
 HELP = "Launch a server command (or check a running server): health, log, fusion, routed experts."
@@ -89,7 +94,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="FAIL unless shared-experts fusion is in this state",
     )
     p.add_argument("--model-config", metavar="FILE", help="HF config.json giving the MoE geometry")
-    p.add_argument("--num-layers", type=int, help="MoE geometry (else from /model_info)")
+    p.add_argument(
+        "--num-layers",
+        type=int,
+        help="MoE geometry (else the config.json of the launch command's or the server's model)",
+    )
     p.add_argument("--top-k", type=int, help="experts per token (num_experts_per_tok)")
     p.add_argument("--num-experts", type=int, help="routed experts (n_routed_experts)")
     p.add_argument("--dense-layers", default="", help="comma-separated dense layer indices")
@@ -168,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
     opts: dict[str, Any] = {"endpoint": args.probe_endpoint}
     if isinstance(shape, MoeShape):
         opts["shape"] = shape
+    elif args.cmd and model_path_from_command(shlex.split(args.cmd)):
+        opts["model_path"] = model_path_from_command(shlex.split(args.cmd))  # its config.json
     folder = RunFolder.create("boot", results=args.results, args=recorded_args(args))
     print(f"run folder: {folder.path}", flush=True)
     common: dict[str, Any] = dict(

@@ -82,6 +82,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "limits, /server_info, routed experts; default: reference, the harness's own)",
     )
     p.add_argument(
+        "--moe-model",
+        default="deepseek-v3",
+        choices=["deepseek-v3", "glm-4.5"],
+        help="the simulated MoE model: its architecture decides which fusion lines the log "
+        "holds (glm-4.5 fuses without the 'enabled' line, as SGLang's GLM-4.5/4.6)",
+    )
+    p.add_argument(
         "--chat-template",
         default="chatml",
         choices=list(TEMPLATES),
@@ -148,7 +155,10 @@ def run(args: argparse.Namespace) -> int:
     if profile is None:
         return ExitCode.USAGE_ERROR
     capture = bool(args.enable_return_routed_experts)
-    for line in moe.boot_log_lines(profile, capture=capture):
+    lines = moe.boot_log_lines(
+        profile, capture=capture, flavour=args.server_flavour, moe_model=args.moe_model
+    )
+    for line in lines:
         print(line, flush=True)
     crash = moe.crash_traceback(profile, capture=capture)
     if crash:
@@ -171,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
         refuse_unknown=not args.play_unknown,
         flavour=args.server_flavour,
         chat_template=args.chat_template,
+        moe_model=args.moe_model,
         on_started=announce,
     )
     app: Any = server.config.app  # the Starlette app of create_app

@@ -1,31 +1,54 @@
 """Routed-experts probe: ask the server which experts each token was routed to, and check.
 
-Format (SGLang, ``--enable-return-routed-experts``; see
-``python/sglang/srt/layers/moe/routed_experts_capturer.py`` and
-``entrypoints/openai/protocol.py``):
+Formats, per server (read from the released packages):
 
-- request: ``"return_routed_experts": true``, a top-level field on ``POST /generate``
-  and an extra body field on ``/v1/chat/completions`` and ``/v1/completions``;
-- response: ``meta_info.routed_experts`` on ``/generate``, ``sglext.routed_experts``
-  (response level, ``SglExt`` model; some builds put it on the choice) on the OpenAI
-  endpoints: base64 of the flattened little-endian int32 array of shape
-  ``[rows, num_hidden_layers, num_experts_per_tok]`` (a ``routed_experts_dtype``
-  field, when present, overrides int32);
-- rows cover token positions ``[routed_experts_start_len, seqlen - 1)``, i.e.
-  ``rows = prompt_tokens + completion_tokens - 1 - start_len`` (the last sampled
-  token is never forwarded);
-- the capture buffer is ``torch.zeros``, so layers without routing (dense layers,
-  e.g. DeepSeek's ``first_k_dense_replace``) stay all zero;
-- with shared-experts fusion the shared expert is routed expert number
-  ``n_routed_experts`` (``mlp.shared_experts`` renamed ``mlp.experts.{n_routed_experts}``
-  in ``deepseek_v2.py``), so that id must never appear among the top-k routed ids.
+- SGLang (``--enable-return-routed-experts``; ``sglang==0.5.23``
+  ``sglang/srt/state_capturer/routed_experts.py`` and ``state_capturer/base.py``;
+  ``sglang==0.5.10.post1`` ``sglang/srt/layers/moe/routed_experts_capturer.py``):
+  request ``"return_routed_experts": true`` (a top-level field of ``POST /generate``, an
+  extra body field of ``/v1/chat/completions`` and ``/v1/completions``); response
+  ``meta_info.routed_experts`` on ``/generate`` and ``sglext.routed_experts`` (response
+  level, ``SglExt`` in ``sglang/srt/entrypoints/openai/protocol.py``) on the OpenAI
+  endpoints: base64 of the flattened little-endian int32 array
+  ``[rows, num_hidden_layers, num_experts_per_tok]`` (``extract_routed_experts_from_meta_info``
+  decodes it as ``np.int32``). The rows start at the request's
+  ``routed_experts_start_len`` (default 0; a request field of ``GenerateReqInput`` in
+  ``sglang/srt/managers/io_struct.py``, and of the OpenAI requests in 0.5.23);
+  the response does not repeat it.
+- vLLM (``vllm==0.33.0``, server flag ``--enable-return-routed-experts``, no request
+  field): ``choices[i].routed_experts`` on ``/v1/chat/completions`` and
+  ``/v1/completions`` (``vllm/entrypoints/openai/chat_completion/protocol.py``
+  ``ChatCompletionResponseChoice``): base64 of ``.npy`` bytes (``numpy2base64`` in
+  ``vllm/utils/serial_utils.py``), shape ``[rows, num_layers, num_experts_per_tok]``,
+  dtype ``uint8`` up to 256 experts, else ``uint16``
+  (``vllm/model_executor/layers/fused_moe/routed_experts_capturer.py``). The rows start
+  at the request's ``routed_experts_prompt_start`` (default 0).
+
+Rules, both servers: ``rows = prompt_tokens + completion_tokens - 1 - start`` (the last
+sampled token is never forwarded); the capture buffer is zeros, so layers without
+routing (dense layers, e.g. DeepSeek's ``first_k_dense_replace``) stay all zero; with
+shared-experts fusion the shared expert is routed expert number ``n_routed_experts``,
+which must never appear among the top-k routed ids (the capturer keeps only the first
+``num_experts_per_tok`` columns).
+
+MoE geometry (:func:`find_moe_shape`): no released server puts it in ``/model_info``
+(``sglang==0.5.23`` ``sglang/srt/entrypoints/http_server.py`` ``model_info``: the
+``hf_config`` line is commented out), so it is read from the model's ``config.json``:
+the launch command's ``--model-path``/``--model``/``vllm serve MODEL``, then the model
+path the server reports (``/model_info``, ``/server_info``, ``/v1/models`` ``root``), each
+as a local folder or a Hugging Face hub id in the local hub cache
+(``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``:
+``models--ORG--NAME/snapshots/<rev>/config.json``). ``MoeShape.source`` says which.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import io
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,7 +65,12 @@ __all__ = [
     "Violation",
     "check_routed_experts",
     "decode_routed_experts",
+    "decode_routed_experts_array",
+    "find_moe_shape",
+    "hf_hub_cache",
     "load_model_config",
+    "locate_model_config",
+    "model_path_from_command",
     "moe_shape_from_config",
     "probe_routed_experts",
 ]
@@ -56,16 +84,24 @@ _LAYERS = ("num_hidden_layers", "num_layers", "n_layers")
 _TOPK = ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k", "moe_k")
 _EXPERTS = ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts")
 _CONFIG_KEYS = ("hf_config", "config", "model_config", "hf_text_config", "text_config")
+#: the first bytes of a ``.npy`` file (numpy's format, version 1-3)
+_NPY_MAGIC = b"\x93NUMPY"
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
 class MoeShape(BaseModel):
-    """Geometry needed to check routed experts; ``dense_layers`` carry no routing."""
+    """Geometry needed to check routed experts; ``dense_layers`` carry no routing.
+
+    ``source``: where the numbers came from (``"/model_info"``, ``"flags"``, ``"launch
+    command --model-path: /path/config.json"``, ``"/model_info model_path (hub cache):
+    ..."``).
+    """
 
     num_layers: int
     top_k: int
     num_routed_experts: int
     dense_layers: list[int] = Field(default_factory=list)
-    source: str = ""  # where the numbers came from
+    source: str = ""
 
 
 class Violation(BaseModel):
@@ -82,7 +118,13 @@ class Violation(BaseModel):
 
 
 class ExpertsProbeResult(BaseModel):
-    """Outcome of one probe request: ``ok`` only if the field came back and every rule held."""
+    """Outcome of one probe request: ``ok`` only if the field came back and every rule held.
+
+    ``field``: where the payload was found (``"meta_info.routed_experts"``,
+    ``"sglext.routed_experts"``, ``"choices[0].routed_experts"``); ``encoding``:
+    ``"int32"`` (SGLang's raw bytes) or ``"npy"`` (vLLM); ``dtype``: the decoded item type;
+    ``start_len``: the first token position, the value the probe itself sent.
+    """
 
     endpoint: str
     ok: bool = False
@@ -92,6 +134,8 @@ class ExpertsProbeResult(BaseModel):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     start_len: int = 0
+    field: str | None = None
+    encoding: str | None = None
     dtype: str = "int32"
     violation_count: int = 0
     violation_kinds: dict[str, int] = Field(default_factory=dict)  # kind -> count, all of them
@@ -99,12 +143,17 @@ class ExpertsProbeResult(BaseModel):
 
     def summary(self) -> str:
         """One line: ``<endpoint>: N violations (kind: n, ...); first: token t, layer l: ...``
-        (a failure's one-line reason names the first violation)."""
+        (a failure's one-line reason names the first violation); an OK names the field
+        and where the MoE geometry came from."""
         if self.error:
             return f"{self.endpoint}: {self.error}"
         if self.ok:
             layers = self.shape.num_layers if self.shape else "?"
-            return f"{self.endpoint}: {self.rows} token rows x {layers} layers OK"
+            source = self.shape.source if self.shape else "?"
+            return (
+                f"{self.endpoint}: {self.rows} token rows x {layers} layers OK "
+                f"({self.field}; geometry from {source})"
+            )
         counts = ", ".join(f"{k}: {n}" for k, n in self.violation_kinds.items())
         first = self.violations[0].line() if self.violations else "?"
         many = plural(self.violation_count, "violation")
@@ -133,8 +182,8 @@ def _dense_layers(cfg: dict[str, Any], num_layers: int) -> list[int]:
 def moe_shape_from_config(cfg: dict[str, Any] | None, *, source: str = "config") -> MoeShape | None:
     """MoE geometry from a HF-style config (or a /model_info body that holds one).
 
-    Looks at the dict itself, then nested ``hf_config``/``config``/... . Returns None
-    when num_layers, top_k or the routed-expert count is missing.
+    Looks at the dict itself, then nested ``hf_config``/``config``/``text_config``/... .
+    Returns None when num_layers, top_k or the routed-expert count is missing.
     """
     if not isinstance(cfg, dict):
         return None
@@ -156,16 +205,42 @@ def moe_shape_from_config(cfg: dict[str, Any] | None, *, source: str = "config")
     return None
 
 
-def decode_routed_experts(payload: str, *, dtype: str | None = None) -> np.ndarray:
-    """base64 -> flat array of expert ids, shape ``[n]``, returned as int64.
-
-    The bytes are read as little-endian int32 unless ``dtype`` says otherwise
-    (numpy/torch names: ``"int16"``, ``"torch.int32"``).
-    Raises ValueError on a payload that is not a base64 string, bad base64, an unknown
-    dtype, or a byte count that does not divide by the item size.
-    """
+def _b64(payload: Any) -> bytes:
     if not isinstance(payload, str):
         raise ValueError(f"routed_experts must be a base64 string, not {type(payload).__name__}")
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"routed_experts is not valid base64: {exc}") from exc
+
+
+def _load_npy(raw: bytes) -> np.ndarray:
+    """``.npy`` bytes -> array (``allow_pickle=False``: an object array is refused)."""
+    try:
+        arr = np.load(io.BytesIO(raw), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"routed_experts is not a readable .npy payload: {exc}") from exc
+    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iu":
+        raise ValueError(f"routed_experts .npy holds {getattr(arr, 'dtype', '?')}, not integers")
+    return arr
+
+
+def decode_routed_experts_array(payload: Any, *, dtype: str | None = None) -> np.ndarray:
+    """base64 -> array of expert ids, as the server encoded it.
+
+    ``.npy`` bytes (vLLM, recognised by numpy's magic ``\\x93NUMPY``) come back with
+    their own shape and dtype (``uint8``/``uint16``); raw bytes (SGLang) come back flat,
+    read as little-endian int32 unless ``dtype`` names another integer type (a caller's
+    choice; no server sends one).
+
+    Raises:
+        ValueError: not a base64 string, bad base64, an unreadable or non-integer
+            ``.npy``, an unknown or non-integer ``dtype``, or a byte count that does not
+            divide by the item size.
+    """
+    raw = _b64(payload)
+    if raw.startswith(_NPY_MAGIC):
+        return _load_npy(raw)
     name = (dtype or "int32").removeprefix("torch.")
     try:
         dt = np.dtype(name).newbyteorder("<")
@@ -173,13 +248,15 @@ def decode_routed_experts(payload: str, *, dtype: str | None = None) -> np.ndarr
         raise ValueError(f"unknown routed_experts_dtype {dtype!r}") from exc
     if dt.kind not in "iu":
         raise ValueError(f"routed_experts_dtype {dtype!r} is not an integer type")
-    try:
-        raw = base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise ValueError(f"routed_experts is not valid base64: {exc}") from exc
     if len(raw) % dt.itemsize:
         raise ValueError(f"{len(raw)} bytes do not divide into {dt.itemsize}-byte {name} items")
-    return np.frombuffer(raw, dtype=dt).astype(np.int64)
+    return np.frombuffer(raw, dtype=dt)
+
+
+def decode_routed_experts(payload: Any, *, dtype: str | None = None) -> np.ndarray:
+    """base64 -> flat int64 array of expert ids, shape ``[n]`` (see
+    :func:`decode_routed_experts_array` for the two encodings and the errors raised)."""
+    return decode_routed_experts_array(payload, dtype=dtype).reshape(-1).astype(np.int64)
 
 
 def _violations_at(
@@ -266,20 +343,28 @@ def check_routed_experts(
 
 
 def _request(
-    endpoint: Endpoint, prompt: str, max_tokens: int, model: str
+    endpoint: Endpoint, prompt: str, max_tokens: int, model: str, start_len: int
 ) -> tuple[str, dict[str, Any]]:
+    """The probe's request. A non-zero start goes out under both servers' names
+    (SGLang ``routed_experts_start_len``, vLLM ``routed_experts_prompt_start``; each
+    ignores the other's)."""
+    start: dict[str, Any] = {"routed_experts_start_len": start_len} if start_len else {}
     if endpoint == "generate":
         return "/generate", {
             "text": prompt,
             "return_routed_experts": True,
             "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0},
+            **start,
         }
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,
         "temperature": 0,
         "return_routed_experts": True,
+        **start,
     }
+    if start_len:
+        body["routed_experts_prompt_start"] = start_len
     if endpoint == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
         return "/v1/chat/completions", body
@@ -287,26 +372,37 @@ def _request(
     return "/v1/completions", body
 
 
-def _extract(endpoint: Endpoint, data: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(holder of routed_experts, token counts)`` from a response body."""
+def _extract(endpoint: Endpoint, data: Any) -> tuple[Any, str | None, dict[str, Any]]:
+    """``(payload, field it was found in, token counts)`` from a response body.
+
+    Looks at ``meta_info`` (``/generate``), then the response's ``sglext`` (SGLang), the
+    first choice's ``sglext`` (some SGLang builds) and the first choice's own
+    ``routed_experts`` (vLLM).
+    """
     if isinstance(data, list) and data:
         data = data[0]
     if not isinstance(data, dict):
-        return {}, {}
+        return None, None, {}
     if endpoint == "generate":
         meta = data.get("meta_info") or {}
-        return meta, meta
+        return meta.get("routed_experts"), "meta_info.routed_experts", meta
     usage = data.get("usage") or {}
-    ext = data.get("sglext") or {}
-    if not ext.get("routed_experts"):
-        choices = data.get("choices") or [{}]
-        ext = (choices[0] or {}).get("sglext") or ext
-    return ext, usage
+    choices = data.get("choices") or [{}]
+    choice = choices[0] if isinstance(choices[0], dict) else {}
+    holders = [
+        ("sglext.routed_experts", data.get("sglext")),
+        ("choices[0].sglext.routed_experts", choice.get("sglext")),
+        ("choices[0].routed_experts", choice),
+    ]
+    for name, holder in holders:
+        if isinstance(holder, dict) and holder.get("routed_experts"):
+            return holder["routed_experts"], name, usage
+    return None, None, usage
 
 
 def load_model_config(path: str | Path) -> dict[str, Any] | None:
     """A HF ``config.json`` (or the one in directory ``path``), else None if unreadable."""
-    p = Path(path)
+    p = Path(path).expanduser()
     p = p / "config.json" if p.is_dir() else p
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
@@ -315,21 +411,124 @@ def load_model_config(path: str | Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _fetch_shape(client: httpx.Client, root: str) -> MoeShape | None:
-    """From ``/model_info``, the local ``config.json`` of its ``model_path``, ``/server_info``."""
-    for path in ("/model_info", "/server_info", "/get_server_info"):
-        try:
-            r = client.get(root + path)
-            info = r.json() if r.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            info = None
-        shape = moe_shape_from_config(info, source=path)
-        if shape is None and isinstance(info, dict) and isinstance(info.get("model_path"), str):
-            cfg = load_model_config(info["model_path"])
-            shape = moe_shape_from_config(cfg, source=f"{info['model_path']}/config.json")
-        if shape is not None:
-            return shape
+def hf_hub_cache() -> Path:
+    """The Hugging Face hub cache folder, as ``huggingface_hub`` resolves it:
+    ``$HF_HUB_CACHE`` (or the older ``$HUGGINGFACE_HUB_CACHE``), else ``$HF_HOME/hub``,
+    else ``$XDG_CACHE_HOME/huggingface/hub`` (``~/.cache`` when unset)."""
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(var):
+            return Path(os.environ[var]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
+    return Path(xdg).expanduser() / "huggingface" / "hub"
+
+
+def _hub_config(repo_id: str) -> Path | None:
+    """``config.json`` of hub model ``ORG/NAME`` in the local cache: the snapshot
+    ``refs/main`` names, else the newest snapshot holding one."""
+    repo = hf_hub_cache() / ("models--" + repo_id.replace("/", "--"))
+    ref = repo / "refs" / "main"
+    if ref.is_file():
+        cfg = repo / "snapshots" / ref.read_text(encoding="utf-8").strip() / "config.json"
+        if cfg.is_file():
+            return cfg
+    found = sorted(repo.glob("snapshots/*/config.json"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def locate_model_config(model: str) -> tuple[Path, str] | None:
+    """Where the ``config.json`` of ``model`` is on this machine: ``(path, how)``.
+
+    ``model`` is a local folder (its ``config.json``), a config file, or a hub id
+    ``ORG/NAME`` found in :func:`hf_hub_cache` (``how``: ``"local"`` or ``"hub cache"``).
+    None when neither exists here.
+    """
+    p = Path(model).expanduser()
+    if p.is_dir() and (p / "config.json").is_file():
+        return p / "config.json", "local"
+    if p.is_file():
+        return p, "local"
+    if _HUB_ID.fullmatch(model):
+        hub = _hub_config(model)
+        if hub is not None:
+            return hub, "hub cache"
     return None
+
+
+def model_path_from_command(argv: list[str]) -> str | None:
+    """The model a server launch command serves: ``--model-path X`` / ``--model X``
+    (SGLang, vLLM; also ``--flag=X``) or vLLM's positional ``vllm serve MODEL``; else None."""
+    for i, arg in enumerate(argv):
+        for flag in ("--model-path", "--model"):
+            if arg == flag and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(flag + "="):
+                return arg.split("=", 1)[1]
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "serve" and not argv[i + 1].startswith("-"):
+            return argv[i + 1]
+    return None
+
+
+def _get(client: httpx.Client, url: str) -> Any:
+    try:
+        r = client.get(url)
+        return r.json() if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def _reported_models(client: httpx.Client, root: str) -> list[tuple[str, str]]:
+    """``(label, model path)`` the server reports: ``/model_info`` and ``/server_info``
+    ``model_path`` (SGLang), ``/v1/models`` ``root`` (vLLM: the path it loaded)."""
+    out = []
+    for path in ("/model_info", "/server_info"):
+        info = _get(client, root + path)
+        if isinstance(info, dict) and isinstance(info.get("model_path"), str):
+            out.append((f"{path} model_path", info["model_path"]))
+    models = _get(client, root + "/v1/models")
+    data = models.get("data") if isinstance(models, dict) else None
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        for key in ("root", "id"):
+            if isinstance(data[0].get(key), str):
+                out.append((f"/v1/models {key}", data[0][key]))
+    return out
+
+
+def find_moe_shape(
+    client: httpx.Client, root: str, *, model_path: str | None = None
+) -> tuple[MoeShape | None, list[str]]:
+    """MoE geometry of the server at ``root``, and what was tried (one line each).
+
+    In order: the geometry in ``/model_info`` itself (only the reference server puts it
+    there); the ``config.json`` of ``model_path`` (the launch command's); of the model
+    path ``/model_info``, ``/server_info`` or ``/v1/models`` report (local folder or hub
+    cache, :func:`locate_model_config`). ``MoeShape.source`` names the one used.
+    """
+    tried: list[str] = []
+    info = _get(client, root + "/model_info")
+    shape = moe_shape_from_config(info, source="/model_info")
+    if shape is not None:
+        return shape, tried
+    tried.append("/model_info: no MoE geometry")
+    given = [("launch command --model-path", model_path)] if model_path else []
+    seen: set[str] = set()
+    for label, model in given + _reported_models(client, root):
+        if model in seen:
+            continue
+        seen.add(model)
+        found = locate_model_config(model)
+        if found is None:
+            tried.append(f"{label} {model}: no config.json here or in {hf_hub_cache()}")
+            continue
+        shape = moe_shape_from_config(
+            load_model_config(found[0]), source=f"{label} ({found[1]}): {found[0]}"
+        )
+        if shape is not None:
+            return shape, tried
+        tried.append(f"{label}: {found[0]} has no MoE geometry")
+    return None, tried
 
 
 def _model_name(client: httpx.Client, root: str) -> str:
@@ -356,39 +555,57 @@ def _verdict(
     )
 
 
+_MISSING = (
+    "the response has no routed_experts field (SGLang: start the server with "
+    "--enable-return-routed-experts; vLLM: --enable-return-routed-experts, the answer's "
+    "choices[i].routed_experts)"
+)
+
+
+def _npy_shape_violation(arr: np.ndarray, shape: MoeShape) -> Violation | None:
+    """A ``.npy`` array must be ``[rows, num_layers, top_k]``."""
+    if arr.ndim == 3 and arr.shape[1:] == (shape.num_layers, shape.top_k):
+        return None
+    return Violation(
+        kind="shape",
+        detail=f".npy shape {tuple(arr.shape)}, expected (rows, {shape.num_layers}, "
+        f"{shape.top_k}) (num_layers, top_k from {shape.source})",
+    )
+
+
 def _judge(
     endpoint: str,
-    holder: dict[str, Any],
-    counts: dict[str, Any],
+    data: Any,
     shape: MoeShape,
+    start_len: int,
     max_violations: int,
 ) -> ExpertsProbeResult:
+    payload, field, counts = _extract(endpoint, data)  # type: ignore[arg-type]
     res = ExpertsProbeResult(
         endpoint=endpoint,
         shape=shape,
         prompt_tokens=counts.get("prompt_tokens"),
         completion_tokens=counts.get("completion_tokens"),
-        start_len=int(holder.get("routed_experts_start_len") or 0),
-        dtype=str(holder.get("routed_experts_dtype") or "int32"),
+        start_len=start_len,
+        field=field,
     )
-    payload = holder.get("routed_experts")
     if not isinstance(payload, str) or not payload:
-        v = Violation(
-            kind="missing",
-            detail="the response has no routed_experts field "
-            "(is the server started with --enable-return-routed-experts?)",
-        )
-        return _verdict(res, [v], max_violations)
+        return _verdict(res, [Violation(kind="missing", detail=_MISSING)], max_violations)
     try:
-        flat = decode_routed_experts(payload, dtype=res.dtype)
+        arr = decode_routed_experts_array(payload)
     except ValueError as exc:
         return _verdict(res, [Violation(kind="shape", detail=str(exc))], max_violations)
+    npy = _b64(payload).startswith(_NPY_MAGIC)
+    res.encoding, res.dtype = ("npy" if npy else "int32"), str(arr.dtype.name)
+    bad_shape = _npy_shape_violation(arr, shape) if npy else None
+    if bad_shape is not None:
+        return _verdict(res, [bad_shape], max_violations)
     rows, found = check_routed_experts(
-        flat,
+        arr.reshape(-1).astype(np.int64),
         shape,
         prompt_tokens=res.prompt_tokens,
         completion_tokens=res.completion_tokens,
-        start_len=res.start_len,
+        start_len=start_len,
     )
     res.rows = rows
     return _verdict(res, found, max_violations)
@@ -399,6 +616,8 @@ def probe_routed_experts(
     *,
     endpoint: Endpoint = "generate",
     shape: MoeShape | None = None,
+    model_path: str | None = None,
+    start_len: int = 0,
     prompt: str = "Name three prime numbers.",
     max_tokens: int = 8,
     model: str | None = None,
@@ -407,31 +626,29 @@ def probe_routed_experts(
 ) -> ExpertsProbeResult:
     """Send one request with ``return_routed_experts: true`` to ``base_url`` and check it.
 
-    ``shape`` (num_layers, top_k, expert count, dense layers) defaults to what
-    ``/model_info`` tells (or the ``config.json`` in its ``model_path``, if local; or
-    ``/server_info``); :func:`load_model_config` + :func:`moe_shape_from_config` build
-    one from a config file. An HTTP error, timeout or non-JSON body
-    sets ``error`` (an infrastructure problem); a response without the field is a
-    ``missing`` violation. Never raises for server misbehaviour.
+    ``shape`` (num_layers, top_k, expert count, dense layers) defaults to
+    :func:`find_moe_shape` (``model_path``: the launch command's model, tried first).
+    ``start_len``: the first token position asked for (sent as SGLang's
+    ``routed_experts_start_len`` and vLLM's ``routed_experts_prompt_start``; the rows are
+    checked against it, never against a value in the response). Both servers' answers
+    are read (SGLang's int32 ``sglext``/``meta_info``, vLLM's per-choice ``.npy``). An HTTP
+    error, timeout, non-JSON body or unknown geometry sets ``error`` (an
+    infrastructure problem); a response without the field is a ``missing`` violation.
+    Never raises for server misbehaviour.
     """
     root = server_root(base_url)
     with httpx.Client(timeout=timeout_s) as client:
-        shape = shape or _fetch_shape(client, root)
+        tried: list[str] = []
+        if shape is None:
+            shape, tried = find_moe_shape(client, root, model_path=model_path)
         if shape is None:
             return ExpertsProbeResult(
                 endpoint=endpoint,
-                error=(
-                    "MoE geometry unknown: /model_info gives no num_hidden_layers/"
-                    "num_experts_per_tok/n_routed_experts; pass the model's config.json "
-                    "or the numbers as flags"
-                ),
+                error="MoE geometry unknown (" + "; ".join(tried) + "); pass the model's "
+                "config.json (--model-config) or --num-layers/--top-k/--num-experts",
             )
-        path, body = _request(
-            endpoint,
-            prompt,
-            max_tokens,
-            model or (_model_name(client, root) if endpoint != "generate" else ""),
-        )
+        name = model or (_model_name(client, root) if endpoint != "generate" else "")
+        path, body = _request(endpoint, prompt, max_tokens, name, start_len)
         try:
             r = client.post(root + path, json=body)
             data = r.json() if r.status_code == 200 else None
@@ -445,5 +662,4 @@ def probe_routed_experts(
                 shape=shape,
                 error=f"POST {path}: HTTP {r.status_code}: {r.text[:200]}",
             )
-    holder, counts = _extract(endpoint, data)
-    return _judge(endpoint, holder, counts, shape, max_violations)
+    return _judge(endpoint, data, shape, start_len, max_violations)

@@ -131,6 +131,7 @@ class SimState:
     seed: int = 0
     capture: bool = False
     flavour: Flavour = field(default_factory=lambda: get_flavour(None))
+    moe_model: str = "deepseek-v3"
     chat_template: str = "chatml"
     rng: random.Random = field(default_factory=random.Random)
     refuse_unknown: bool = False
@@ -361,13 +362,24 @@ async def _prelude(request: Request, obj: str) -> tuple[SimState, dict[str, Any]
     return state, body, fault
 
 
-def _experts(state: SimState, body: dict[str, Any], prompt: int, completion: int) -> dict[str, Any]:
-    """Routed-experts fields when asked for and the server captures them, else ``{}``."""
-    if not body.get("return_routed_experts") or not state.capture:
+def _experts(
+    state: SimState, body: dict[str, Any], prompt: int, completion: int, out: dict[str, Any]
+) -> dict[str, Any]:
+    """Routed experts as the flavour returns them (:func:`harness.sim.moe.routed_experts_fields`):
+    put on every choice of ``out`` (vLLM), or returned for ``sglext``/``meta_info`` (SGLang,
+    the reference; ``{}`` when not asked for or capture is off)."""
+    found = moe.routed_experts_fields(
+        state.profile, body, capture=state.capture, flavour=state.flavour,
+        prompt_tokens=prompt, completion_tokens=completion, seed=state.seed,
+        native="choices" not in out,
+    )  # fmt: skip
+    if found is None:
         return {}
-    return moe.routed_experts_payload(
-        state.profile, prompt_tokens=prompt, completion_tokens=completion, seed=state.seed
-    )
+    if found[0] == "choice":
+        for choice in out.get("choices") or []:
+            choice.update(found[1])
+        return {}
+    return found[1]
 
 
 async def _events(events: Iterator[str]) -> AsyncIterator[str]:
@@ -392,7 +404,7 @@ async def chat_completions(request: Request) -> Response:
         events = stream_events(reply, usage=usage if include else None, **meta)  # type: ignore[arg-type]
         return StreamingResponse(_events(events), media_type="text/event-stream")
     out = completion_body(reply, usage=usage, **meta)  # type: ignore[arg-type]
-    experts = _experts(state, body, prompt, usage["completion_tokens"])
+    experts = _experts(state, body, prompt, usage["completion_tokens"], out)
     if experts:
         out["sglext"] = experts
     return JSONResponse(out)
@@ -425,7 +437,7 @@ async def completions(request: Request) -> Response:
     if body.get("stream"):
         return StreamingResponse(_completion_events(base, choices), media_type="text/event-stream")
     out = {**base, "choices": choices, "usage": _usage(ptoks, used)}
-    experts = _experts(state, body, ptoks, used)
+    experts = _experts(state, body, ptoks, used, out)
     if experts:
         out["sglext"] = experts
     return JSONResponse(out)
@@ -463,7 +475,7 @@ async def generate(request: Request) -> Response:
     )
     meta = {"id": uuid.uuid4().hex, "finish_reason": reason, "prompt_tokens": ptoks}
     meta |= {"completion_tokens": ctoks, "cached_tokens": 0}
-    meta |= _experts(state, body, ptoks, ctoks)
+    meta |= _experts(state, body, ptoks, ctoks, {})
     return JSONResponse({"text": text, "meta_info": meta})
 
 
@@ -486,14 +498,22 @@ async def health(request: Request) -> Response:
 
 
 async def server_info(request: Request) -> Response:
-    """``GET /server_info`` and ``/get_server_info``."""
+    """``GET /server_info`` and ``/get_server_info`` (the flavour's shape; vLLM's
+    ``?config_format=json``)."""
     state = _state(request)
-    return JSONResponse(moe.server_info(state.profile, capture=state.capture))
+    fmt = request.query_params.get("config_format", "text")
+    info = moe.server_info(
+        state.profile, capture=state.capture, flavour=state.flavour,
+        moe_model=state.moe_model, config_format=fmt,
+    )  # fmt: skip
+    return JSONResponse(info)
 
 
 async def model_info(request: Request) -> Response:
-    """``GET /model_info``."""
-    return JSONResponse(moe.model_info(_state(request).profile))
+    """``GET /model_info`` (404 where the flavour has none: vLLM)."""
+    state = _state(request)
+    info = moe.model_info(state.profile, flavour=state.flavour, moe_model=state.moe_model)
+    return error_response(404, "Not Found") if info is None else JSONResponse(info)
 
 
 async def sim_stats(request: Request) -> Response:
@@ -572,6 +592,8 @@ class SimOptions(TypedDict, total=False):
     ``chat_template``: the chat template ``/tokenize`` and chat logprobs render
     conversations with (a name of :data:`~harness.sim.templates.TEMPLATES`; default
     ``chatml``).
+    ``moe_model``: the simulated MoE model (a name of :data:`~harness.sim.moe.MOE_MODELS`:
+    ``deepseek-v3``, default, or ``glm-4.5``, which fuses without logging it).
     """
 
     scenarios_dir: str | Path | None
@@ -583,6 +605,7 @@ class SimOptions(TypedDict, total=False):
     refuse_unknown: bool
     flavour: str | Flavour | None
     chat_template: str
+    moe_model: str
 
 
 def create_app(profile: str | SimProfile = "healthy", **options: Unpack[SimOptions]) -> Starlette:
@@ -592,14 +615,15 @@ def create_app(profile: str | SimProfile = "healthy", **options: Unpack[SimOptio
     ``options``: :class:`SimOptions`.
 
     Raises:
-        KeyError: an unknown profile, flavour or chat template name (the message lists
-            the names).
+        KeyError: an unknown profile, flavour, chat template or MoE model name (the
+            message lists the names).
         OptionValueError: (a ValueError) an unknown fault in ``gsm8k_faults``.
     """
     scenarios_dir = options.get("scenarios_dir", "scenarios")
     gsm8k_path = options.get("gsm8k_path")
     seed = options.get("seed", 0)
     prof = get_profile(profile)
+    moe.model_config(options.get("moe_model") or "deepseek-v3")  # KeyError: an unknown model
     state = SimState(
         profile=prof,
         index=ScenarioIndex.from_dir(scenarios_dir),
@@ -616,6 +640,7 @@ def create_app(profile: str | SimProfile = "healthy", **options: Unpack[SimOptio
         refuse_unknown=options.get("refuse_unknown", False),
         flavour=get_flavour(options.get("flavour")),
         chat_template=check_template(options.get("chat_template") or "chatml"),
+        moe_model=options.get("moe_model") or "deepseek-v3",
         rng=random.Random(seed),
     )
     app = Starlette(
