@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from harness.errors import OptionValueError
+from harness.scenario.model import MAX_REPEATS
 
 __all__ = [
     "OPTIONS",
@@ -41,6 +42,7 @@ __all__ = [
     "http_url",
     "positive_int",
     "rate",
+    "repeats",
     "seconds",
     "stream_mode",
     "temperature",
@@ -105,6 +107,18 @@ def positive_int(value: str) -> int:
     n: int = _number(value, int, "a whole number >= 1")
     if n < 1:
         raise OptionValueError(f"{value!r} is not a whole number >= 1")
+    return n
+
+
+def repeats(value: str) -> int:
+    """Runs per scenario (``--repeats``): 1 to :data:`~harness.scenario.model.MAX_REPEATS`
+    (1000), the cap of a scenario file's ``repeats``."""
+    n = positive_int(value)
+    if n > MAX_REPEATS:
+        raise OptionValueError(
+            f"{value!r} is more than {MAX_REPEATS} repeats (the cap of a scenario's repeats); "
+            f"give 1 to {MAX_REPEATS}"
+        )
     return n
 
 
@@ -211,7 +225,7 @@ _TABLE = (
            "(harness record; the server need not run)", "URL|DIR"),
     Option("model", "--model", text, None,
            "model name sent in requests (default: the first of GET /v1/models)", "NAME"),
-    Option("repeats", "--repeats", positive_int, None,
+    Option("repeats", "--repeats", repeats, None,
            "runs per scenario (default: the scenario's repeats)", "N"),
     Option("temperature", "--temperature", temperature, 0.7,
            "sampling temperature of every request unless the scenario sets its own "

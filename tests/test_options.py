@@ -26,6 +26,7 @@ from harness.options import (
     http_url,
     positive_int,
     rate,
+    repeats,
     seconds,
     stream_mode,
     temperature,
@@ -257,6 +258,12 @@ def test_plugin_reads_the_new_ini_names(pytester: pytest.Pytester) -> None:
          "harness boot: error: argument --boot-timeout: '0' is not a number of seconds > 0"),
         (["matrix", "m.yaml", "--repeats", "two"],
          "harness matrix: error: argument --repeats: 'two' is not a whole number >= 1"),
+        (["run", "--target", "http://x:1", "--repeats", "1000000000"],
+         "harness run: error: argument --repeats: '1000000000' is more than 1000 repeats "
+         "(the cap of a scenario's repeats); give 1 to 1000"),
+        (["compare", "--repeats", "1001"],
+         "harness compare: error: argument --repeats: '1001' is more than 1000 repeats "
+         "(the cap of a scenario's repeats); give 1 to 1000"),
     ],
 )  # fmt: skip
 def test_a_bad_cli_value_is_one_line_and_exit_2(
@@ -276,6 +283,7 @@ def test_a_bad_cli_value_is_one_line_and_exit_2(
         (["--concurrency", "x"], "--concurrency: 'x' is not a whole number >= 1"),
         (["--target", "gpu-box:30000"], "--target: 'gpu-box:30000' is not an http(s) URL*"),
         (["--boot-timeout", "-1"], "--boot-timeout: '-1' is not a number of seconds > 0"),
+        (["--repeats", "1000000000"], "--repeats: '1000000000' is more than 1000 repeats*"),
     ],
 )
 def test_a_bad_plugin_value_is_a_usage_error(
@@ -291,6 +299,7 @@ def test_a_bad_plugin_value_is_a_usage_error(
 
 def test_argument_types_accept_the_edges_and_refuse_past_them() -> None:
     assert (rate("0"), rate("1"), count("0"), positive_int(" 1 ")) == (0.0, 1.0, 0, 1)
+    assert (repeats("1"), repeats("1000")) == (1, 1000)
     assert seconds("0.001") == 0.001
     assert (temperature("0"), temperature("2")) == (0.0, 2.0)
     assert http_url(" https://h/v1 ") == "https://h/v1"
@@ -302,7 +311,7 @@ def test_argument_types_accept_the_edges_and_refuse_past_them() -> None:
         (seconds, "0"), (seconds, "nan"), (http_url, "ftp://h"), (http_url, "http://"),
         (http_url, "http://h/v1?api-version=1"), (http_url, "http://h/v1#x"),
         (stream_mode, "sometimes"), (temperature, "-0.1"), (temperature, "2.5"),
-        (temperature, "nan"),
+        (temperature, "nan"), (repeats, "0"), (repeats, "1001"), (repeats, "1000000000"),
     ]  # fmt: skip
     for parse, text in refused:
         with pytest.raises(OptionValueError) as info:
