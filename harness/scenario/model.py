@@ -52,6 +52,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from harness.errors import ScenarioError
 from harness.kinds import FailureKind, failure_kind
 from harness.scenario.parse import MAX_FILE_BYTES, parse_text
+from harness.scenario.schemas import schema_problem
+from harness.scenario.schemas import validator as schema_validator
 
 #: Bounds of the numeric fields (the JSON Schema carries them; README "Scenario files:
 #: limits"): ``max_turns`` 1-100, ``repeats`` 1-1000, ``sampling.max_tokens``
@@ -442,7 +444,7 @@ def _check_expected_calls(sc: Scenario, path: str | Path | None) -> None:
                 raise ScenarioError(path, f"{field}.tool", f"no tool named {call.tool!r}{hint}")
             schema = {k: v for k, v in tool.parameters.items() if k != "required"}
             err = jsonschema.exceptions.best_match(
-                jsonschema.Draft202012Validator(schema).iter_errors(call.arguments)
+                schema_validator(schema).iter_errors(call.arguments)
             )
             if err is not None:
                 arg = _loc([f"{field}.arguments", *err.absolute_path])
@@ -477,6 +479,8 @@ def _check_tool_schemas(sc: Scenario, path: str | Path | None) -> None:
             if err.validator == "format" and err.validator_value == "regex":
                 raise ScenarioError(path, field, f"invalid regex {err.instance!r}; fix the pattern")
             raise ScenarioError(path, field, err.message)
+        if problem := schema_problem(params):
+            raise ScenarioError(path, _loc([where, *problem[0]]), problem[1])
         if params.get("type") != "object":
             raise ScenarioError(path, where + ".type", "tool parameters must be 'object'")
 

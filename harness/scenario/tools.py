@@ -4,7 +4,7 @@ Both servers under comparison must see byte-identical tool results for identical
 calls, so every simulator is a pure function of ``(tool, raw arguments, call index)``
 (:func:`simulate`). Arguments are parsed with :func:`json.loads` only (model output is
 never evaluated as code) and validated against the tool's JSON Schema (``jsonschema``,
-Draft 2020-12). Bad arguments get a tool-error message back, as a real tool would
+Draft 2020-12, :func:`harness.scenario.schemas.validator`: no ``$ref`` fetched, RE2 patterns). Bad arguments get a tool-error message back, as a real tool would
 answer, for example::
 
     Error: invalid arguments: values: '[0.5, 0.25, 0.25]' is not of type 'array'
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import jsonschema
 from jsonschema.exceptions import best_match
 
 from harness.errors import ToolInputError
 from harness.scenario.model import SimulatorSpec, Tool
+from harness.scenario.schemas import validator
 
 __all__ = ["BUILTINS", "ToolInputError", "ToolOutcome", "parse_arguments", "render", "simulate"]
 
@@ -47,9 +47,8 @@ def render(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-@lru_cache(maxsize=256)
-def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(json.loads(schema_json))
+def _validator(schema_json: str) -> Any:
+    return validator(json.loads(schema_json))
 
 
 def _type_name(value: Any) -> str:

@@ -42,6 +42,7 @@ import jsonschema
 from harness.bfcl.scoring import bfcl_sequence
 from harness.kinds import FailureKind, failure_kind
 from harness.scenario.model import ArgMatcher, Expectation, ExpectedCall, Scenario
+from harness.scenario.schemas import validator
 from harness.scoring.drift import canonical_json, excerpt, find_drift, matcher_accepts
 from harness.scoring.leaks import (
     MARKUP_PATTERNS,
@@ -273,14 +274,8 @@ def _sequence(sc: Scenario, calls: list[ParsedCall]) -> tuple[SequenceMatch, set
 # ------------------------------------------------------------------ arguments
 
 
-_VALIDATORS: dict[str, jsonschema.protocols.Validator] = {}
-
-
 def _validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
-    key = canonical_json(schema)
-    if key not in _VALIDATORS:
-        _VALIDATORS[key] = jsonschema.Draft202012Validator(schema)
-    return _VALIDATORS[key]
+    return validator(schema)  # type: ignore[no-any-return]
 
 
 def _json_path(parts: Any) -> str:

@@ -28,10 +28,11 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-import jsonschema
+import referencing.exceptions
 from pydantic import BaseModel, Field, computed_field
 
 from harness.scenario.model import Expectation, Scenario
+from harness.scenario.schemas import validator
 from harness.transcript import ResponseRecord, RunRecord
 
 __all__ = [
@@ -128,7 +129,10 @@ def calls_valid(response: ResponseRecord, tools: list[dict[str, Any]]) -> bool:
             return False
         if schema is None or not isinstance(args, dict):
             return False
-        if not jsonschema.Draft202012Validator(schema).is_valid(args):
+        try:
+            if not validator(schema).is_valid(args):
+                return False
+        except referencing.exceptions.Unresolvable:  # a $ref never fetched: not checkable
             return False
     return True
 
