@@ -63,6 +63,7 @@ __all__ = [
     "ExpertsProbeResult",
     "MoeShape",
     "Violation",
+    "check_response",
     "check_routed_experts",
     "decode_routed_experts",
     "decode_routed_experts_array",
@@ -573,14 +574,19 @@ def _npy_shape_violation(arr: np.ndarray, shape: MoeShape) -> Violation | None:
     )
 
 
-def _judge(
-    endpoint: str,
+def check_response(
+    endpoint: Endpoint,
     data: Any,
     shape: MoeShape,
-    start_len: int,
-    max_violations: int,
+    *,
+    start_len: int = 0,
+    max_violations: int = 50,
 ) -> ExpertsProbeResult:
-    payload, field, counts = _extract(endpoint, data)  # type: ignore[arg-type]
+    """Judge one answer body of ``endpoint`` (pure): find the payload (SGLang's
+    ``meta_info``/``sglext``, vLLM's ``choices[0].routed_experts``), decode it (int32 or
+    ``.npy``) and check it against ``shape`` with rows starting at ``start_len``, the
+    start the request asked for. Never raises."""
+    payload, field, counts = _extract(endpoint, data)
     res = ExpertsProbeResult(
         endpoint=endpoint,
         shape=shape,
@@ -662,4 +668,4 @@ def probe_routed_experts(
                 shape=shape,
                 error=f"POST {path}: HTTP {r.status_code}: {r.text[:200]}",
             )
-    return _judge(endpoint, data, shape, start_len, max_violations)
+    return check_response(endpoint, data, shape, start_len=start_len, max_violations=max_violations)

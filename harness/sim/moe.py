@@ -200,8 +200,8 @@ def boot_log_lines(
         "disable_cuda_graph=False)",
         f"{_ts()} Load weight begin. avail mem=63.50 GB",
         *_fusion_line(profile, fl, arch),
-        f"{_ts()} Load weight end. elapsed=0.42 s, type={arch}, dtype=torch.bfloat16, "
-        "avail mem=62.10 GB, mem usage=1.40 GB.",
+        f"{_ts()} Load weight end. elapsed=0.42 s, type={arch}, avail mem=62.10 GB, "
+        "mem usage=1.40 GB.",
         *(_capture_lines(profile, fl, moe_model) if capture else []),
         f"{_ts()} Capture cuda graph begin. This can take up to several minutes. "
         "avail mem=61.90 GB",
@@ -357,6 +357,7 @@ def _sglang_0523(args: dict[str, Any], path: str) -> dict[str, Any]:
     }
     started["cuda_graph"] = {"target": 1.02}
     launch = f"python -m sglang.launch_server --model-path {path} --port 30000"
+    launch += " --enable-return-routed-experts" if args["enable_return_routed_experts"] else ""
     sched = {"status": "ready", "max_total_num_tokens": _HOST_TOKENS, "max_req_input_len": 32762}
     sched |= {"startup_time": started, "hicache_object_layout": {"enabled": False}}
     state = {**args, "world_size": 1, "startup_time": started, "last_gen_throughput": 0.0}
