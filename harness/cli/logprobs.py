@@ -33,6 +33,7 @@ from harness.numerics.models import LogprobsResult, Sequence, SequenceResult
 from harness.numerics.run import DEFAULT_TOP_K, LogprobsOptions, compare_logprobs
 from harness.options import add_argument, http_url, positive_int, url_or_recording
 from harness.present.console import make_console
+from harness.present.logprobs import scored_with
 from harness.recording import is_recording_ref
 from harness.runfolder import RunFolder
 
@@ -169,7 +170,9 @@ def print_result(res: LogprobsResult) -> None:
     print(f"{'  sequence':<30} {'tokens':>5} {'A/B KL':>8} {'A/A KL':>8} {'top1':>5}")
     for r in res.sequences:
         print(_line(r))
-    print(f"logprobs ({res.baseline['api']}): {res.message}")
+    print(f"logprobs ({scored_with(res)}): {res.message}")
+    for note in res.notes:
+        print(f"  note: {note}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import threading
 import time
 from typing import Any, ClassVar
 
@@ -57,6 +59,7 @@ __all__ = [
     "SGLangAdapter",
     "VLLMAdapter",
     "chatml",
+    "comparable",
     "detect",
     "make_adapter",
 ]
@@ -91,10 +94,51 @@ def chatml(messages: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
-def _finite_or_neg_inf(v: Any, where: str, server: str) -> float:
+#: a logprob above this (nats) is impossible (a log-probability is at most 0; the margin
+#: absorbs the rounding of a probability of 1): the answer is malformed
+LOGPROB_MAX = 0.01
+#: a top-k list whose probabilities sum above this is impossible: the answer is malformed
+TOP_MASS_MAX = 1.01
+
+
+def _logprob(v: Any, where: str, server: str) -> float:
+    """A logprob as received, read as a float.
+
+    ``null`` is a non-finite value: SGLang's JSON encoder (orjson, ``ORJSONResponse``;
+    pydantic's ``model_dump_json`` likewise) writes NaN and +-inf as ``null``, so a
+    ``null`` where a complete answer has a number is NaN here (a finding, never a
+    truncation). vLLM's ``-9999.0`` is ``-inf`` (``clamp_prompt_logprobs``).
+
+    Raises:
+        LogprobsError: not a number, or an impossible one (above :data:`LOGPROB_MAX`:
+            a log-probability is at most 0), naming the server and the position.
+    """
+    if v is None:
+        return math.nan
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise LogprobsError(f"{server}: {where} is {v!r}, not a number (a malformed answer)")
-    return -math.inf if v <= VLLM_NEG_INF else float(v)
+        raise LogprobsError(
+            f"{server}: {where} is {str(v)[:40]!r}, not a number (a malformed answer)"
+        )
+    x = float(v)
+    if math.isnan(x) or x == math.inf:
+        return x
+    if x > LOGPROB_MAX:
+        raise LogprobsError(
+            f"{server}: {where} is {x:g}, an impossible log-probability (above 0): a malformed "
+            "answer"
+        )
+    return -math.inf if x <= VLLM_NEG_INF else x
+
+
+def _check_mass(top: dict[str, float], where: str, server: str) -> None:
+    """Raises :class:`LogprobsError` when a top-k list's probabilities sum above
+    :data:`TOP_MASS_MAX` (impossible: a malformed answer)."""
+    mass = math.fsum(math.exp(v) for v in top.values() if math.isfinite(v))
+    if mass > TOP_MASS_MAX:
+        raise LogprobsError(
+            f"{server}: the top-{len(top)} at {where} sums to probability {mass:.3g} (above "
+            "1): a malformed answer"
+        )
 
 
 #: the most bytes read of one logprobs answer (a prompt of 4,096 tokens with top-20
@@ -106,34 +150,63 @@ def bounded_request(
     client: httpx.Client, method: str, url: str, *, json: Any = None
 ) -> httpx.Response:
     """One request with a total deadline (the client's read timeout, from sending to the
-    last byte: a server that sends its body slowly or forever cannot hang the caller) and
-    at most :data:`MAX_ANSWER_BYTES` read.
+    last byte, the response headers included: a server that sends its headers or body
+    slowly or forever cannot hang the caller) and at most :data:`MAX_ANSWER_BYTES` read.
+    The request runs on a worker thread; past the deadline it is abandoned (its
+    connection closed as soon as the server sends anything more, or when the process
+    ends).
 
     Raises :class:`httpx.TimeoutException` past the deadline and
     :class:`httpx.DecodingError` past the size cap (both :class:`httpx.HTTPError`).
     """
     deadline_s = client.timeout.read or 120.0
     start = time.monotonic()
-    with client.stream(method, url, json=json) as r:
-        body = bytearray()
-        for chunk in r.iter_bytes():
-            body += chunk
-            if time.monotonic() - start > deadline_s:
-                raise httpx.ReadTimeout(f"no complete answer within {deadline_s:g} s")
-            if len(body) > MAX_ANSWER_BYTES:
-                raise httpx.DecodingError(f"answer over {MAX_ANSWER_BYTES} bytes")
-    headers = {k: v for k, v in r.headers.items() if k.lower() != "content-encoding"}
-    return httpx.Response(r.status_code, headers=headers, content=bytes(body), request=r.request)
+    box: dict[str, Any] = {}
+    late = threading.Event()
+
+    def work() -> None:
+        try:
+            with client.stream(method, url, json=json) as r:
+                body = bytearray()
+                for chunk in r.iter_bytes():
+                    body += chunk
+                    if late.is_set() or time.monotonic() - start > deadline_s:
+                        raise httpx.ReadTimeout(f"no complete answer within {deadline_s:g} s")
+                    if len(body) > MAX_ANSWER_BYTES:
+                        raise httpx.DecodingError(f"answer over {MAX_ANSWER_BYTES} bytes")
+            headers = {k: v for k, v in r.headers.items() if k.lower() != "content-encoding"}
+            box["response"] = httpx.Response(
+                r.status_code, headers=headers, content=bytes(body), request=r.request
+            )
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="harness-logprobs-request", daemon=True)
+    worker.start()
+    worker.join(deadline_s + 0.5)
+    if worker.is_alive():
+        late.set()
+        raise httpx.ReadTimeout(f"no complete answer within {deadline_s:g} s (headers included)")
+    if "error" in box:
+        raise box["error"]
+    return box["response"]  # type: ignore[no-any-return]
 
 
 class Adapter:
-    """One server's logprobs API. ``score(seq)`` makes the request(s) and parses them."""
+    """One server's logprobs API. ``score(seq)`` makes the request(s) and parses them.
+
+    ``notes``: one line per thing the reader must know about how this server was scored
+    (a conversation scored as ChatML because the server renders no chat template, a top-k
+    capped at the server's limit, a non-finite value the server could not send)."""
 
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""
     #: scores what the server generates (greedy), not given tokens: compared along the
     #: common prefix, never refused as a tokenisation mismatch
     generation: ClassVar[bool] = False
+    #: what a position's key is: the token id (``"id"``) or its text (``"text"``); two
+    #: sides are compared position by position only when their keys are of one kind
+    keyed: ClassVar[str] = "id"
 
     def __init__(
         self,
@@ -146,12 +219,72 @@ class Adapter:
     ) -> None:
         self.client, self.base_url = client, base_url.rstrip("/")
         self.model, self.top_k, self.max_tokens = model, top_k, max_tokens
+        self.notes: list[str] = []
+        self._ids: dict[str, list[int]] = {}  # sequence id -> its token ids on this server
+        self._templated: bool | None = None  # the server renders its chat template
+
+    @property
+    def server(self) -> str:
+        """``<url>: <API label>``: how errors name this side."""
+        return f"{self.base_url}: {self.label}"
+
+    def note(self, line: str) -> None:
+        """Add ``line`` to :attr:`notes` once."""
+        if line not in self.notes:
+            self.notes.append(line)
+
+    def _chatml_note(self, why: str) -> None:
+        self.note(
+            f"{self.server}: conversations scored as ChatML ({why}); right for ChatML "
+            "models (Qwen, SmolLM2), a format other models never saw"
+        )
 
     def _text(self, seq: Sequence) -> str:
-        """The sequence as text (ChatML for a conversation), cut at
+        """The sequence as text (ChatML for a conversation, with a note), cut at
         ``CHARS_PER_TOKEN_BOUND * max_tokens`` characters."""
         text = chatml(seq.messages) if seq.messages is not None else seq.text or ""
         return text[: CHARS_PER_TOKEN_BOUND * self.max_tokens]
+
+    def _template_ids(self, seq: Sequence) -> list[int] | None:
+        """A conversation's token ids as the server's own chat template renders it:
+        ``POST /tokenize`` with ``messages`` and ``add_generation_prompt: false`` (vLLM
+        ``vllm==0.33.0`` ``vllm/entrypoints/serve/tokenize``; SGLang from 0.5.23,
+        ``sglang==0.5.23 sglang/srt/entrypoints/openai/protocol.py`` ``TokenizeRequest``).
+        ``None`` when the server cannot render it (HTTP 4xx: e.g. SGLang 0.5.10's
+        ``/tokenize`` takes a ``prompt`` only), remembered for the next sequences.
+
+        Raises:
+            LogprobsError: the server answered but not with token ids, or the sequence
+                overflows its context.
+        """
+        if self._templated is False:
+            return None
+        body = {"messages": list(seq.messages or ()), "add_generation_prompt": False}
+        try:
+            out = self._post("/tokenize", body)
+        except LogprobsError as exc:
+            if self._templated is None and _client_error(str(exc)):
+                self._templated = False
+                return None
+            raise
+        self._templated = True
+        return self._token_ids(seq, out)
+
+    def _token_ids(self, seq: Sequence, out: dict[str, Any]) -> list[int]:
+        ids = out.get("tokens")
+        ok = isinstance(ids, list) and all(
+            isinstance(i, int) and not isinstance(i, bool) for i in ids
+        )
+        if not ok or not ids:
+            raise self._bad(f"/tokenize answered no token ids: {str(out)[:120]}")
+        ids = list(ids)[: self.max_tokens]
+        limit = out.get("max_model_len")
+        if isinstance(limit, int) and 0 < limit < len(ids) + 1:
+            raise self._bad(
+                f"context overflow: sequence {seq.id!r} has {len(ids)} tokens, the server's "
+                f"max_model_len is {limit}: score shorter sequences"
+            )
+        return ids
 
     def score(self, seq: Sequence) -> ScoredSequence:
         raise NotImplementedError
@@ -178,43 +311,77 @@ class Adapter:
         return out
 
     def _bad(self, what: str) -> LogprobsError:
-        return LogprobsError(f"{self.base_url}: {self.label}: {what}")
+        return LogprobsError(f"{self.server}: {what}")
+
+    def _lp(self, v: Any, where: str) -> float:
+        return _logprob(v, where, self.server)
+
+
+def _client_error(message: str) -> bool:
+    """An HTTP 400/404/405/422 answer: the server does not take this request."""
+    return re.search(r": HTTP (400|404|405|422):", message) is not None
+
+
+#: the message of a JSON encoder refusing a NaN/inf (Python's ``json`` with
+#: ``allow_nan=False``, as Starlette's ``JSONResponse`` renders; vLLM answers it as an error)
+NONFINITE_JSON = "Out of range float values are not JSON compliant"
+#: vLLM's refusal of a top-k above its ``--max-logprobs`` (``vllm==0.33.0``
+#: ``vllm/sampling_params.py``: "Requested prompt logprobs of N, which is greater than max
+#: allowed: M")
+_MAX_LOGPROBS = re.compile(r"greater than max allowed: (\d+)")
 
 
 class VLLMAdapter(Adapter):
-    """vLLM: ``/tokenize`` then ``prompt_logprobs`` (see the module docstring)."""
+    """vLLM: ``/tokenize`` then ``prompt_logprobs`` (see the module docstring).
+
+    A top-k above the server's ``--max-logprobs`` (vLLM's answer: HTTP 400 "... greater
+    than max allowed: M") is asked again at M, with a note. A NaN in the answer cannot be
+    sent: vLLM's ``JSONResponse`` refuses it and answers an error carrying
+    :data:`NONFINITE_JSON` (``vllm==0.33.0``: HTTP 400 ``BadRequestError`` from
+    ``vllm/entrypoints/serve/exception_handling``; a bare HTTP 500 from servers without
+    that handler). Such a sequence is bisected over its prefixes to the first position
+    that cannot be sent: that position is NaN (a finding) and the positions after it,
+    which the server cannot send either, are NaN too, with a note."""
 
     name, label = "vllm", "vLLM prompt_logprobs"
 
-    def __init__(self, client: httpx.Client, base_url: str, **kw: Any) -> None:
-        super().__init__(client, base_url, **kw)
-        self._ids: dict[str, list[int]] = {}  # sequence id -> its token ids on this server
-
     def _tokenize(self, seq: Sequence) -> list[int]:
-        body: dict[str, Any] = (
-            {"messages": list(seq.messages), "add_generation_prompt": False}
-            if seq.messages is not None
-            else {"prompt": seq.text}
-        )
-        out = self._post("/tokenize", body)
-        ids = out.get("tokens")
-        if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids) or not ids:
-            raise self._bad(f"/tokenize answered no token ids: {str(out)[:120]}")
-        ids = ids[: self.max_tokens]
-        limit = out.get("max_model_len")
-        if isinstance(limit, int) and len(ids) + 1 > limit:
-            raise self._bad(
-                f"context overflow: sequence {seq.id!r} has {len(ids)} tokens, the server's "
-                f"max_model_len is {limit}: score shorter sequences"
-            )
-        return ids
+        if seq.messages is not None:
+            body: dict[str, Any] = {"messages": list(seq.messages), "add_generation_prompt": False}
+        else:
+            body = {"prompt": seq.text}
+        return self._token_ids(seq, self._post("/tokenize", body))
 
     def score(self, seq: Sequence) -> ScoredSequence:
         cached = seq.id in self._ids
         ids = self._ids.get(seq.id) or self._tokenize(seq)
         self._ids[seq.id] = ids  # a sequence scored again (A/A) is not tokenised again
+        requests = 1 if cached else 2
+        try:
+            plp = self._prompt_logprobs(ids)
+        except LogprobsError as exc:
+            if not _nonfinite_refusal(str(exc)):
+                raise
+            return self._bisect(seq, ids, requests, str(exc))
+        scored = self._parse(ids, plp)
+        scored.requests = requests
+        return scored
+
+    def _prompt_logprobs(self, ids: list[int]) -> list[Any]:
         body = {"prompt": ids, "max_tokens": 1, "temperature": 0, "prompt_logprobs": self.top_k}
-        out = self._post("/v1/completions", body)
+        try:
+            out = self._post("/v1/completions", body)
+        except LogprobsError as exc:
+            m = _MAX_LOGPROBS.search(str(exc))
+            if m is None or not 0 < int(m.group(1)) < self.top_k:
+                raise
+            self.note(
+                f"{self.server}: top-{self.top_k} is above the server's --max-logprobs "
+                f"({m.group(1)}): scored with the top {m.group(1)} (start vLLM with "
+                f"--max-logprobs {self.top_k} for more)"
+            )
+            self.top_k = int(m.group(1))
+            out = self._post("/v1/completions", {**body, "prompt_logprobs": self.top_k})
         try:
             plp = out["choices"][0]["prompt_logprobs"]
         except (KeyError, IndexError, TypeError):
@@ -222,8 +389,42 @@ class VLLMAdapter(Adapter):
         if not isinstance(plp, list) or len(plp) != len(ids):
             n = len(plp) if isinstance(plp, list) else 0
             raise self._bad(f"prompt_logprobs has {n} entries for {len(ids)} tokens (truncated)")
-        scored = self._parse(ids, plp)
-        scored.requests = 1 if cached else 2
+        return plp
+
+    def _bisect(self, seq: Sequence, ids: list[int], requests: int, first: str) -> ScoredSequence:
+        """The longest prefix the server can send, then NaN from the first position it
+        cannot (class docstring).
+
+        Raises:
+            LogprobsError: a bare HTTP 500 already at position 1 (not a value the server
+                cannot send: an infrastructure error).
+        """
+        lo, hi, plp = 1, len(ids), [None]  # ids[:lo] can be sent (trivially), ids[:hi] not
+        bare = NONFINITE_JSON not in first
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            requests += 1
+            try:
+                plp, lo = self._prompt_logprobs(ids[:mid]), mid
+            except LogprobsError as exc:
+                if not _nonfinite_refusal(str(exc)):
+                    raise
+                bare = bare and NONFINITE_JSON not in str(exc)
+                hi = mid
+        if lo == 1 and bare:
+            raise self._bad(f"HTTP 500 on every prefix of {seq.id!r}: {first}")
+        scored = self._parse(ids[:lo], plp)
+        for i in range(lo, len(ids)):
+            scored.keys.append(str(ids[i]))
+            scored.texts.append(f"<{ids[i]}>")
+            scored.logprobs.append(math.nan)
+            scored.top.append({str(ids[i]): math.nan})
+        scored.requests = requests
+        self.note(
+            f"{self.server}: {seq.id!r}: the server could not send a non-finite value "
+            f'("{NONFINITE_JSON}") at position {lo}: NaN there and at the '
+            f"{len(ids) - lo - 1} positions after it, which it cannot send either"
+        )
         return scored
 
     def _parse(self, ids: list[int], plp: list[Any]) -> ScoredSequence:
@@ -235,29 +436,55 @@ class VLLMAdapter(Adapter):
                 raise self._bad(f"prompt_logprobs[{i}] lacks the prompt token {ids[i]}")
             top: dict[str, float] = {}
             for k, v in entry.items():
-                v = v if isinstance(v, dict) else {}
-                top[str(k)] = _finite_or_neg_inf(v.get("logprob"), f"logprob at {i}", self.label)
+                if not isinstance(v, dict):
+                    raise self._bad(f"prompt_logprobs[{i}][{k!r}] is {str(v)[:40]}, not an object")
+                top[str(k)] = self._lp(v.get("logprob"), f"prompt_logprobs[{i}][{k!r}]")
                 seq.names.setdefault(str(k), str(v.get("decoded_token") or k))
+            _check_mass(top, f"prompt_logprobs[{i}]", self.server)
             seq.top.append(top)
             seq.logprobs.append(top[keys[i]])
         seq.texts = [seq.names.get(k, f"<{k}>") for k in keys]
         return seq
 
 
+def _nonfinite_refusal(message: str) -> bool:
+    """An error answer that is a JSON encoder refusing a NaN/inf, or a bare HTTP 500."""
+    return (
+        NONFINITE_JSON in message
+        or re.search(r": HTTP 500: (Internal Server Error)?$", message) is not None
+    )
+
+
 class SGLangAdapter(Adapter):
-    """SGLang: ``/generate`` with ``return_logprob`` (see the module docstring)."""
+    """SGLang: ``/generate`` with ``return_logprob`` (see the module docstring).
+
+    A conversation is rendered by the server's chat template (``/tokenize`` with
+    ``messages``, SGLang 0.5.23 on) and sent as ``input_ids``; where ``/tokenize`` takes no
+    ``messages`` (SGLang 0.5.10) it is sent as ChatML ``text``, with a note. A ``null``
+    logprob past position 0 of a complete list is NaN (orjson writes NaN and +-inf as
+    ``null``), never a truncation."""
 
     name, label = "sglang", "SGLang /generate return_logprob"
 
     def score(self, seq: Sequence) -> ScoredSequence:
-        body = {
-            "text": self._text(seq),
+        ids = self._ids.get(seq.id)
+        requests = 1
+        if ids is None and seq.messages is not None:
+            ids = self._template_ids(seq)
+            requests += 1
+            if ids is None:
+                self._chatml_note("its /tokenize renders no chat template: SGLang before 0.5.23")
+                requests -= 1
+            else:
+                self._ids[seq.id] = ids
+        body: dict[str, Any] = {
             "sampling_params": {"max_new_tokens": 0, "temperature": 0},
             "return_logprob": True,
             "logprob_start_len": 0,
             "top_logprobs_num": self.top_k,
             "return_text_in_logprobs": True,
         }
+        body = {"input_ids": ids, **body} if ids is not None else {"text": self._text(seq), **body}
         out = self._post("/generate", body)
         meta: dict[str, Any] = out["meta_info"] if isinstance(out.get("meta_info"), dict) else {}
         lps, tops = meta.get("input_token_logprobs"), meta.get("input_top_logprobs")
@@ -265,28 +492,36 @@ class SGLangAdapter(Adapter):
             raise self._bad("no meta_info.input_token_logprobs / input_top_logprobs")
         if len(tops) != len(lps):
             raise self._bad(f"{len(tops)} top-logprob entries for {len(lps)} tokens (truncated)")
-        return self._parse(lps[: self.max_tokens], tops[: self.max_tokens])
+        sent = len(ids) if ids is not None else meta.get("prompt_tokens")
+        if isinstance(sent, int) and len(lps) < sent:
+            raise self._bad(f"{len(lps)} input_token_logprobs for {sent} prompt tokens (truncated)")
+        scored = self._parse(lps[: self.max_tokens], tops[: self.max_tokens])
+        scored.requests = requests
+        return scored
 
-    def _triple(self, e: Any, where: str) -> tuple[float | None, str, str]:
+    def _triple(self, e: Any, where: str) -> tuple[float, str, str]:
         if not isinstance(e, (list, tuple)) or len(e) < 2 or not isinstance(e[1], int):
-            raise self._bad(f"{where} is {e!r}, not [logprob, token_id, text]")
-        lp = None if e[0] is None else _finite_or_neg_inf(e[0], where, self.label)
+            raise self._bad(f"{where} is {str(e)[:60]}, not [logprob, token_id, text]")
         text = e[2] if len(e) > 2 and isinstance(e[2], str) else f"<{e[1]}>"
-        return lp, str(e[1]), text
+        return self._lp(e[0], where), str(e[1]), text
 
     def _parse(self, lps: list[Any], tops: list[Any]) -> ScoredSequence:
         seq = ScoredSequence([], [], [], [])
         for i, entry in enumerate(lps):
             lp, key, text = self._triple(entry, f"input_token_logprobs[{i}]")
-            if i > 0 and lp is None:
-                raise self._bad(f"input_token_logprobs[{i}] has no logprob (truncated)")
+            row = tops[i] if i > 0 else []
+            if row is None:
+                row = []
+            if not isinstance(row, list):
+                raise self._bad(f"input_top_logprobs[{i}] is {str(row)[:40]}, not a list")
             top: dict[str, float] = {}
-            for j, t in enumerate((tops[i] or []) if i > 0 else []):
+            for j, t in enumerate(row):
                 tlp, tkey, ttext = self._triple(t, f"input_top_logprobs[{i}][{j}]")
-                top[tkey] = -math.inf if tlp is None else tlp
+                top[tkey] = tlp
                 seq.names.setdefault(tkey, ttext)
             if i > 0:
-                top[key] = lp  # type: ignore[assignment]
+                top[key] = lp
+                _check_mass(top, f"input_top_logprobs[{i}]", self.server)
             seq.keys.append(key)
             seq.texts.append(text)
             seq.names.setdefault(key, text)
@@ -296,40 +531,84 @@ class SGLangAdapter(Adapter):
 
 
 class EchoAdapter(Adapter):
-    """OpenAI completions ``echo`` + ``logprobs`` (llama-cpp-python; see the docstring)."""
+    """OpenAI completions ``echo`` + ``logprobs`` (llama-cpp-python; see the docstring).
+
+    A conversation is rendered by the server's template where the server offers one:
+    llama.cpp's ``POST /apply-template`` (``{"messages"}`` -> ``{"prompt"}``, upstream
+    ``tools/server/server.cpp``); else it is scored as ChatML, with a note. Keys are token
+    texts: two token ids that decode to one text share a key in the server's own
+    ``top_logprobs`` object (llama-cpp-python ``llama_cpp/llama.py`` builds it as a dict
+    by text), so a top-k row with fewer than k entries besides the prompt token lost
+    some: its KL is not computed (the position keeps only the prompt token's logprob),
+    with a note."""
 
     name, label = "llama-cpp", "completions echo+logprobs"
+    keyed = "text"
+
+    def _prompt(self, seq: Sequence) -> str:
+        if seq.messages is None or self._templated is False:
+            if seq.messages is not None:
+                self._chatml_note("the server offers no /apply-template")
+            return self._text(seq)
+        try:
+            body = {"messages": list(seq.messages), "add_generation_prompt": False}
+            out = self._post("/apply-template", body)
+        except LogprobsError as exc:
+            if self._templated is None and _client_error(str(exc)):
+                self._templated = False
+                self._chatml_note("the server offers no /apply-template")
+                return self._text(seq)
+            raise
+        prompt = out.get("prompt")
+        if not isinstance(prompt, str):
+            raise self._bad(f"/apply-template answered no prompt: {str(out)[:120]}")
+        self._templated = True
+        return prompt[: CHARS_PER_TOKEN_BOUND * self.max_tokens]
 
     def score(self, seq: Sequence) -> ScoredSequence:
-        body = {"prompt": self._text(seq), "max_tokens": 1, "temperature": 0, "echo": True}
+        body = {"prompt": self._prompt(seq), "max_tokens": 1, "temperature": 0, "echo": True}
         out = self._post("/v1/completions", {**body, "logprobs": self.top_k})
         try:
             lp = out["choices"][0]["logprobs"]
             tokens, token_lps, tops = lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]
         except (KeyError, IndexError, TypeError):
             raise self._bad("no choices[0].logprobs.tokens/token_logprobs/top_logprobs") from None
+        if not all(isinstance(x, list) for x in (tokens, token_lps, tops)):
+            raise self._bad("choices[0].logprobs.tokens/token_logprobs/top_logprobs are not lists")
         usage: dict[str, Any] = out["usage"] if isinstance(out.get("usage"), dict) else {}
         generated = usage.get("completion_tokens", 0)
         n = len(tokens) - (generated if isinstance(generated, int) else 0)
         if not (len(token_lps) == len(tops) == len(tokens)) or n < 1:
             raise self._bad(f"{len(tokens)} tokens, {len(token_lps)} logprobs (truncated)")
         n = min(n, self.max_tokens)
-        return self._parse(tokens[:n], token_lps[:n], tops[:n])
+        scored = self._parse(tokens[:n], token_lps[:n], tops[:n])
+        scored.requests = 2 if self._templated and seq.messages is not None else 1
+        return scored
 
     def _parse(self, tokens: list[Any], lps: list[Any], tops: list[Any]) -> ScoredSequence:
         keys = [str(t) for t in tokens]
         seq = ScoredSequence(keys, list(keys), [None], [{}], names={k: k for k in keys})
+        merged = 0
         for i in range(1, len(keys)):
-            lp = _finite_or_neg_inf(lps[i], f"token_logprobs[{i}]", self.label)
-            raw = tops[i] if isinstance(tops[i], dict) else {}
-            top = {
-                str(k): _finite_or_neg_inf(v, f"top_logprobs[{i}]", self.label)
-                for k, v in raw.items()
-            }
+            lp = self._lp(lps[i], f"token_logprobs[{i}]")
+            raw = tops[i] if tops[i] is not None else {}
+            if not isinstance(raw, dict):
+                raise self._bad(f"top_logprobs[{i}] is {str(raw)[:40]}, not an object")
+            top = {str(k): self._lp(v, f"top_logprobs[{i}][{k!r}]") for k, v in raw.items()}
+            _check_mass(top, f"top_logprobs[{i}]", self.server)
+            if len(raw) < self.top_k:
+                merged += 1  # ids that decode alike shared a key: the row lost mass
+                top = {}
             top[keys[i]] = lp
             seq.names.update({k: k for k in top})
             seq.logprobs.append(lp)
             seq.top.append(top)
+        if merged:
+            self.note(
+                f"{self.server}: {merged} top-k rows had fewer than {self.top_k} texts: token "
+                "ids that decode alike share one key in this API, so those positions are "
+                "compared by the prompt token's logprob only"
+            )
         return seq
 
 
@@ -339,13 +618,15 @@ class GreedyAdapter(Adapter):
     ``top_logprobs: k`` -> ``choices[0].logprobs.content``: ``[{"token", "logprob",
     "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]`` (the OpenAI chat
     completions reference; upstream llama-server's OpenAI endpoint answers the same).
-    The conversation up to its last assistant message is the prompt; the server's greedy
-    reply (at most :data:`GENERATED_TOKENS` tokens) is what is compared, along the common
-    greedy prefix of the two servers (:func:`~harness.numerics.divergence.align_generated`).
-    Position 0 of the result is the prompt (no logprob); keys are token texts."""
+    The conversation up to its last assistant message is the prompt, rendered by the
+    server's own chat template; the server's greedy reply (at most
+    :data:`GENERATED_TOKENS` tokens) is what is compared, along the common greedy prefix
+    of the two servers (:func:`~harness.numerics.divergence.align_generated`). Position 0
+    of the result is the prompt (no logprob); keys are token texts."""
 
     name, label = "greedy", "chat logprobs (generation-aligned)"
     generation = True
+    keyed = "text"
 
     def score(self, seq: Sequence) -> ScoredSequence:
         msgs = list(seq.messages or [{"role": "user", "content": seq.text or ""}])
@@ -364,11 +645,15 @@ class GreedyAdapter(Adapter):
         for i, e in enumerate(content):
             if not isinstance(e, dict) or not isinstance(e.get("token"), str):
                 raise self._bad(f"logprobs.content[{i}] is {str(e)[:80]}, not a token entry")
-            lp = _finite_or_neg_inf(e.get("logprob"), f"content[{i}].logprob", self.label)
+            lp = self._lp(e.get("logprob"), f"content[{i}].logprob")
+            row = e.get("top_logprobs") or []
+            if not isinstance(row, list):
+                raise self._bad(f"content[{i}].top_logprobs is {str(row)[:40]}, not a list")
             top = {
-                str(t.get("token")): _finite_or_neg_inf(t.get("logprob"), f"top at {i}", self.label)
-                for t in e.get("top_logprobs") or [] if isinstance(t, dict)
+                str(t.get("token")): self._lp(t.get("logprob"), f"content[{i}].top_logprobs")
+                for t in row if isinstance(t, dict)
             }  # fmt: skip
+            _check_mass(top, f"content[{i}].top_logprobs", self.server)
             top[e["token"]] = lp
             seq_out.keys.append(e["token"])
             seq_out.texts.append(e["token"])
@@ -398,25 +683,36 @@ def make_adapter(
     return ADAPTERS[name](client, base_url, model=model, top_k=top_k, max_tokens=max_tokens)
 
 
+def comparable(a: type[Adapter] | Adapter, b: type[Adapter] | Adapter) -> bool:
+    """Two adapters' scores can be compared position by position: both teacher-forced or
+    both generation-aligned, and keyed alike (token ids, or token texts)."""
+    return (a.generation, a.keyed) == (b.generation, b.keyed)
+
+
 def detect(
     client: httpx.Client, base_url: str, *, model: str | None, top_k: int,
     max_tokens: int = MAX_TOKENS,
 ) -> Adapter:  # fmt: skip
     """The first adapter of :data:`ADAPTERS` whose probe (a 10-word prompt) parses.
+    Detected per server: a pair of different servers (a vLLM baseline, an SGLang
+    candidate) each get their own (see :func:`comparable`).
 
     Raises:
         LogprobsError: no adapter's request parsed; one line listing what was tried and
             how to enable it.
     """
+    tried = []
     for cls in ADAPTERS.values():
         adapter = cls(client, base_url, model=model, top_k=top_k, max_tokens=max_tokens)
         try:
             scored = adapter.score(_PROBE)
-        except LogprobsError:
+        except LogprobsError as exc:
+            m = re.search(r"HTTP \d{3}|\w+(?:Error|Timeout)\b", str(exc))
+            tried.append(f"{cls.label}: {m.group(0) if m else 'no such answer'}")
             continue
         if len(scored) >= 2:
             return adapter
-    tried = ", ".join(a.label for a in ADAPTERS.values())
+        tried.append(f"{cls.label}: too short")
     raise LogprobsError(
-        f"{base_url}: no teacher-forced logprobs API answered (tried {tried}): {ENABLE_HINT}"
+        f"{base_url}: no teacher-forced logprobs API answered (tried {'; '.join(tried)}): {ENABLE_HINT}"
     )

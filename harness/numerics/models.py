@@ -172,6 +172,9 @@ class LogprobsResult(_Model):
     verdict: Verdict
     message: str
     requests: dict[str, int] = Field(default_factory=dict)
+    #: one line each: how a side was scored where the reader must know (a conversation
+    #: scored as ChatML, a top-k capped at the server's limit, a value it could not send)
+    notes: list[str] = Field(default_factory=list)
 
 
 class _Lenient(BaseModel):
@@ -242,3 +245,4 @@ class RecordedScores(_Lenient):
     max_tokens: int
     generation: bool = False
     sequences: list[RecordedSequence]
+    notes: list[str] = Field(default_factory=list)

@@ -18,7 +18,14 @@ from typing import Any
 import httpx
 
 from harness.errors import LogprobsError, TokenizationMismatch
-from harness.numerics.adapters import MAX_TOKENS, Adapter, bounded_request, make_adapter
+from harness.numerics.adapters import (
+    ADAPTERS,
+    MAX_TOKENS,
+    Adapter,
+    bounded_request,
+    comparable,
+    make_adapter,
+)
 from harness.numerics.decide import ALPHA, TOLERANCE, decide
 from harness.numerics.divergence import (
     TOKEN_TOLERANCE,
@@ -85,8 +92,11 @@ def _model(client: httpx.Client, url: str, given: str | None) -> str | None:
 def _adapters(
     client: httpx.Client, base: str, cand: str, opts: LogprobsOptions
 ) -> tuple[Adapter, Adapter, Adapter]:
-    """Baseline, A/A and candidate adapters; the API detected on the baseline is used on
-    every side (so both sides' tokens are comparable keys)."""
+    """Baseline, A/A and candidate adapters, each side's API detected on that side (a
+    vLLM baseline and an SGLang candidate each get their own); the A/A server is asked
+    with the baseline's. Sides whose APIs cannot be compared position by position
+    (:func:`~harness.numerics.adapters.comparable`) are both compared on generated tokens
+    when both can be, else refused."""
 
     def make(name: str, url: str) -> Adapter:
         model = _model(client, url, opts.model)
@@ -95,8 +105,57 @@ def _adapters(
         )
 
     b = make(opts.api, base)
-    c = make(b.name, cand)
+    c = make(opts.api, cand)
+    if not comparable(b, c):
+        b, c = _common_ground(b, c, make)
     return b, (make(b.name, opts.aa_url) if opts.aa_url else b), c
+
+
+def _common_ground(
+    b: Adapter, c: Adapter, make: Callable[[str, str], Adapter]
+) -> tuple[Adapter, Adapter]:
+    """Two sides detected with incomparable APIs: the one side's API on the other, else
+    generated tokens (greedy) on both, else :class:`LogprobsError` in one line."""
+    for name in (b.name, c.name, "greedy"):
+        try:
+            pair = make(name, b.base_url), make(name, c.base_url)
+        except LogprobsError:
+            continue
+        pair[0].notes[:0] = [
+            f"the baseline answers {b.label} and the candidate {c.label}: the two cannot be "
+            f"compared position by position, both scored with {pair[0].label}"
+        ]
+        return pair
+    raise LogprobsError(
+        f"the baseline answers {b.label} (keyed by token {b.keyed}) and the candidate "
+        f"{c.label} (keyed by token {c.keyed}): no API both answer can compare them"
+    )
+
+
+def _side_like(
+    client: httpx.Client, url: str, recorded: RecordedScores, opts: LogprobsOptions
+) -> Adapter:
+    """A live candidate's adapter against a recording: its own API when comparable with
+    the recording's, else the recording's API asked of it.
+
+    Raises:
+        LogprobsError: it answers neither.
+    """
+    model = _model(client, url, opts.model or recorded.model)
+    like = ADAPTERS.get(recorded.api, ADAPTERS["greedy"])
+
+    def make(name: str) -> Adapter:
+        return make_adapter(
+            name, client, url, model=model, top_k=recorded.top_k, max_tokens=recorded.max_tokens
+        )
+
+    if opts.api != "auto":
+        return make(recorded.api)
+    try:
+        own = make("auto")
+    except LogprobsError:
+        return make(recorded.api)
+    return own if comparable(own, like) else make(recorded.api)
 
 
 def _score_one(
@@ -203,8 +262,8 @@ def record_logprobs(
                 check_aligned(seq.id, first, second)
             rows.append(RecordedSequence.of(seq, first, second))
     return RecordedScores(
-        url=redact_url(url), api=b.name, model=b.model, top_k=opts.top_k,
-        max_tokens=opts.max_tokens, generation=b.generation, sequences=rows,
+        url=redact_url(url), api=b.name, model=b.model, top_k=b.top_k,
+        max_tokens=opts.max_tokens, generation=b.generation, sequences=rows, notes=b.notes,
     )  # fmt: skip
 
 
@@ -233,12 +292,8 @@ def check_recorded_tokens(
     headers = {"Authorization": f"Bearer {opts.api_key}"} if opts.api_key else {}
     seq, b1, _ = live_sequences(baseline)[0].unpack()
     with httpx.Client(timeout=opts.timeout_s, headers=headers) as client:
-        model = _model(client, candidate_url, opts.model or baseline.model)
-        c = make_adapter(
-            baseline.api, client, candidate_url, model=model, top_k=baseline.top_k,
-            max_tokens=baseline.max_tokens,
-        )  # fmt: skip
         try:
+            c = _side_like(client, candidate_url, baseline, opts)
             cs = c.score(seq)
         except TokenizationMismatch:
             raise
@@ -267,7 +322,8 @@ def compare_recorded(
     rows = []
     if isinstance(candidate, RecordedScores):
         ours = (baseline.api, baseline.top_k, baseline.max_tokens)
-        if (candidate.api, candidate.top_k, candidate.max_tokens) != ours:
+        apis = [ADAPTERS.get(r.api, ADAPTERS["greedy"]) for r in (baseline, candidate)]
+        if not comparable(*apis) or candidate.max_tokens != baseline.max_tokens:
             raise LogprobsError(
                 f"the two recordings scored with other settings (api, top-k, max tokens): "
                 f"{ours} vs {(candidate.api, candidate.top_k, candidate.max_tokens)}"
@@ -283,27 +339,27 @@ def compare_recorded(
             cs = other.first_pass()
             rows.append(_pair_result(seq, b1, b2, cs, generation=baseline.generation, opts=opts))
         c_info = {"url": candidate.url, "api": candidate.api, "model": candidate.model}
+        notes = [*baseline.notes, *candidate.notes]
     else:
         headers = {"Authorization": f"Bearer {opts.api_key}"} if opts.api_key else {}
         with httpx.Client(timeout=opts.timeout_s, headers=headers) as client:
-            model = _model(client, candidate, opts.model or baseline.model)
-            c = make_adapter(
-                baseline.api, client, candidate, model=model, top_k=baseline.top_k,
-                max_tokens=baseline.max_tokens,
-            )  # fmt: skip
+            c = _side_like(client, candidate, baseline, opts)
             for rec in live_sequences(baseline):
                 seq, b1, b2 = rec.unpack()
                 cs = c.score(seq)
                 counts["candidate"] += cs.requests
                 rows.append(_pair_result(seq, b1, b2, cs, generation=c.generation, opts=opts))
         c_info = {"url": redact_url(candidate), "api": c.name, "model": c.model}
+        notes = [*baseline.notes, *c.notes]
     if not rows:
         raise LogprobsError(
             "no sequence scored by both recordings (record both with the same scenario files)"
         )
     b_info = {"url": baseline.url, "api": baseline.api, "model": baseline.model}
     settings = replace(opts, top_k=baseline.top_k, max_tokens=baseline.max_tokens)
-    return _decided(rows, b_info, c_info, "recorded baseline, scored twice", settings, counts)
+    out = _decided(rows, b_info, c_info, "recorded baseline, scored twice", settings, counts)
+    out.notes = list(dict.fromkeys(notes))
+    return out
 
 
 def _result(
@@ -313,7 +369,7 @@ def _result(
     opts: LogprobsOptions,
     counts: dict[str, int],
 ) -> LogprobsResult:
-    return _decided(
+    out = _decided(
         rows,
         {"url": redact_url(b.base_url), "api": b.name, "model": b.model},
         {"url": redact_url(c.base_url), "api": c.name, "model": c.model},
@@ -323,6 +379,8 @@ def _result(
         opts,
         counts,
     )
+    out.notes = list(dict.fromkeys([*b.notes, *c.notes]))
+    return out
 
 
 def _decided(

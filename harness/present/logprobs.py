@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.numerics.models import LogprobsResult, SequenceResult, TopToken, WorstToken
 
-__all__ = ["LogprobsView", "logprobs_line", "logprobs_view"]
+__all__ = ["LogprobsView", "logprobs_line", "logprobs_view", "scored_with"]
 
 STRIP_W, STRIP_H = 560.0, 40.0
 _LOG_LO = -6.0  # 1e-6 nats at the bottom of the strip, 1 nat at the top
@@ -59,6 +59,7 @@ class LogprobsView:
     requests: dict[str, int]
     pooled: list[str]
     sequences: list[SeqView] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def _height(kl: float) -> float:
@@ -131,7 +132,7 @@ def logprobs_view(res: LogprobsResult) -> LogprobsView:
     return LogprobsView(
         verdict=res.verdict,
         message=res.message,
-        api=str(res.baseline.get("api")),
+        api=scored_with(res),
         aa_source=res.aa_source,
         settings=res.settings,
         requests=res.requests,
@@ -144,10 +145,18 @@ def logprobs_view(res: LogprobsResult) -> LogprobsView:
             _g(st.p_no_change),
         ],  # fmt: skip
         sequences=[_seq(r, tol) for r in res.sequences],
+        notes=list(res.notes),
     )
+
+
+def scored_with(res: LogprobsResult) -> str:
+    """The API each side was scored with (one name when both used the same)."""
+    b, c = str(res.baseline.get("api")), str(res.candidate.get("api"))
+    return b if b == c or c == "None" else f"baseline {b}, candidate {c}"
 
 
 def logprobs_line(res: LogprobsResult) -> str:
     """One line for the Markdown summary and the console."""
     n = sum(res.requests.values())
-    return f"numerics (token logprobs, {res.baseline.get('api')}, {len(res.sequences)} sequences, {n} requests): {res.message}"
+    line = f"numerics (token logprobs, {scored_with(res)}, {len(res.sequences)} sequences, {n} requests): {res.message}"
+    return "\n".join([line, *(f"  note: {note}" for note in res.notes)])

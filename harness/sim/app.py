@@ -66,6 +66,7 @@ from harness.sim.faults import (
     should_loop,
     spurious_call,
 )
+from harness.sim.flavours import Flavour, get_flavour
 from harness.sim.infra import ConnectionDropped, error_response, infra_response
 from harness.sim.model import (
     UNKNOWN_ANSWER,
@@ -80,10 +81,9 @@ from harness.sim.model import (
     nonce_for,
     plan_for,
 )
-from harness.sim.flavours import Flavour, get_flavour
-from harness.sim.templates import check_template
 from harness.sim.profiles import InfraFault, SimProfile, get_profile, infra_fault
 from harness.sim.stats import STATS_PATH, SimStats
+from harness.sim.templates import check_template
 from harness.sim.tokens import count_tokens, prompt_tokens, truncate_tokens
 from harness.sim.wire import Reply, WireCall, completion_body, sse, stream_events
 
@@ -394,7 +394,10 @@ async def chat_completions(request: Request) -> Response:
     if fault is not None:
         return fault
     if body.get("logprobs") is True and not body.get("stream"):  # generation-aligned numerics
-        return sim_logprobs.chat(state.profile, state.rng, body, MODEL_NAME)
+        return sim_logprobs.chat(
+            state.profile, state.rng, body, MODEL_NAME,
+            flavour=state.flavour, template=state.chat_template,
+        )  # fmt: skip
     reply = chat_reply(state, body)
     prompt = prompt_tokens(body["messages"], body.get("tools"))
     usage = _usage(prompt, _completion_tokens(reply))
@@ -420,8 +423,11 @@ async def completions(request: Request) -> Response:
     state, body, fault = await _prelude(request, "text_completion")
     if fault is not None:
         return fault
-    if body.get("prompt_logprobs") is not None or (body.get("echo") and body.get("logprobs")):
-        return sim_logprobs.completions(state.profile, state.rng, body, MODEL_NAME)
+    asks_prompt = body.get("prompt_logprobs") is not None and state.flavour.prompt_logprobs
+    if asks_prompt or (body.get("echo") and body.get("logprobs")):
+        return sim_logprobs.completions(
+            state.profile, state.rng, body, MODEL_NAME, flavour=state.flavour
+        )
     prompts = body.get("prompt")
     prompts = [prompts] if isinstance(prompts, str) else prompts
     if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts) or not prompts:
@@ -460,8 +466,10 @@ async def generate(request: Request) -> Response:
     state, body, fault = await _prelude(request, "generate")
     if fault is not None:
         return fault
+    if not state.flavour.generate:
+        return error_response(404, "Not Found")
     if body.get("return_logprob") or "input_ids" in body:
-        return sim_logprobs.generate(state.profile, state.rng, body)
+        return sim_logprobs.generate(state.profile, state.rng, body, flavour=state.flavour)
     prompt, params = body.get("text"), body.get("sampling_params") or {}
     if not isinstance(prompt, str) or not isinstance(params, dict):
         raise BadRequest("'text' must be a string and 'sampling_params' an object")
@@ -482,7 +490,19 @@ async def generate(request: Request) -> Response:
 async def tokenize(request: Request) -> Response:
     """``POST /tokenize`` (vLLM; :mod:`harness.sim.logprobs`)."""
     state, body, fault = await _prelude(request, "tokenize")
-    return fault if fault is not None else sim_logprobs.tokenize_endpoint(body)
+    if fault is not None:
+        return fault
+    return sim_logprobs.tokenize_endpoint(body, flavour=state.flavour, template=state.chat_template)
+
+
+async def apply_template(request: Request) -> Response:
+    """``POST /apply-template`` (llama.cpp's server; the reference flavour only)."""
+    state, body, fault = await _prelude(request, "apply-template")
+    if fault is not None:
+        return fault
+    if state.flavour.server != "reference":
+        return error_response(404, "Not Found")
+    return sim_logprobs.apply_template_endpoint(body, template=state.chat_template)
 
 
 async def models(request: Request) -> Response:
@@ -562,6 +582,7 @@ ROUTES = [
     Route("/v1/completions", completions, methods=["POST"]),
     Route("/generate", generate, methods=["POST"]),
     Route("/tokenize", tokenize, methods=["POST"]),
+    Route("/apply-template", apply_template, methods=["POST"]),
     Route("/v1/models", models, methods=["GET"]),
     Route("/health", health, methods=["GET"]),
     Route("/server_info", server_info, methods=["GET"]),

@@ -19,9 +19,13 @@ Flavours (``harness sim --server-flavour NAME``):
   ``prompt`` only (no ``messages``: HTTP 400 on a conversation).
 - ``vllm-0.33`` (``vllm==0.33.0``): no ``/generate``; ``prompt_logprobs`` above
   ``max_logprobs`` (20) refused with HTTP 400 (``vllm/sampling_params.py``); a NaN in an
-  answer cannot be encoded (Starlette's ``JSONResponse``: ``allow_nan=False``) and the
-  request ends in HTTP 500 ``Internal Server Error``; ``-inf`` prompt logprobs sent as
-  ``-9999.0`` (``vllm/entrypoints/generate/base/serving.py`` ``clamp_prompt_logprobs``).
+  answer cannot be encoded (Starlette's ``JSONResponse`` renders with ``allow_nan=False``
+  inside the endpoint, ``vllm/entrypoints/openai/completion/api_router.py``), and the
+  ``ValueError`` is answered by vLLM's fallback handler as HTTP 400 ``BadRequestError``
+  "Out of range float values are not JSON compliant"
+  (``vllm/entrypoints/serve/exception_handling/register.py``, ``error_response.py``);
+  ``-inf`` prompt logprobs sent as ``-9999.0``
+  (``vllm/entrypoints/generate/base/serving.py`` ``clamp_prompt_logprobs``).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Literal
 __all__ = ["FLAVOURS", "Flavour", "get_flavour"]
 
 #: how a server writes a non-finite float (NaN, +-inf) in a JSON answer
-NonFinite = Literal["nan", "null", "http-500"]
+NonFinite = Literal["nan", "null", "refused"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,8 @@ class Flavour:
     """One server version's wire behaviour, as the reference server plays it.
 
     ``server``: ``"reference"``, ``"sglang"`` or ``"vllm"``; ``version``: the released
-    version (``""`` for the reference); ``nonfinite``: how a NaN/inf reaches the client;
+    version (``""`` for the reference); ``nonfinite``: how a NaN/inf reaches the client (``nan``: a bare ``NaN``
+    token; ``null``; ``refused``: the answer is an error instead);
     ``tokenize_messages``: ``/tokenize`` renders ``messages`` with the chat template;
     ``generate``: SGLang's native ``/generate`` exists; ``prompt_logprobs``: vLLM's
     ``prompt_logprobs`` on ``/v1/completions``; ``max_logprobs``: the most top-k a request
@@ -72,18 +77,37 @@ FLAVOURS: dict[str, Flavour] = {
     for f in (
         Flavour("reference", "reference"),
         Flavour(
-            "sglang-0.5.23", "sglang", "0.5.23", nonfinite="null", prompt_logprobs=False,
-            moe_in_model_info=False, server_info="sglang-0.5.23", fusion_log="sglang-0.5.23",
+            "sglang-0.5.23",
+            "sglang",
+            "0.5.23",
+            nonfinite="null",
+            prompt_logprobs=False,
+            moe_in_model_info=False,
+            server_info="sglang-0.5.23",
+            fusion_log="sglang-0.5.23",
         ),  # fmt: skip
         Flavour(
-            "sglang-0.5.10.post1", "sglang", "0.5.10.post1", nonfinite="null",
-            tokenize_messages=False, prompt_logprobs=False, moe_in_model_info=False,
-            server_info="sglang-0.5.10", fusion_log="sglang-0.5.10",
+            "sglang-0.5.10.post1",
+            "sglang",
+            "0.5.10.post1",
+            nonfinite="null",
+            tokenize_messages=False,
+            prompt_logprobs=False,
+            moe_in_model_info=False,
+            server_info="sglang-0.5.10",
+            fusion_log="sglang-0.5.10",
         ),  # fmt: skip
         Flavour(
-            "vllm-0.33", "vllm", "0.33.0", nonfinite="http-500", generate=False,
-            max_logprobs=20, moe_in_model_info=False, routed_experts="choice-npy",
-            server_info="vllm", fusion_log="vllm",
+            "vllm-0.33",
+            "vllm",
+            "0.33.0",
+            nonfinite="refused",
+            generate=False,
+            max_logprobs=20,
+            moe_in_model_info=False,
+            routed_experts="choice-npy",
+            server_info="vllm",
+            fusion_log="vllm",
         ),  # fmt: skip
     )
 }

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import random
 import re
 import time
@@ -41,8 +42,10 @@ from typing import Any
 import numpy as np
 from starlette.responses import Response
 
+from harness.sim.flavours import Flavour, get_flavour
 from harness.sim.infra import error_response
 from harness.sim.profiles import SimProfile
+from harness.sim.templates import render
 
 __all__ = [
     "MAX_MODEL_LEN",
@@ -54,6 +57,7 @@ __all__ = [
 ]
 
 MAX_MODEL_LEN = 32768
+REFERENCE = get_flavour(None)
 NOISE_SIGMA = 0.005
 FUSED_SMALL, FUSED_LARGE, FUSED_LARGE_RATE = 0.25, 2.0, 0.10
 BENIGN_SIGMA = 0.04
@@ -62,7 +66,9 @@ _CANDIDATES = 31
 _LISTED_MASS = np.log(0.98)
 _VIRTUAL = 1 << 30
 _WORDS = [" the", " of", " and", " to", " a", " in", " is", " that", " for", " it", ",", "."]
-_TOKEN = re.compile(r"<\|im_(?:start|end)\|>| ?[A-Za-z]{1,6}| ?[0-9]| ?[^\sA-Za-z0-9]|\s")
+#: special tokens of the chat templates (:mod:`harness.sim.templates`), one token each
+_SPECIAL = r"<\|[a-z_]+\|>|<｜[^｜]{1,40}｜>|\]~!?b\[|\]~b\]|\[e~\[|</?minimax:tool_call>"
+_TOKEN = re.compile(_SPECIAL + r"| ?[A-Za-z]{1,6}| ?[0-9]| ?[^\sA-Za-z0-9]|\s")
 _names: dict[int, str] = {}
 
 
@@ -121,9 +127,39 @@ def _logprobs(ids: list[int], numerics: str, rng: random.Random) -> tuple[np.nda
     return cand, lp
 
 
-def _json(body: dict[str, Any]) -> Response:
-    """JSON with NaN written as NaN (Python's json, as a server that lets one through)."""
+def _nulled(v: Any) -> Any:
+    """``v`` with every non-finite float replaced by ``None`` (what orjson writes)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _nulled(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_nulled(x) for x in v]
+    return v
+
+
+def _json(body: dict[str, Any], flavour: Flavour = REFERENCE) -> Response:
+    """JSON as the flavour's server writes non-finite floats: a bare ``NaN`` (reference:
+    Python's json, as a server that lets one through), ``null`` (SGLang: orjson), or an
+    error answer instead (vLLM: Starlette's ``JSONResponse`` refuses them, and vLLM's
+    ``ValueError`` handler answers HTTP 400 ``BadRequestError``)."""
+    if flavour.nonfinite == "null":
+        return Response(json.dumps(_nulled(body)), media_type="application/json")
+    if flavour.nonfinite == "refused":
+        try:
+            text = json.dumps(body, allow_nan=False)
+        except ValueError as exc:
+            return _vllm_error(400, str(exc))
+        return Response(text, media_type="application/json")
     return Response(json.dumps(body, allow_nan=True), media_type="application/json")
+
+
+def _vllm_error(code: int, message: str) -> Response:
+    """vLLM's error body (``vllm==0.33.0``
+    ``vllm/entrypoints/serve/exception_handling/error_response.py``)."""
+    kind = "BadRequestError" if code == 400 else "InternalServerError"
+    err = {"message": message, "type": kind, "param": None, "code": code}
+    return Response(json.dumps({"error": err}), status_code=code, media_type="application/json")
 
 
 def _ids_of(body: dict[str, Any], key: str) -> list[int] | None:
@@ -150,23 +186,44 @@ def _overflow(n: int) -> Response | None:
     )
 
 
-def tokenize_endpoint(body: dict[str, Any]) -> Response:
-    """vLLM ``POST /tokenize``: ``{"prompt"}`` or ``{"messages"}`` (ChatML) -> token ids."""
-    from harness.numerics.adapters import chatml
-
+def tokenize_endpoint(
+    body: dict[str, Any], *, flavour: Flavour = REFERENCE, template: str = "chatml"
+) -> Response:
+    """``POST /tokenize``: ``{"prompt"}`` or ``{"messages"}`` (rendered by the server's
+    chat template ``template``; ``add_generation_prompt`` as asked, default true as for a
+    chat completion) -> ``{"count", "max_model_len", "tokens"}`` (vLLM's and SGLang's
+    ``TokenizeResponse``). A flavour whose ``/tokenize`` takes no ``messages`` (SGLang
+    0.5.10) answers HTTP 400, as its request validation does."""
     messages = body.get("messages")
+    if messages is not None and not flavour.tokenize_messages:
+        return error_response(
+            400, "1 validation error for TokenizeRequest\nprompt\n  Field required"
+        )
     if isinstance(messages, list):
         if not all(isinstance(m, dict) for m in messages):
             return error_response(400, "'messages' must be a list of objects")
-        ids = tokenize(chatml(messages))
+        gen = body.get("add_generation_prompt")
+        ids = tokenize(render(template, messages, add_generation_prompt=gen is not False))
     else:
         prompt = body.get("prompt")
         if not isinstance(prompt, str):
             return error_response(400, "'prompt' (a string) or 'messages' is required")
         ids = tokenize(prompt)
-    return _json(
-        {"count": len(ids), "max_model_len": MAX_MODEL_LEN, "tokens": ids, "token_strs": None}
-    )
+    out: dict[str, Any] = {"count": len(ids), "max_model_len": MAX_MODEL_LEN, "tokens": ids}
+    if flavour.server != "sglang":
+        out["token_strs"] = None
+    return _json(out, flavour)
+
+
+def apply_template_endpoint(body: dict[str, Any], *, template: str = "chatml") -> Response:
+    """llama.cpp's ``POST /apply-template``: ``{"messages"}`` -> ``{"prompt"}``, the
+    conversation in the server's chat template with the generation prompt (upstream
+    ``tools/server/server.cpp``)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return error_response(400, "'messages' must be a list of objects")
+    gen = body.get("add_generation_prompt") is not False
+    return _json({"prompt": render(template, messages, add_generation_prompt=gen)})
 
 
 def _order(lp: np.ndarray) -> np.ndarray:
@@ -212,8 +269,9 @@ def _echo_choice(ids: list[int], cand: np.ndarray, lp: np.ndarray, k: int) -> di
 
 
 def completions(
-    profile: SimProfile, rng: random.Random, body: dict[str, Any], model: str
-) -> Response:
+    profile: SimProfile, rng: random.Random, body: dict[str, Any], model: str,
+    *, flavour: Flavour = REFERENCE,
+) -> Response:  # fmt: skip
     """``POST /v1/completions`` with ``prompt_logprobs`` (vLLM) or ``echo`` + ``logprobs``."""
     ids = _ids_of(body, "prompt")
     if ids is None:
@@ -225,6 +283,11 @@ def completions(
     if body.get("prompt_logprobs") is not None:
         k = body.get("prompt_logprobs")
         k = k if isinstance(k, int) and not isinstance(k, bool) and k >= 0 else 1
+        if flavour.max_logprobs is not None and k > flavour.max_logprobs:
+            return _vllm_error(
+                400, f"Requested prompt logprobs of {k}, which is greater than max allowed: "
+                f"{flavour.max_logprobs}",
+            )  # fmt: skip
         choice = _vllm_choice(ids, cand, lp, min(k, 20))
     else:
         k = body.get("logprobs")
@@ -233,10 +296,13 @@ def completions(
         "id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion",
         "created": int(time.time()), "model": model, "choices": [choice],
         "usage": {"prompt_tokens": len(ids), "completion_tokens": 1, "total_tokens": len(ids) + 1},
-    })  # fmt: skip
+    }, flavour)  # fmt: skip
 
 
-def generate(profile: SimProfile, rng: random.Random, body: dict[str, Any]) -> Response:
+def generate(
+    profile: SimProfile, rng: random.Random, body: dict[str, Any], *,
+    flavour: Flavour = REFERENCE,
+) -> Response:  # fmt: skip
     """SGLang ``POST /generate`` with ``return_logprob`` over ``text`` or ``input_ids``."""
     ids = _ids_of(body, "input_ids") or _ids_of(body, "text")
     if ids is None:
@@ -261,7 +327,7 @@ def generate(profile: SimProfile, rng: random.Random, body: dict[str, Any]) -> R
             "finish_reason": {"type": "length", "length": 0}, "cached_tokens": 0,
             "input_token_logprobs": tokens[first:], "input_top_logprobs": tops[first:],
             "output_token_logprobs": [], "output_top_logprobs": []}  # fmt: skip
-    return _json({"text": "", "output_ids": [], "meta_info": meta})
+    return _json({"text": "", "output_ids": [], "meta_info": meta}, flavour)
 
 
 #: the "fed token" slot of a generation step: the end of the turn (<|im_end|>) when greedy
@@ -295,16 +361,18 @@ def _greedy(ids: list[int], n: int, numerics: str, rng: random.Random) -> list[d
     return out
 
 
-def chat(profile: SimProfile, rng: random.Random, body: dict[str, Any], model: str) -> Response:
+def chat(
+    profile: SimProfile, rng: random.Random, body: dict[str, Any], model: str, *,
+    flavour: Flavour = REFERENCE, template: str = "chatml",
+) -> Response:  # fmt: skip
     """``POST /v1/chat/completions`` with ``logprobs: true``: a greedy reply of the toy model
-    with ``choices[0].logprobs.content`` (generation-aligned comparisons)."""
-    from harness.numerics.adapters import chatml
-
+    with ``choices[0].logprobs.content`` (generation-aligned comparisons), the prompt
+    rendered by the chat template ``template``."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         return error_response(400, "'messages' must be a list of objects")
     limit = body.get("max_tokens") or 16
-    ids = tokenize(chatml(messages) + "<|im_start|>assistant\n")
+    ids = tokenize(render(template, messages, add_generation_prompt=True))
     content = _greedy(ids, min(int(limit), 256), numerics_of(profile), rng)
     k = body.get("top_logprobs") or 0
     for e in content:
@@ -318,4 +386,4 @@ def chat(profile: SimProfile, rng: random.Random, body: dict[str, Any], model: s
         "created": int(time.time()), "model": model, "choices": [choice],
         "usage": {"prompt_tokens": len(ids), "completion_tokens": len(content),
                   "total_tokens": len(ids) + len(content)},
-    })  # fmt: skip
+    }, flavour)  # fmt: skip
