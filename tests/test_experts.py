@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 from pathlib import Path
 
@@ -197,3 +198,61 @@ def test_load_model_config_from_file_or_directory(tmp_path: Path) -> None:
     assert load_model_config(tmp_path / "bad.json") is None
     shape = moe_shape_from_config(load_model_config(tmp_path))
     assert shape is not None and shape.num_routed_experts == 4
+
+
+# ------------------------------------------------------------------ .npy (vLLM) and the start
+
+
+def _npy(arr: np.ndarray) -> str:
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int32])
+def test_decode_npy_keeps_its_dtype_and_shape(dtype: type) -> None:
+    from harness.server.experts import decode_routed_experts_array
+
+    arr = _healthy(3).astype(dtype)
+    got = decode_routed_experts_array(_npy(arr))
+    assert got.dtype == np.dtype(dtype) and got.shape == (3, 3, 2)
+    assert decode_routed_experts(_npy(arr)).tolist() == arr.ravel().tolist()
+
+
+def test_decode_npy_refuses_objects_and_floats() -> None:
+    buf = io.BytesIO()
+    np.save(buf, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="not a readable .npy"):
+        decode_routed_experts(base64.b64encode(buf.getvalue()).decode())
+    with pytest.raises(ValueError, match="not integers"):
+        decode_routed_experts(_npy(np.zeros((2, 3, 2), dtype=np.float32)))
+
+
+def test_check_response_takes_the_start_from_the_request_not_the_answer() -> None:
+    from harness.server.experts import check_response
+
+    body = {
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3},
+        "sglext": {"routed_experts": _b64(_healthy(4)), "routed_experts_start_len": 99},
+        "choices": [{"index": 0}],
+    }
+    res = check_response("chat", body, SHAPE, start_len=3)
+    assert res.ok and res.rows == 4 and res.start_len == 3
+    vllm = {"usage": body["usage"], "choices": [{"routed_experts": _npy(_healthy(7))}]}
+    res = check_response("completions", vllm, SHAPE)
+    assert res.ok and res.field == "choices[0].routed_experts" and res.encoding == "npy"
+
+
+def test_probe_finds_a_local_model_folder(tmp_path: Path) -> None:
+    """A server launched on a local folder: its config.json is read from there."""
+    from harness.sim import moe
+
+    (tmp_path / "config.json").write_text(json.dumps(moe.MOE_CONFIG))
+    with serve_in_thread(
+        "healthy", capture=True, flavour="sglang-0.5.23", scenarios_dir=None
+    ) as url:
+        res = probe_routed_experts(url, endpoint="chat", model_path=str(tmp_path))
+    assert res.ok, res.summary()
+    assert res.shape is not None
+    assert res.shape.source == f"launch command --model-path (local): {tmp_path / 'config.json'}"
+    assert "geometry from launch command" in res.summary()

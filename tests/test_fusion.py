@@ -104,3 +104,26 @@ def test_fusion_warning_when_the_variable_does_not_differ() -> None:
     assert both_unknown is not None and "UNKNOWN on both sides" in both_unknown
     assert fusion_warning(eng("OFF"), eng("ON")) is None
     assert fusion_warning(eng("UNKNOWN"), eng("ON")) is None
+
+
+def test_every_verdict_names_what_decided_it() -> None:
+    from harness.server.fusion import decide_fusion
+
+    assert decide_fusion([ON], None).decided_by == "log: enabled line"
+    assert decide_fusion([OFF], None).decided_by == "log: refusal or automatic-disable line"
+    flag = {"disable_shared_experts_fusion": True}
+    assert decide_fusion([], flag).decided_by == "server_info: disable_shared_experts_fusion"
+    qwen = decide_fusion([], {}, model_info={"architectures": ["Qwen3MoeForCausalLM"]})
+    assert (qwen.state, qwen.decided_by) == ("OFF", "architecture")
+    narrow = "[x TP0] Routing experts device buffer allocated. #shape: (8192, 4, 4), size: 0.50 MB"
+    got = decide_fusion([narrow], None, top_k=4)
+    assert (got.state, got.decided_by) == ("OFF", "log: capture buffer width")
+    assert decide_fusion([narrow], None).state == "UNKNOWN"  # no top-k: the width says nothing
+    clash = decide_fusion([ON, narrow], None, top_k=4)
+    assert (clash.state, clash.decided_by) == ("UNKNOWN", "conflict")
+
+
+def test_server_args_diff_ignores_ports_and_ids_at_any_depth() -> None:
+    a = {"parallel_config.master_port": 1, "instance_id": "a", "nccl_port": 5, "tp_size": 1}
+    b = {"parallel_config.master_port": 2, "instance_id": "b", "nccl_port": 6, "tp_size": 1}
+    assert server_args_diff(a, b) == {}
