@@ -211,7 +211,7 @@ class _Loop:
                 return "error", None, result
             rec.response = result
             try:
-                stop = self._after(rec, result)
+                stop = await self._after(rec, result)
             except Exception as exc:  # a harness bug ends this run only, recorded
                 err = InfraError(kind="other", message=f"harness error: {exc!r}", turn=turn)
                 rec.error = err
@@ -220,12 +220,14 @@ class _Loop:
                 return stop[0], stop[1], None
         return "turn_cap", None, None
 
-    def _after(self, rec: TurnRecord, resp: ResponseRecord) -> tuple[StopReason, str | None] | None:
+    async def _after(
+        self, rec: TurnRecord, resp: ResponseRecord
+    ) -> tuple[StopReason, str | None] | None:
         """Continue the conversation after a response; a stop reason ends the run."""
         if resp.finish_reason == "length":
             return "length", resp.content
         if resp.tool_calls:
-            self._answer_tools(rec, resp)
+            await self._answer_tools(rec, resp)
             return None
         if not (resp.content or "").strip():
             return "empty_stop", resp.content
@@ -267,7 +269,7 @@ class _Loop:
         self.messages.append(msg)
         self.pending.append(msg)
 
-    def _answer_tools(self, rec: TurnRecord, resp: ResponseRecord) -> None:
+    async def _answer_tools(self, rec: TurnRecord, resp: ResponseRecord) -> None:
         """Append the assistant message as received and one ``tool`` message per call.
 
         A call without an id is answered under a synthetic id ``synthetic_<turn>_<i>``
@@ -286,7 +288,7 @@ class _Loop:
                     "function": {"name": call.name or "", "arguments": wire_args},
                 }
             )
-            outcome = self._simulate(call)
+            outcome = await self._simulate(call)
             rec.tool_results.append(
                 ToolResultRecord(
                     tool_call_id=call_id,
@@ -302,9 +304,9 @@ class _Loop:
         for res in rec.tool_results:
             self._append({"role": "tool", "tool_call_id": res.tool_call_id, "content": res.content})
 
-    def _simulate(self, call: ToolCallRecord) -> ToolOutcome:
-        if self.referee is not None:  # a BFCL task: its backends answer
-            return self.referee.call(call.name, call.arguments)
+    async def _simulate(self, call: ToolCallRecord) -> ToolOutcome:
+        if self.referee is not None:  # a BFCL task: its backends answer, off the event loop
+            return await self.referee.answer(call.name, call.arguments)
         tool = self.scenario.tool(call.name or "")
         if tool is None:
             names = ", ".join(t.name for t in self.scenario.tools) or "none"

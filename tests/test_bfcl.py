@@ -337,3 +337,63 @@ def test_sim_noise_fails_a_bfcl_task_about_as_often_as_a_one_turn_scenario() -> 
     rate = profile.noise_failure_rate
     # binomial(4000, 0.02): sd 0.0022; per-turn draws would give 1 - 0.98**turns >= 0.059
     assert abs(failed / n - rate) < 0.01, (failed, n, turns)
+
+
+def test_a_backend_call_past_its_time_limit_is_the_tools_error_off_the_event_loop(
+    sim_url: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 row 9: a backend call runs off the loop within a limit; one that overruns
+    is the tool's error result, and the other runs' requests are not stalled."""
+    import asyncio
+    import time
+
+    from harness.bfcl import backends
+    from harness.runner import run_many
+
+    real = backends.backend_class
+    slow_calls = iter(range(2))  # the first cd of each run (the ground truth's come later)
+
+    def slow_class(name: str) -> Any:
+        cls = real(name)
+        if name != "GorillaFileSystem":
+            return cls
+
+        class Slow(cls):  # type: ignore[misc, valid-type]
+            def cd(self, folder: str) -> Any:
+                if next(slow_calls, None) is not None:
+                    time.sleep(1.5)  # a backend computing for long (mpmath, precision 300000)
+                return super().cd(folder)
+
+        return Slow
+
+    monkeypatch.setattr(backends, "backend_class", slow_class)
+    monkeypatch.setattr(backends, "CALL_TIME_LIMIT", 0.3, raising=False)
+    sc = _task("bfcl:multi_turn_base:1", "multi_turn_base_0")
+    url = sim_url("healthy", scenarios_dir="bfcl:multi_turn_base")
+    tgt = TargetConfig(base_url=url, label="sim", timeout_s=20, max_retries=0)
+    gaps: list[float] = []
+
+    async def session() -> None:
+        done = asyncio.Event()
+
+        async def heartbeat() -> None:
+            last = time.monotonic()
+            while not done.is_set():
+                await asyncio.sleep(0.02)
+                gaps.append(time.monotonic() - last)
+                last = time.monotonic()
+
+        beat = asyncio.create_task(heartbeat())
+        try:
+            await run_many([sc], [tgt], repeats=2, concurrency=2, out_dir=tmp_path, progress=False)
+        finally:
+            done.set()
+            await beat
+
+    asyncio.run(session())
+    recs = list(RunFolder(tmp_path).records())
+    assert len(recs) == 2 and all(r.error is None for r in recs)  # no infrastructure error
+    assert max(gaps) < 0.5  # the loop was never held by a backend call
+    first = recs[0].turns[0].tool_results[0]
+    assert first.name == "cd" and first.error
+    assert first.content == "Error during execution: the call did not finish within 0.3 s"

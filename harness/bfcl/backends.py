@@ -16,13 +16,25 @@ else ``str``; an exception becomes ``"Error during execution: <message>"``.
 
 :class:`Referee` runs the ground truth on a second world, turn by turn, and checks each
 turn as ``multi_turn_checker`` does (``state_checker`` then ``response_checker``).
+
+The runner asks for a call's result with :meth:`Referee.answer`: the backend method runs
+in a thread of its own, off the event loop, within :data:`CALL_TIME_LIMIT` seconds (a
+backend is arbitrary Python: ``logarithm(precision=300000)`` takes half a minute, and
+on the loop it would stall every other run into a server timeout). A call past the
+limit is the tool's error (``"Error during execution: the call did not finish within
+10 s"``); its thread is left to end on its own, and the run's later calls wait for it
+within their own limit (a world's calls run one at a time).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import inspect
 import json
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from harness.bfcl.data import backend_class
@@ -30,10 +42,12 @@ from harness.scenario.model import BfclTask, ExpectedCall, Scenario
 from harness.scenario.tools import ToolOutcome
 from harness.transcript import StateCheck
 
-__all__ = ["Referee", "World", "compare_states"]
+__all__ = ["CALL_TIME_LIMIT", "Referee", "World", "compare_states"]
 
 _STATELESS = {"MathAPI"}
 _ERROR = "Error during execution: "
+#: the longest one backend call may take, in seconds; past it the call is the tool's error
+CALL_TIME_LIMIT = 10.0
 
 
 def _render(result: Any) -> str:
@@ -54,6 +68,7 @@ class World:
     def __init__(self, task: BfclTask) -> None:
         self.instances: dict[str, Any] = {}
         self.methods: dict[str, Any] = {}
+        self.lock = threading.Lock()  # one call at a time (an overrun one may still run)
         for name in task.classes:
             inst = backend_class(name)()
             if name not in _STATELESS:
@@ -124,6 +139,32 @@ def _missing(expected: list[str], seen: list[str]) -> list[str]:
     return out
 
 
+def _in_thread(fn: Callable[..., ToolOutcome], *args: Any) -> asyncio.Future[ToolOutcome]:
+    """``fn(*args)`` in a daemon thread of its own, as a future of the running loop (a
+    thread that never ends neither holds a pool's worker nor keeps the process alive)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[ToolOutcome] = loop.create_future()
+
+    def settle(outcome: ToolOutcome | None, exc: BaseException | None) -> None:
+        if fut.done():  # given up on (the time limit)
+            return
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(outcome)  # type: ignore[arg-type]
+
+    def work() -> None:
+        try:
+            res, err = fn(*args), None
+        except BaseException as exc:  # World.call never raises; kept for the future
+            res, err = None, exc
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            loop.call_soon_threadsafe(settle, res, err)
+
+    threading.Thread(target=work, name="bfcl-backend-call", daemon=True).start()
+    return fut
+
+
 class Referee:
     """The run's world, the ground truth's world, and BFCL's check of each ended turn."""
 
@@ -136,9 +177,27 @@ class Referee:
 
     def call(self, name: str | None, arguments_raw: Any) -> ToolOutcome:
         """Answer a call of the run on the run's world (and remember its result)."""
-        outcome = self.world.call(name, arguments_raw)
+        with self.world.lock:
+            outcome = self.world.call(name, arguments_raw)
         self.results.append(outcome.content)
         return outcome
+
+    async def answer(
+        self, name: str | None, arguments_raw: Any, limit: float | None = None
+    ) -> ToolOutcome:
+        """:meth:`call` off the event loop, within ``limit`` seconds
+        (:data:`CALL_TIME_LIMIT` by default); past it, the tool's error result."""
+        limit = CALL_TIME_LIMIT if limit is None else limit
+        try:
+            outcome = await asyncio.wait_for(_in_thread(self._call, name, arguments_raw), limit)
+        except asyncio.TimeoutError:
+            outcome = ToolOutcome(f"{_ERROR}the call did not finish within {limit:g} s", True)
+        self.results.append(outcome.content)
+        return outcome
+
+    def _call(self, name: str | None, arguments_raw: Any) -> ToolOutcome:
+        with self.world.lock:
+            return self.world.call(name, arguments_raw)
 
     def check(self, segment: int) -> StateCheck:
         """Execute ``segment``'s ground truth on the ground truth's world, then check.
