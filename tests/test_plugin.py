@@ -556,3 +556,31 @@ def test_gsm8k_against_a_baseline_uses_the_drop_or_the_paired_verdict(
         ["paired verdict REGRESSION against the baseline", "paired: REGRESSION*McNemar*"]
     )
     tolerant.assert_outcomes(passed=1)  # the drop is within the allowed 0.5
+
+
+def test_the_models_terminal_escapes_are_not_printed_in_the_evidence(
+    pytester: pytest.Pytester, sim_url: Any, write_scenarios: Any
+) -> None:
+    """Issue 32 row 17: a final answer that sets the window title and clears the screen
+    is shown as text, its escape sequences stripped (as the command line does)."""
+    escapes = {
+        **NO_TOOLS,
+        "id": "plugin_escapes",
+        "repeats": 1,
+        "expect": {
+            "final_answer": {
+                "required": True,
+                "contains": ["ready"],
+                "example": "\x1b]0;owned\x07\x1b[2J\x1b[31mnot the word\x1b[0m\r",
+            }
+        },
+    }
+    folder = write_scenarios(escapes)
+    url = sim_url("healthy", scenarios_dir=folder)
+    pytester.makeini("[pytest]\n")
+    shutil.copytree(folder, pytester.path / "scenarios")
+    result = pytester.runpytest("scenarios", "--target", url)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "final answer: not the word" in out
+    assert "\x1b" not in out and "\x07" not in out and "owned" not in out

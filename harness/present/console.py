@@ -27,6 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.kinds import plural
+from harness.present.terminal import printable
 from harness.present.views import (
     MAX_REASONS,
     ScenarioRow,
@@ -79,8 +80,9 @@ def make_console(*, stderr: bool = False) -> Console:
 
 
 def _print(console: Console, text: str, style: str | None = None) -> None:
-    """Plain text (model output included): no markup, no highlighting, no wrapping."""
-    console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+    """Plain text (model output included): no markup, no highlighting, no wrapping, no
+    terminal escape sequences (:func:`harness.present.terminal.printable`)."""
+    console.print(printable(text), style=style, markup=False, highlight=False, soft_wrap=True)
 
 
 # ------------------------------------------------------------------ the verdict

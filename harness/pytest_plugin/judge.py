@@ -44,6 +44,7 @@ from harness.present.evidence import (
     format_run,
     run_line,
 )
+from harness.present.terminal import printable
 from harness.pytest_plugin.options import HarnessSettings
 from harness.scenario.model import Scenario
 from harness.scoring.models import RunScore
@@ -68,6 +69,11 @@ class Judgement:
     evidence: str = ""
     properties: list[tuple[str, object]] = field(default_factory=list)
     verdict: str | None = None  # the compare verdict, with a baseline
+
+    def __post_init__(self) -> None:
+        # model and server text, printed by pytest: no terminal escape sequences
+        self.reasons = [printable(r) for r in self.reasons]
+        self.evidence = printable(self.evidence)
 
     @property
     def headline(self) -> str:
