@@ -29,12 +29,7 @@ from harness.present.checks import print_boot
 from harness.present.console import make_console
 from harness.runfolder import RunFolder
 from harness.server.boot import boot, check_running
-from harness.server.experts import (
-    MoeShape,
-    load_model_config,
-    model_path_from_command,
-    moe_shape_from_config,
-)
+from harness.server.experts import MoeShape, load_model_config, moe_shape_from_config
 from harness.server.process import resolve_command
 
 HELP = "Launch a server command (or check a running server): health, log, fusion, routed experts."
@@ -177,8 +172,6 @@ def run(args: argparse.Namespace) -> int:
     opts: dict[str, Any] = {"endpoint": args.probe_endpoint}
     if isinstance(shape, MoeShape):
         opts["shape"] = shape
-    elif args.cmd and model_path_from_command(shlex.split(args.cmd)):
-        opts["model_path"] = model_path_from_command(shlex.split(args.cmd))  # its config.json
     folder = RunFolder.create("boot", results=args.results, args=recorded_args(args))
     print(f"run folder: {folder.path}", flush=True)
     common: dict[str, Any] = dict(

@@ -30,7 +30,11 @@ from pydantic import BaseModel, Field
 
 from harness.client.target import server_root
 from harness.runfolder import RunFolder
-from harness.server.experts import ExpertsProbeResult, probe_routed_experts
+from harness.server.experts import (
+    ExpertsProbeResult,
+    model_path_from_command,
+    probe_routed_experts,
+)
 from harness.server.fusion import FusionEngagement, collect_engagement
 from harness.server.process import (
     find_failure,
@@ -254,7 +258,13 @@ def _server_checks(
     probe_opts: dict[str, Any],
 ) -> None:
     """Fusion engagement and the optional routed-experts probe, on a healthy server."""
-    report.fusion = collect_engagement(url, log_path=log)
+    shape = probe_opts.get("shape")
+    report.fusion = collect_engagement(
+        url,
+        log_path=log,
+        model_path=probe_opts.get("model_path"),
+        top_k=shape.top_k if shape is not None else None,
+    )
     report.server_info = report.fusion.server_args or None
     report.checks.append(_fusion_check(report.fusion, expect_fusion))
     if probe == "routed-experts":
@@ -389,7 +399,9 @@ def serving(
         report.checks.append(health)
         report.timings["to_health_s"] = round(time.monotonic() - t0, 3)
         if health.verdict == "PASS" and report.url:
-            opts = probe_opts or {}
+            opts = dict(probe_opts or {})
+            if "shape" not in opts and "model_path" not in opts:  # the launched model's config
+                opts["model_path"] = model_path_from_command(argv)
             _server_checks(report, report.url, log, probe=probe, expect_fusion=expect_fusion,
                            probe_opts=opts)  # fmt: skip
         else:

@@ -447,7 +447,7 @@ def _read_log(log_path: str | Path | None, log_text: str | None) -> list[str]:
     return text.splitlines()
 
 
-def _top_k(client: httpx.Client, root: str, lines: list[str]) -> int | None:
+def _top_k(client: httpx.Client, root: str, lines: list[str], model_path: str | None) -> int | None:
     """The model's top-k, asked only when a 0.5.10.post1 capture line needs it."""
     if not any(DEVICE_BUFFER.search(ln) for ln in lines):
         return None
@@ -455,12 +455,16 @@ def _top_k(client: httpx.Client, root: str, lines: list[str]) -> int | None:
         return None
     from harness.server.experts import find_moe_shape
 
-    shape, _ = find_moe_shape(client, root)
+    shape, _ = find_moe_shape(client, root, model_path=model_path)
     return shape.top_k if shape is not None else None
 
 
 def _fetch(
-    base_url: str, timeout_s: float, lines: list[str], endpoints: dict[str, str]
+    base_url: str,
+    timeout_s: float,
+    lines: list[str],
+    endpoints: dict[str, str],
+    model_path: str | None,
 ) -> tuple[Any, Any, Any, int | None]:
     """``(/server_info, /model_info, /v1/models, top_k)`` bodies; ``?config_format=json``
     makes vLLM's dev-mode ``/server_info`` answer its config as JSON (SGLang ignores it)."""
@@ -471,7 +475,7 @@ def _fetch(
             info = _get_json(client, root + "/get_server_info", endpoints)
         model_info = _get_json(client, root + "/model_info", endpoints)
         models = _get_json(client, root + "/v1/models", endpoints)
-        top_k = _top_k(client, root, lines)
+        top_k = _top_k(client, root, lines, model_path)
     return info, model_info, models, top_k
 
 
@@ -481,19 +485,24 @@ def collect_engagement(
     log_path: str | Path | None = None,
     log_text: str | None = None,
     timeout_s: float = 10.0,
+    model_path: str | None = None,
+    top_k: int | None = None,
 ) -> FusionEngagement:
     """Ask the server at ``base_url`` (root, ``/v1`` stripped) and scan its log.
 
     GETs ``/server_info`` (falling back to ``/get_server_info``), ``/model_info`` and
     ``/v1/models`` with httpx (and, for a 0.5.10.post1 capture line, the model's
-    geometry: :func:`harness.server.experts.find_moe_shape`); an endpoint that fails is
-    recorded in ``endpoints``, never raised. ``base_url=None`` judges from the log alone.
+    geometry: :func:`harness.server.experts.find_moe_shape`, ``model_path`` the launch
+    command's model, unless ``top_k`` is given); an endpoint that fails is recorded in
+    ``endpoints``, never raised. ``base_url=None`` judges from the log alone.
     """
     endpoints: dict[str, str] = {}
     lines = _read_log(log_path, log_text)
-    info = model_info = models = top_k = None
+    info = model_info = models = None
     if base_url:
-        info, model_info, models, top_k = _fetch(base_url, timeout_s, lines, endpoints)
+        fetched = _fetch(base_url, timeout_s, lines if top_k is None else [], endpoints, model_path)
+        info, model_info, models = fetched[:3]
+        top_k = top_k if top_k is not None else fetched[3]
     info = info if isinstance(info, dict) else None
     model_info = model_info if isinstance(model_info, dict) else None
     d = decide_fusion(lines, info, model_info=model_info, top_k=top_k)
