@@ -43,7 +43,7 @@ import math
 import re
 import threading
 import time
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import httpx
 
@@ -64,6 +64,7 @@ __all__ = [
     "make_adapter",
 ]
 
+_Cut = TypeVar("_Cut", str, list[Any], list[int])
 #: positions scored per sequence at most (longer sequences are cut: the same cut on both
 #: sides, so the same tokens are compared)
 MAX_TOKENS = 512
@@ -243,7 +244,15 @@ class Adapter:
         """The sequence as text (ChatML for a conversation, with a note), cut at
         ``CHARS_PER_TOKEN_BOUND * max_tokens`` characters."""
         text = chatml(seq.messages) if seq.messages is not None else seq.text or ""
-        return text[: CHARS_PER_TOKEN_BOUND * self.max_tokens]
+        return self._cut(seq, text, CHARS_PER_TOKEN_BOUND * self.max_tokens)
+
+    @staticmethod
+    def _cut(seq: Sequence, items: _Cut, n: int) -> _Cut:
+        """The part of ``items`` (text, ids, or per-token lists) scored, at most ``n``:
+        a conversation's head, a plain prompt's tail (a GSM8K few-shot prompt keeps its
+        question and loses the shared preamble: sequences cut inside a shared prefix
+        would be counterfeit copies of each other)."""
+        return items[-n:] if seq.messages is None and len(items) > n else items[:n]
 
     def _template_ids(self, seq: Sequence) -> list[int] | None:
         """A conversation's token ids as the server's own chat template renders it:
@@ -277,7 +286,7 @@ class Adapter:
         )
         if not ok or not ids:
             raise self._bad(f"/tokenize answered no token ids: {str(out)[:120]}")
-        ids = list(ids)[: self.max_tokens]
+        ids = self._cut(seq, list(ids), self.max_tokens)
         limit = out.get("max_model_len")
         if isinstance(limit, int) and 0 < limit < len(ids) + 1:
             raise self._bad(
@@ -495,7 +504,9 @@ class SGLangAdapter(Adapter):
         sent = len(ids) if ids is not None else meta.get("prompt_tokens")
         if isinstance(sent, int) and len(lps) < sent:
             raise self._bad(f"{len(lps)} input_token_logprobs for {sent} prompt tokens (truncated)")
-        scored = self._parse(lps[: self.max_tokens], tops[: self.max_tokens])
+        scored = self._parse(
+            self._cut(seq, lps, self.max_tokens), self._cut(seq, tops, self.max_tokens)
+        )
         scored.requests = requests
         return scored
 
@@ -563,7 +574,7 @@ class EchoAdapter(Adapter):
         if not isinstance(prompt, str):
             raise self._bad(f"/apply-template answered no prompt: {str(out)[:120]}")
         self._templated = True
-        return prompt[: CHARS_PER_TOKEN_BOUND * self.max_tokens]
+        return self._cut(seq, prompt, CHARS_PER_TOKEN_BOUND * self.max_tokens)
 
     def score(self, seq: Sequence) -> ScoredSequence:
         body = {"prompt": self._prompt(seq), "max_tokens": 1, "temperature": 0, "echo": True}
@@ -580,8 +591,8 @@ class EchoAdapter(Adapter):
         n = len(tokens) - (generated if isinstance(generated, int) else 0)
         if not (len(token_lps) == len(tops) == len(tokens)) or n < 1:
             raise self._bad(f"{len(tokens)} tokens, {len(token_lps)} logprobs (truncated)")
-        n = min(n, self.max_tokens)
-        scored = self._parse(tokens[:n], token_lps[:n], tops[:n])
+        cut = [self._cut(seq, x[:n], self.max_tokens) for x in (tokens, token_lps, tops)]
+        scored = self._parse(*cut)
         scored.requests = 2 if self._templated and seq.messages is not None else 1
         return scored
 

@@ -5,7 +5,8 @@ Per sequence i: ``ab_i`` = mean per-token KL between the baseline and the candid
 ``aa_i`` = the same between two scorings of the baseline (A/A: the baseline scored
 twice, or a second baseline server): the noise floor measured on the same tokens.
 The paired differences ``x_i = ab_i - aa_i`` are tested against the tolerance ``tau``
-(nats per token) with the one-sided Wilcoxon signed-rank test (``scipy.stats.wilcoxon``;
+(nats per token), over the independent sequences (:func:`independent`: sequences whose
+compared tokens are identical count once), with the one-sided Wilcoxon signed-rank test (``scipy.stats.wilcoxon``;
 Wilcoxon 1945; exact null distribution for n <= 50 without ties):
 
 - REGRESSION when ``x_i - tau`` is shifted above 0 (``alternative="greater"``, p < alpha);
@@ -30,7 +31,7 @@ from scipy import stats
 
 from harness.numerics.models import PairStats, SequenceResult, Verdict
 
-__all__ = ["ALPHA", "MIN_SEQUENCES", "TOLERANCE", "decide"]
+__all__ = ["ALPHA", "MIN_SEQUENCES", "TOLERANCE", "decide", "independent"]
 
 #: default tolerance: mean per-token KL (nats) above the A/A floor called a regression
 TOLERANCE = 0.01
@@ -85,6 +86,21 @@ def _nonfinite(rows: Sequence[SequenceResult]) -> tuple[Verdict, str] | None:
     return None
 
 
+def independent(rows: Sequence[SequenceResult]) -> list[SequenceResult]:
+    """The rows the paired test counts: the first of each set of rows whose compared
+    tokens are identical (``SequenceResult.span``; rows without one all count). Eight
+    GSM8K prompts cut inside their shared few-shot preamble are one sequence, not eight."""
+    seen: set[str] = set()
+    out = []
+    for r in rows:
+        if r.span is not None:
+            if r.span in seen:
+                continue
+            seen.add(r.span)
+        out.append(r)
+    return out
+
+
 def decide(
     rows: Sequence[SequenceResult], *, tolerance: float = TOLERANCE, alpha: float = ALPHA
 ) -> tuple[Verdict, str, PairStats]:
@@ -97,14 +113,19 @@ def decide(
     finding = _nonfinite(rows)
     if finding is not None:
         return finding[0], finding[1], st
-    pairs = [(r.ab.mean_kl, r.aa.mean_kl) for r in rows]
+    units = independent(rows)
+    st.independent = len(units)
+    pairs = [(r.ab.mean_kl, r.aa.mean_kl) for r in units]
     usable = [(a, b) for a, b in pairs if a is not None and b is not None]
+    copies = len(rows) - len(units)
+    said = f" ({copies} more were copies of these tokens, counted once)" if copies else ""
     if len(usable) < MIN_SEQUENCES:
         return (
             "INCONCLUSIVE",
             (
-                f"INCONCLUSIVE: {len(usable)} sequences scored on both sides; the paired test "
-                f"needs at least {MIN_SEQUENCES} (add scenarios or --gsm8k prompts)"
+                f"INCONCLUSIVE: {len(usable)} independent sequences scored on both sides{said}; "
+                f"the paired test needs at least {MIN_SEQUENCES} (add scenarios or --gsm8k "
+                "prompts)"
             ),
             st,
         )
@@ -112,6 +133,8 @@ def decide(
     st.p_regression, st.p_no_change = _wilcoxon(x, "greater"), _wilcoxon(x, "less")
     ab, aa = st.ab_mean_kl or 0.0, st.aa_mean_kl or 0.0
     figures = f"A/B KL {ab:.2g} vs A/A {aa:.2g} nats/token, tolerance {tolerance:g}"
+    if copies:
+        figures += f"; {len(usable)} independent sequences{said}"
     if st.p_regression < alpha:
         return "REGRESSION", f"REGRESSION: {figures} (p={st.p_regression:.2g})", st
     if st.p_no_change < alpha:

@@ -141,6 +141,9 @@ class SequenceResult(_Model):
     aa: SequenceDivergence
     #: generation-aligned only: where the two greedy paths part (position and both tokens)
     parted: str | None = None
+    #: a digest of the compared token keys: sequences with one digest are one
+    #: independent sequence to the paired test (counterfeit copies count once)
+    span: str | None = None
 
 
 class PairStats(_Model):
@@ -157,6 +160,9 @@ class PairStats(_Model):
     p_regression: float | None
     p_no_change: float | None
     test: str
+    #: sequences the paired test counted: those whose compared tokens differ (identical
+    #: token spans, e.g. prompts cut inside a shared preamble, count once)
+    independent: int | None = None
 
 
 class LogprobsResult(_Model):

@@ -10,6 +10,7 @@ stops the comparison: nothing half-computed is returned.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, replace
@@ -205,6 +206,7 @@ def _pair_result(
         ab=sequence_divergence(b1, cs, token_tolerance=tol),
         aa=sequence_divergence(b_aa, b2, token_tolerance=tol),
         parted=parted,
+        span=hashlib.sha256("\x1f".join(b1.keys).encode()).hexdigest()[:16],
     )
 
 
