@@ -442,3 +442,9 @@ def test_decoded_fixture_ids_are_the_example_geometry() -> None:
     raw = base64.b64decode(fx["response"]["body"]["choices"][0]["routed_experts"])
     arr = np.load(io.BytesIO(raw), allow_pickle=False)
     assert arr.dtype == np.uint8 and arr.shape == (13, 4, 4) and not arr[:, 0].any()
+
+
+def test_probing_generate_on_vllm_says_which_endpoints_it_has(hub: Path) -> None:
+    with serve_in_thread("healthy", capture=True, flavour="vllm-0.33", scenarios_dir=None) as url:
+        res = probe_routed_experts(url, endpoint="generate", model_path=moe.MODEL_PATH)
+    assert res.error is not None and "HTTP 404" in res.error and "probe chat" in res.error

@@ -127,3 +127,12 @@ def test_server_args_diff_ignores_ports_and_ids_at_any_depth() -> None:
     a = {"parallel_config.master_port": 1, "instance_id": "a", "nccl_port": 5, "tp_size": 1}
     b = {"parallel_config.master_port": 2, "instance_id": "b", "nccl_port": 6, "tp_size": 1}
     assert server_args_diff(a, b) == {}
+
+
+def test_a_refusal_line_decides_before_a_narrow_capture_buffer() -> None:
+    from harness.server.fusion import decide_fusion
+
+    narrow = "[x TP0] Routing experts device buffer allocated. #shape: (8192, 4, 4), size: 0.50 MB"
+    got = decide_fusion([OFF, narrow], None, top_k=4)
+    assert (got.state, got.decided_by) == ("OFF", "log: refusal or automatic-disable line")
+    assert got.evidence == [OFF, narrow]

@@ -663,9 +663,14 @@ def probe_routed_experts(
                 endpoint=endpoint, shape=shape, error=f"POST {path}: {type(exc).__name__}: {exc}"
             )
         if data is None:
+            hint = ""
+            if endpoint == "generate" and r.status_code == 404:  # vLLM has no /generate
+                hint = (
+                    " (a server without SGLang's /generate, e.g. vLLM: probe chat or completions)"
+                )
             return ExpertsProbeResult(
                 endpoint=endpoint,
                 shape=shape,
-                error=f"POST {path}: HTTP {r.status_code}: {r.text[:200]}",
+                error=f"POST {path}: HTTP {r.status_code}: {r.text[:200]}{hint}",
             )
     return check_response(endpoint, data, shape, start_len=start_len, max_violations=max_violations)

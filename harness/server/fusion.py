@@ -383,7 +383,8 @@ def decide_fusion(
         by: Decider = "log: enabled line" if by_line else "log: capture buffer width"
         return FusionDecision(state="ON", reason=why, evidence=on, decided_by=by)
     if decided is not None:
-        if cap is not None and cap[1][0] in decided.evidence:
+        refused = any(p.search(ln) for ln in decided.evidence for p in DISABLED_PATTERNS)
+        if cap is not None and cap[1][0] in decided.evidence and not refused:
             decided.reason = "the capture buffer is exactly top-k wide: no fused shared expert"
             decided.decided_by = "log: capture buffer width"
         return decided

@@ -8,7 +8,9 @@ Endpoints (shapes: the OpenAI API reference; SGLang's native ones from
   ``max_completion_tokens`` (finish_reason ``length`` past it), ``stop``,
   ``temperature``, ``seed``, ``stream_options.include_usage``, and the extra body field
   ``return_routed_experts`` (non-streaming: ``sglext.routed_experts``; only when the
-  server runs with capture, as SGLang's ``--enable-return-routed-experts``).
+  server runs with capture, as SGLang's ``--enable-return-routed-experts``; the
+  ``vllm-0.33`` flavour puts a base64 ``.npy`` on every choice whenever capture is on:
+  :func:`harness.sim.moe.routed_experts_fields`).
 - ``POST /v1/completions``: GSM8K few-shot prompts (:mod:`harness.sim.gsm8k_model`);
   ``stop`` strings and ``max_tokens`` (no default limit); streaming supported.
 - ``POST /generate``: SGLang native ``{"text", "sampling_params": {"max_new_tokens",
@@ -19,7 +21,9 @@ Endpoints (shapes: the OpenAI API reference; SGLang's native ones from
   with ``return_logprob`` or ``input_ids``, ``/v1/chat/completions`` with ``logprobs: true``
   (a greedy reply with ``logprobs.content``).
 - ``GET /v1/models``, ``GET /health``, ``GET /server_info`` and ``/get_server_info``,
-  ``GET /model_info`` (bodies from :mod:`harness.sim.moe`).
+  ``GET /model_info`` (bodies from :mod:`harness.sim.moe`, in the flavour's shape; the
+  ``vllm-0.33`` flavour has no ``/model_info``, and its ``/server_info`` is vLLM's dev-mode
+  one, ``?config_format=json`` honoured).
 - ``GET /sim/stats``: the reference server's own, no inference server has it: what it
   has seen since it started (:class:`harness.sim.stats.SimStats`: POST requests per
   path, the most answered at once, infrastructure faults served, requests per GSM8K
