@@ -127,6 +127,7 @@ def test_server_args_diff_ignores_ports_and_ids_at_any_depth() -> None:
     a = {"parallel_config.master_port": 1, "instance_id": "a", "nccl_port": 5, "tp_size": 1}
     b = {"parallel_config.master_port": 2, "instance_id": "b", "nccl_port": 6, "tp_size": 1}
     assert server_args_diff(a, b) == {}
+    assert server_args_diff({"lora_support": 1}, {"lora_support": 2}) != {}  # not a port
 
 
 def test_a_refusal_line_decides_before_a_narrow_capture_buffer() -> None:

@@ -103,7 +103,7 @@ _NOT_ARGS = frozenset(
     | {"startup_time", "launch_command", "kv_events", "version", "frontend"}
 )
 #: arguments that differ between any two servers without meaning anything; also every
-#: key ending in ``port`` (see :func:`server_args_diff`)
+#: key named ``port`` or ending in ``_port`` (see :func:`server_args_diff`)
 IGNORED_DIFF_KEYS = frozenset(
     {"host", "dist_init_addr", "url", "base_url", "instance_id", "startup_time"}
     | {"launch_command", "kv_events", "version", "frontend"}
@@ -527,7 +527,7 @@ def collect_engagement(
 
 def _ignored(key: str, ignore: frozenset[str]) -> bool:
     last = key.rsplit(".", 1)[-1]
-    return key in ignore or last in ignore or last.endswith("port")
+    return key in ignore or last in ignore or last == "port" or last.endswith("_port")
 
 
 def server_args_diff(
@@ -537,9 +537,9 @@ def server_args_diff(
 
     A key absent on one side shows as ``None`` there; keys in ``ignore`` (hosts, ids,
     SGLang 0.5.23's ``startup_time``/``launch_command``/...; a dotted vLLM key by its last
-    part) and every key ending in ``port`` are skipped. Sorted by key. Empty when either
-    side reports no server arguments at all (no ``/server_info``: nothing to compare, not
-    a difference per key).
+    part) and every key named ``port`` or ending in ``_port`` are skipped. Sorted by key.
+    Empty when either side reports no server arguments at all (no ``/server_info``:
+    nothing to compare, not a difference per key).
     """
     if not a or not b:
         return {}
