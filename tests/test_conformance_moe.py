@@ -448,3 +448,14 @@ def test_probing_generate_on_vllm_says_which_endpoints_it_has(hub: Path) -> None
     with serve_in_thread("healthy", capture=True, flavour="vllm-0.33", scenarios_dir=None) as url:
         res = probe_routed_experts(url, endpoint="generate", model_path=moe.MODEL_PATH)
     assert res.error is not None and "HTTP 404" in res.error and "probe chat" in res.error
+
+
+def test_harness_sim_offers_every_simulated_moe_model() -> None:
+    import argparse
+
+    from harness.cli import sim as sim_cli
+
+    parser = argparse.ArgumentParser()
+    sim_cli.add_arguments(parser)
+    action = next(a for a in parser._actions if a.dest == "moe_model")
+    assert list(action.choices or []) == list(moe.MOE_MODELS)
