@@ -13,8 +13,10 @@ Formats, per server (read from the released packages):
   ``[rows, num_hidden_layers, num_experts_per_tok]`` (``extract_routed_experts_from_meta_info``
   decodes it as ``np.int32``). The rows start at the request's
   ``routed_experts_start_len`` (default 0; a request field of ``GenerateReqInput`` in
-  ``sglang/srt/managers/io_struct.py``, and of the OpenAI requests in 0.5.23);
-  the response does not repeat it.
+  ``sglang/srt/managers/io_struct.py``, and of the OpenAI requests in 0.5.23); the
+  response does not repeat it. 0.5.10.post1 accepts the field on ``/generate`` but never
+  uses it (``get_routed_experts`` reads rows ``[0, seqlen - 1)``): a probe asking a start
+  there gets a ``rows`` violation saying the start was ignored.
 - vLLM (``vllm==0.33.0``, server flag ``--enable-return-routed-experts``, no request
   field): ``choices[i].routed_experts`` on ``/v1/chat/completions`` and
   ``/v1/completions`` (``vllm/entrypoints/openai/chat_completion/protocol.py``
@@ -328,12 +330,14 @@ def check_routed_experts(
     if prompt_tokens is not None and completion_tokens is not None:
         want = prompt_tokens + completion_tokens - 1 - start_len
         if rows != want:
+            ignored = start_len and rows == want + start_len
             out.append(
                 Violation(
                     kind="rows",
                     detail=(
                         f"{rows} rows, expected prompt_tokens + completion_tokens - 1 - start_len = "
                         f"{prompt_tokens} + {completion_tokens} - 1 - {start_len} = {want}"
+                        + (" (the server ignored the requested start)" if ignored else "")
                     ),
                 )
             )

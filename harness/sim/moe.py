@@ -35,7 +35,7 @@ harness's readers: :mod:`harness.server.fusion`, :mod:`harness.server.experts`):
 - routed experts (:func:`routed_experts_fields`): SGLang (and the reference) base64 of
   little-endian int32 ``[rows, 4, 4]`` in ``sglext``/``meta_info``, on request
   (``return_routed_experts``) with capture on, rows from the request's
-  ``routed_experts_start_len``; vLLM base64 ``.npy`` (``uint8``: 16 experts <= 256) per
+  ``routed_experts_start_len`` (0.5.10.post1 ignores it: always from 0); vLLM base64 ``.npy`` (``uint8``: 16 experts <= 256) per
   choice, whenever capture is on, rows from ``routed_experts_prompt_start``. ``rows =
   prompt_tokens + completion_tokens - 1 - start``; healthy rows hold 4 distinct ids in
   ``[0, 16)``, dense-layer rows zeros; ``routed_experts_fault`` writes the shared expert's
@@ -520,8 +520,9 @@ def routed_experts_fields(
     {...})`` (SGLang and the reference: on request, ``return_routed_experts``, start
     ``routed_experts_start_len``), ``("choice", {...})`` (vLLM: every choice, whatever the
     request, start ``routed_experts_prompt_start``); None when capture is off or (SGLang)
-    not asked for. ``native``: SGLang's ``/generate`` (0.5.10.post1 honours the start
-    only there: ``GenerateReqInput``; its OpenAI requests have no such field)."""
+    not asked for. ``sglang-0.5.10.post1`` ignores the start (``GenerateReqInput`` takes
+    ``routed_experts_start_len``, but ``routed_experts_capturer.py`` ``get_routed_experts``
+    reads rows ``[0, seqlen - 1)``). ``native``: SGLang's ``/generate`` (no choices)."""
     fl = get_flavour(flavour)
     if not capture:
         return None
@@ -529,8 +530,8 @@ def routed_experts_fields(
     if not npy and not body.get("return_routed_experts"):
         return None
     start = _start(body, "routed_experts_prompt_start" if npy else "routed_experts_start_len")
-    if fl.name == "sglang-0.5.10.post1" and not native:
-        start = 0  # 0.5.10.post1's OpenAI requests have no routed_experts_start_len
+    if fl.name == "sglang-0.5.10.post1":
+        start = 0  # accepted on /generate, never used: the capturer reads [0, seqlen - 1)
     fields = routed_experts_payload(
         profile,
         prompt_tokens=prompt_tokens,
