@@ -24,7 +24,8 @@ Formats, per server (read from the released packages):
   ``vllm/utils/serial_utils.py``), shape ``[rows, num_layers, num_experts_per_tok]``,
   dtype ``uint8`` up to 256 experts, else ``uint16``
   (``vllm/model_executor/layers/fused_moe/routed_experts_capturer.py``). The rows start
-  at the request's ``routed_experts_prompt_start`` (default 0).
+  at the request's ``routed_experts_prompt_start`` (default 0) and end before the last
+  token (``vllm/distributed/aux_output_connector/connector.py``).
 
 Rules, both servers: ``rows = prompt_tokens + completion_tokens - 1 - start`` (the last
 sampled token is never forwarded); the capture buffer is zeros, so layers without
