@@ -1,11 +1,16 @@
-"""Secrets out of what the harness writes or shows: URLs with a key in them.
+"""Secrets out of what the harness writes or shows: URLs with a key in them, key flags.
 
 A server URL may carry a credential: userinfo (``http://user:key@host``) or a query
 parameter (``?api_key=...``, ``?token=...``). :func:`redact_url` replaces both with
 ``***``; :func:`redact_text` does it to every URL in a text (a command line, an error
-message). The run folder's manifest (its arguments and command), the transcripts'
-target, the summary, the reports, error messages and the console's resume hint all go
-through them; requests themselves use the URL as given.
+message), and to the value of a known key flag (:data:`KEY_FLAGS`: ``--api-key KEY``,
+``--api-key=KEY``; SGLang's, vLLM's and llama-server's flag; ``--api-key-file`` names a
+file and is kept) and of an environment-style assignment with a secret-looking name
+(``OPENAI_API_KEY=...``, ``HF_TOKEN=...``). :func:`redact_argv` does the same to a
+command as a list of arguments (the value of ``--api-key`` is the next item).
+The run folder's manifest (its arguments and command), the transcripts' target, the
+summary, the reports, ``boot.json``, ``matrix.json``, error messages and the console's
+resume hint all go through them; requests and launched commands use what was given.
 
 Secret-looking names: :data:`SECRET_NAME` (``key``, ``api_key``, ``apikey``, ``token``,
 ``access_token``, ``secret``, ``password``, ``passwd``, ``auth``, ``authorization``,
@@ -15,9 +20,19 @@ Secret-looking names: :data:`SECRET_NAME` (``key``, ``api_key``, ``apikey``, ``t
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["REDACTED", "SECRET_NAME", "redact_text", "redact_url"]
+__all__ = [
+    "KEY_FLAGS",
+    "REDACTED",
+    "SECRET_NAME",
+    "redact_argv",
+    "redact_data",
+    "redact_text",
+    "redact_url",
+]
 
 #: what a secret is replaced with
 REDACTED = "***"
@@ -28,6 +43,13 @@ SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
+#: launch-command flags whose value is a key (SGLang, vLLM, llama-server; Hugging Face)
+KEY_FLAGS = ("--api-key", "--admin-api-key", "--hf-token", "--token")
+_FLAGS = "|".join(re.escape(f) for f in KEY_FLAGS)
+#: ``--api-key KEY``, ``--api-key=KEY`` (the value up to a space, or a quoted value)
+_FLAG_VALUE = re.compile(rf"(?<![\w-])({_FLAGS})(=|\s+)(?!-)(?:\"[^\"]*\"|'[^']*'|[^\s'\"]+)")
+#: ``NAME=value`` (an environment assignment, a ``--name=value`` flag)
+_ASSIGN = re.compile(r"(?<![^\s'\"])(-{0,2}[A-Za-z_][\w.\-]*)=([^\s'\"]+)")
 
 
 def redact_url(url: str) -> str:
@@ -52,8 +74,45 @@ def redact_url(url: str) -> str:
         return url
 
 
+def _assignment(m: re.Match[str]) -> str:
+    name = m.group(1)
+    if SECRET_NAME.search(name.lstrip("-")) or name in KEY_FLAGS:
+        return f"{name}={REDACTED}"
+    return m.group(0)
+
+
 def redact_text(text: str) -> str:
-    """``text`` with every URL in it passed through :func:`redact_url`."""
-    if "://" not in text:
-        return text
-    return _URL.sub(lambda m: redact_url(m.group(0)), text)
+    """``text`` with every URL in it passed through :func:`redact_url`, and the values of
+    key flags and secret-looking assignments as ``***``
+    (``serve --api-key sk-1 OPENAI_API_KEY=sk-2`` -> ``serve --api-key *** OPENAI_API_KEY=***``)."""
+    if "://" in text:
+        text = _URL.sub(lambda m: redact_url(m.group(0)), text)
+    if "=" in text:
+        text = _ASSIGN.sub(_assignment, text)
+    if "--" in text:
+        text = _FLAG_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    return text
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """A command's arguments with :func:`redact_text` applied to each, and the item after
+    a key flag (:data:`KEY_FLAGS`) as ``***``."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        after_flag = i > 0 and argv[i - 1] in KEY_FLAGS and not arg.startswith("-")
+        out.append(REDACTED if after_flag else redact_text(arg))
+    return out
+
+
+def redact_data(value: Any) -> Any:
+    """Parsed data (a file's mapping, say) with :func:`redact_text` applied to every string
+    and :func:`redact_argv` to every list of strings (a command as arguments)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: redact_data(v) for k, v in value.items()}
+    if isinstance(value, list):
+        if all(isinstance(v, str) for v in value):
+            return redact_argv(value)
+        return [redact_data(v) for v in value]
+    return value

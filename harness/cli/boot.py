@@ -27,6 +27,7 @@ from harness.cli._common import recorded_args, write_report_or_warn
 from harness.options import add_argument, http_url
 from harness.present.checks import print_boot
 from harness.present.console import make_console
+from harness.redaction import redact_text
 from harness.runfolder import RunFolder
 from harness.server.boot import boot, check_running
 from harness.server.experts import MoeShape, load_model_config, moe_shape_from_config
@@ -167,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(shape, str):
         problem = problem or shape
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
+        print(f"error: {redact_text(problem)}", file=sys.stderr)
         return ExitCode.USAGE_ERROR
     opts: dict[str, Any] = {"endpoint": args.probe_endpoint}
     if isinstance(shape, MoeShape):

@@ -26,6 +26,7 @@ from harness.cli._common import preflight
 from harness.client.target import TargetConfig
 from harness.errors import ScenarioError
 from harness.options import add_argument, http_url
+from harness.redaction import redact_url
 from harness.scenario.golden import POLICIES, expectation, golden_runs
 from harness.scenario.importer import ImportReport, ParsedLine, import_lines, loaded, read_lines
 
@@ -135,7 +136,8 @@ def _summary(report: ImportReport, args: Any, out: Path, golden_problems: int) -
         f"{len(report.redactions)} secrets redacted",
     ]
     if args.golden:
-        parts.append(f"golden {args.golden} ({args.match}), {golden_problems} problems")
+        golden = redact_url(args.golden)  # no key in a URL is shown
+        parts.append(f"golden {golden} ({args.match}), {golden_problems} problems")
     else:
         parts.append("no golden run: schema and protocol checks only")
     return "; ".join(parts)

@@ -47,6 +47,7 @@ from harness.gsm8k.models import GSM8KPaired, GSM8KRecord
 from harness.matrix.analysis import AttributeFinding, DeploymentOutcome, analyse_attributes
 from harness.matrix.spec import DeploymentSpec, MatrixSpec, PassCriterion
 from harness.pipeline import FolderContext, summarize
+from harness.redaction import redact_data, redact_text
 from harness.runfolder import RunFolder
 from harness.stats.verdict import over_infra_limit
 from harness.summary import Aggregate, Settings, Summary, Verdict
@@ -204,9 +205,11 @@ def judge(
     ``gsm8k``: ``(accuracy, questions scored)``. Status ``error`` wins over ``fail``.
     """
     target = spec.url or (f"sim:{spec.sim}" if spec.sim else shlex.join(spec.launch_argv()))
+    facts = facts or DeploymentFacts()
+    facts = facts.model_copy(update=redact_data(facts.model_dump(include={"url", "boot_error"})))
     row = DeploymentResult(
         label=spec.label, attributes=spec.attributes, source=spec.source,  # type: ignore[arg-type]
-        target=target, status="pass", facts=facts or DeploymentFacts(),
+        target=redact_text(target), status="pass", facts=facts,
     )  # fmt: skip
     if agg is not None:
         _fill(row, agg)
@@ -288,7 +291,7 @@ def build_result(
     )
     outcome, message = _outcome(rows, findings)
     result = MatrixResult(
-        run_id=run_id, name=spec.name, spec=spec.model_dump(mode="json"), deployments=rows,
+        run_id=run_id, name=spec.name, spec=redact_data(spec.model_dump(mode="json")), deployments=rows,
         findings=findings, carriers=[f.attribute for f in findings if f.classification == "carrier"],
         outcome=outcome, message=message, warnings=_warnings(rows, need),
     )  # fmt: skip

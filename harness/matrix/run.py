@@ -41,6 +41,7 @@ from harness.gsm8k.models import GSM8KRecord, GSM8KSummary
 from harness.matrix.result import DeploymentFacts, MatrixResult, build_result, read_matrix
 from harness.matrix.spec import DeploymentSpec, MatrixError, MatrixSpec
 from harness.pipeline import FolderContext, score_folder
+from harness.redaction import redact_data
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario, load_scenarios
 from harness.summary import Settings, SideInfo, Summary
@@ -225,7 +226,7 @@ def run_matrix(
     _check_gsm8k_data(spec)
     folder = RunFolder.create(
         "matrix", results=results, run_id=run_id, args=args,
-        extra={"matrix": spec.model_dump(mode="json")},
+        extra={"matrix": redact_data(spec.model_dump(mode="json"))},  # no key written
     )  # fmt: skip
     if on_folder is not None:
         on_folder(folder)

@@ -53,6 +53,7 @@ import pytest
 
 from harness.pytest_plugin.options import HarnessSettings, add_options, resolve_settings
 from harness.pytest_plugin.session import NO_TARGET, HarnessState, state_key
+from harness.redaction import redact_text
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -91,7 +92,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if not s.target:
         return None
     base = f", baseline {s.baseline}" if s.baseline else ""
-    return f"harness: target {s.target}{base}"
+    return redact_text(f"harness: target {s.target}{base}")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -144,7 +145,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     tr = terminalreporter
     tr.write_sep("-", "harness")
     for line in summary_lines(state):
-        tr.write_line(line)
+        tr.write_line(redact_text(line))  # a key in a target URL is never shown
 
 
 def summary_lines(state: HarnessState) -> list[str]:

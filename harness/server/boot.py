@@ -29,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from harness.client.target import server_root
+from harness.redaction import redact_argv, redact_text, redact_url
 from harness.runfolder import RunFolder
 from harness.server.experts import (
     ExpertsProbeResult,
@@ -380,7 +381,9 @@ def serving(
     argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
     with contextlib.suppress(FileNotFoundError):  # else the launch check FAILs, naming it
         argv = resolve_command(argv)
-    folder = _run_dir(run_dir, results, {"cmd": argv, "timeout_s": timeout_s, "probe": probe})
+    folder = _run_dir(
+        run_dir, results, {"cmd": redact_argv(argv), "timeout_s": timeout_s, "probe": probe}
+    )
     log, ignore = RunFolder(folder).file(RunFolder.SERVER_LOG), tuple(ignore_errors)
     report, t0 = BootReport(command=argv, log_path=str(log)), time.monotonic()
     proc = _launch(argv, log)
@@ -422,13 +425,14 @@ def boot_summary(report: BootReport) -> dict[str, Any]:
     failed = next((c for c in report.checks if c.verdict == "FAIL" and c.evidence), None)
     return {
         "verdict": report.verdict,
-        "url": report.url,
-        "command": report.command,
+        "url": redact_url(report.url) if report.url else None,
+        "command": redact_argv(report.command) if report.command else None,
         "checks": [
-            {"name": c.name, "verdict": c.verdict, "detail": c.detail} for c in report.checks
+            {"name": c.name, "verdict": c.verdict, "detail": redact_text(c.detail)}
+            for c in report.checks
         ],
         "fusion": report.fusion.state if report.fusion is not None else None,
-        "crash": failed.evidence[-20:] if failed is not None else [],
+        "crash": [redact_text(e) for e in failed.evidence[-20:]] if failed is not None else [],
         "run_dir": report.run_dir,
     }
 
@@ -448,6 +452,11 @@ def _quote_once(checks: list[Check]) -> None:
 def _finish(report: BootReport, folder: Path, t0: float) -> BootReport:
     report.timings["total_s"] = round(time.monotonic() - t0, 3)
     report.run_dir = str(folder)
+    # no key written or shown from here on: URL userinfo, --api-key values (issue 32)
+    report.url = redact_url(report.url) if report.url else None
+    report.command = redact_argv(report.command) if report.command else None
+    for c in report.checks:
+        c.detail, c.evidence = redact_text(c.detail), [redact_text(e) for e in c.evidence]
     write_boot_report(report.finish(), folder)
     return report
 
