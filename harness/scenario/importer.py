@@ -217,6 +217,20 @@ def redact_text(text: str) -> tuple[str, list[str]]:
     return text, kinds
 
 
+def _redact_data(value: Any, where: str, line: int, found: list[Redaction]) -> Any:
+    """``value`` (parsed JSON) with :func:`redact_text` applied to every string in it;
+    each secret found is added to ``found`` under its field path."""
+    if isinstance(value, str):
+        text, kinds = redact_text(value)
+        found += [Redaction(line, where, k) for k in kinds]
+        return text
+    if isinstance(value, dict):
+        return {k: _redact_data(v, f"{where}.{k}", line, found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_data(v, f"{where}[{i}]", line, found) for i, v in enumerate(value)]
+    return value
+
+
 def _header_secrets(headers: dict[str, Any], line: int) -> list[Redaction]:
     return [
         Redaction(line, f"headers.{k}", "credential header (headers are never copied)")
@@ -394,8 +408,13 @@ def scenario_data(
     for i, tool in enumerate(tools):
         tool["description"], kinds = redact_text(tool["description"])
         redactions += [Redaction(line, f"tools[{i}].description", k) for k in kinds]
+        if "parameters" in tool:  # a default, a description, an example, an enum value
+            where = f"tools[{i}].parameters"
+            tool["parameters"] = _redact_data(tool["parameters"], where, line, redactions)
     core: dict[str, Any] = {"messages": msgs, "tools": tools}
     core |= _request_fields(body)
+    if "extra_body" in core:  # stop strings, response_format's schema
+        core["extra_body"] = _redact_data(core["extra_body"], "extra_body", line, redactions)
     rid = request_id(core)
     results = sum(m["role"] == "tool" for m in msgs)
     data: dict[str, Any] = {
