@@ -18,6 +18,11 @@ A shift below the tolerance that is real (the reference server's ``kv-cache-quan
 therefore NO CHANGE, by design: the tolerance is the size of difference this harness calls
 a regression (a real q4_0 KV cache on SmolLM2-135M, 0.037 nats a token, is above it). NaN or infinite logprobs are a finding, decided before the test: on the
 candidate only, REGRESSION; on the baseline, INCONCLUSIVE (the floor itself is broken).
+The decode path (generation-aligned rows: both sides decode greedily) has one more rule,
+first: greedy paths that part within :data:`EARLY` tokens on a share of the prompts above
+the A/A paths' share plus :data:`PARTING_MARGIN` (:func:`parting`, an exact binomial test)
+are a REGRESSION, however few the scenarios: a decode-only kernel fault moves the argmax
+at once.
 False-alarm rate and power at the defaults: ``bench/logprobs.py`` (README figures).
 """
 
@@ -31,7 +36,16 @@ from scipy import stats
 
 from harness.numerics.models import PairStats, SequenceResult, Verdict
 
-__all__ = ["ALPHA", "MIN_SEQUENCES", "TOLERANCE", "decide", "independent"]
+__all__ = [
+    "ALPHA",
+    "EARLY",
+    "MIN_SEQUENCES",
+    "PARTING_MARGIN",
+    "TOLERANCE",
+    "decide",
+    "independent",
+    "parting",
+]
 
 #: default tolerance: mean per-token KL (nats) above the A/A floor called a regression
 TOLERANCE = 0.01
@@ -40,6 +54,16 @@ ALPHA = 0.01
 #: fewer sequences than this cannot reach p < ALPHA with the exact test (2^-7 = 0.0078)
 MIN_SEQUENCES = 7
 TEST = "one-sided Wilcoxon signed-rank on (A/B - A/A mean KL per sequence) - tolerance"
+#: generation-aligned: a greedy path parting within this many generated tokens is "early"
+EARLY = 8
+#: the share of prompts whose greedy paths part early, above the A/A's share, that is
+#: called a regression: a benign change flips a few near-tied tokens (the reference
+#: server's KV-cache-like shift: 10 of 72 prompts, 14%); a decode fault most (60%)
+PARTING_MARGIN = 0.2
+PARTING_TEST = (
+    f"one-sided exact binomial: the share of prompts whose greedy paths part within {EARLY} "
+    f"tokens, A/B above A/A + {PARTING_MARGIN:g}"
+)
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -101,13 +125,42 @@ def independent(rows: Sequence[SequenceResult]) -> list[SequenceResult]:
     return out
 
 
+def parting(
+    rows: Sequence[SequenceResult], *, early: int = EARLY, margin: float = PARTING_MARGIN
+) -> tuple[int, int, int, float]:
+    """Generation-aligned rows: ``(n, ab, aa, p)``: units, units whose A/B greedy paths part
+    within the first ``early`` generated tokens, units whose A/A paths do, and the one-sided
+    p-value of the exact binomial test (``scipy.stats.binomtest``, ``alternative="greater"``)
+    that the A/B share exceeds the A/A share plus ``margin``: ``P(X >= ab)`` for ``X ~
+    Binomial(n, min(1, aa/n + margin))`` (1.0 when no A/B path parts early). Its unit is a
+    prompt, so its power grows with the prompts, not with the scenarios' tokens: nine
+    prompts whose A/B paths all part at once, against A/A paths that never do, give
+    ``p = 0.2^9 = 5.1e-7``. The margin keeps a benign change, which flips a few
+    near-tied tokens, from being called a regression on many prompts."""
+    n = len(rows)
+    ab = sum(1 for r in rows if r.parted_at is not None and r.parted_at <= early)
+    aa = sum(1 for r in rows if r.aa_parted_at is not None and r.aa_parted_at <= early)
+    if ab == 0 or n == 0:
+        return n, ab, aa, 1.0
+    q = min(1.0, aa / n + margin)
+    if q >= 1.0:
+        return n, ab, aa, 1.0
+    return n, ab, aa, float(stats.binomtest(ab, n, q, alternative="greater").pvalue)
+
+
 def decide(
-    rows: Sequence[SequenceResult], *, tolerance: float = TOLERANCE, alpha: float = ALPHA
+    rows: Sequence[SequenceResult],
+    *,
+    tolerance: float = TOLERANCE,
+    alpha: float = ALPHA,
+    generation: bool = False,
 ) -> tuple[Verdict, str, PairStats]:
     """The verdict, its one-line message and the evidence (see the module docstring).
 
     ``rows``: one :class:`SequenceResult` per sequence (A/B and A/A divergence of the same
-    tokens). Pure; never raises on NaN or infinite values.
+    tokens). ``generation``: the rows compare greedy decodes (the decode path): before the
+    KL test, greedy paths that part early more often than the A/A paths are a REGRESSION
+    by themselves (:func:`parting`). Pure; never raises on NaN or infinite values.
     """
     st = _stats(rows, tolerance, alpha)
     finding = _nonfinite(rows)
@@ -115,6 +168,19 @@ def decide(
         return finding[0], finding[1], st
     units = independent(rows)
     st.independent = len(units)
+    if generation:
+        n, parted_ab, parted_aa, p = parting(units)
+        if p < alpha:
+            st.test = PARTING_TEST
+            return (
+                "REGRESSION",
+                (
+                    f"REGRESSION: the greedy paths part within the first {EARLY} generated tokens "
+                    f"on {parted_ab} of {n} prompts, the A/A paths on {parted_aa} (above the "
+                    f"A/A share + {PARTING_MARGIN:g}, binomial p={p:.2g})"
+                ),
+                st,
+            )
     pairs = [(r.ab.mean_kl, r.aa.mean_kl) for r in units]
     usable = [(a, b) for a, b in pairs if a is not None and b is not None]
     copies = len(rows) - len(units)

@@ -141,6 +141,10 @@ class SequenceResult(_Model):
     aa: SequenceDivergence
     #: generation-aligned only: where the two greedy paths part (position and both tokens)
     parted: str | None = None
+    #: generation-aligned only: the generated position where the A/B paths part and where
+    #: the A/A paths part (None: they never part within the tokens generated)
+    parted_at: int | None = None
+    aa_parted_at: int | None = None
     #: a digest of the compared token keys: sequences with one digest are one
     #: independent sequence to the paired test (counterfeit copies count once)
     span: str | None = None
@@ -181,6 +185,10 @@ class LogprobsResult(_Model):
     #: one line each: how a side was scored where the reader must know (a conversation
     #: scored as ChatML, a top-k capped at the server's limit, a value it could not send)
     notes: list[str] = Field(default_factory=list)
+    #: the decode path (compare's numerics section): the same conversations decoded
+    #: greedily on both sides, each step's logprobs compared along the common prefix
+    #: (``settings.generation``); None when not run
+    decode: LogprobsResult | None = None
 
 
 class _Lenient(BaseModel):

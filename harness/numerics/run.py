@@ -50,6 +50,7 @@ __all__ = [
     "RecordedScores",
     "compare_logprobs",
     "compare_recorded",
+    "decode_units",
     "record_logprobs",
 ]
 
@@ -159,6 +160,23 @@ def _side_like(
     return own if comparable(own, like) else make(recorded.api)
 
 
+def decode_units(sequences: Seq[Sequence]) -> list[Sequence]:
+    """The prompts a generation-aligned comparison decodes from: one per assistant turn of
+    each conversation (the conversation up to that turn; the greedy adapter drops the turn
+    itself and decodes in its place), a plain prompt as it is. More units from the same
+    scenarios: a decode fault seen at every turn is decided with three scenarios."""
+    out: list[Sequence] = []
+    for seq in sequences:
+        msgs = list(seq.messages or ())
+        turns = [j for j, m in enumerate(msgs) if m.get("role") == "assistant" and j > 0]
+        if seq.messages is None or not turns:
+            out.append(seq)
+            continue
+        for t, j in enumerate(turns, 1):
+            out.append(replace(seq, id=f"{seq.id} @turn {t}", messages=tuple(msgs[: j + 1])))
+    return out
+
+
 def _score_one(
     seq: Sequence,
     b: Adapter,
@@ -189,9 +207,9 @@ def _pair_result(
     Raises:
         TokenizationMismatch: ``cs`` or ``b2`` scored other tokens than ``b1``.
     """
-    parted, b_aa = None, b1
+    parted, b_aa, at, aa_at = None, b1, None, None
     if generation:  # greedy paths: each pair compared along its common prefix
-        b_aa, b2, _ = align_generated(b1, b2)
+        b_aa, b2, aa_at = align_generated(b1, b2)
         cand_texts = cs.texts
         b1, cs, at = align_generated(b1, cs)
         if at is not None:
@@ -206,6 +224,8 @@ def _pair_result(
         ab=sequence_divergence(b1, cs, token_tolerance=tol),
         aa=sequence_divergence(b_aa, b2, token_tolerance=tol),
         parted=parted,
+        parted_at=at,
+        aa_parted_at=aa_at,
         span=hashlib.sha256("\x1f".join(b1.keys).encode()).hexdigest()[:16],
     )
 
@@ -230,6 +250,8 @@ def compare_logprobs(
     counts = {"baseline": 0, "candidate": 0}
     with httpx.Client(timeout=opts.timeout_s, headers=headers) as client:
         b, aa, c = _adapters(client, baseline_url, candidate_url, opts)
+        if b.generation:
+            sequences = decode_units(sequences)
         rows = []
         for seq in sequences:
             rows.append(_score_one(seq, b, aa, c, opts, counts))
@@ -258,7 +280,7 @@ def record_logprobs(
             opts.api, client, url, model=model, top_k=opts.top_k, max_tokens=opts.max_tokens
         )
         rows = []
-        for seq in sequences:
+        for seq in decode_units(sequences) if b.generation else sequences:
             first, second = b.score(seq), b.score(seq)
             if not b.generation:
                 check_aligned(seq.id, first, second)
@@ -359,7 +381,10 @@ def compare_recorded(
         )
     b_info = {"url": baseline.url, "api": baseline.api, "model": baseline.model}
     settings = replace(opts, top_k=baseline.top_k, max_tokens=baseline.max_tokens)
-    out = _decided(rows, b_info, c_info, "recorded baseline, scored twice", settings, counts)
+    out = _decided(
+        rows, b_info, c_info, "recorded baseline, scored twice", settings, counts,
+        generation=baseline.generation,
+    )  # fmt: skip
     out.notes = list(dict.fromkeys(notes))
     return out
 
@@ -380,6 +405,7 @@ def _result(
         else "baseline scored twice",
         opts,
         counts,
+        generation=b.generation,
     )
     out.notes = list(dict.fromkeys([*b.notes, *c.notes]))
     return out
@@ -392,8 +418,12 @@ def _decided(
     aa_source: str,
     opts: LogprobsOptions,
     counts: dict[str, int],
+    *,
+    generation: bool = False,
 ) -> LogprobsResult:
-    verdict, message, st = decide(rows, tolerance=opts.tolerance, alpha=opts.alpha)
+    verdict, message, st = decide(
+        rows, tolerance=opts.tolerance, alpha=opts.alpha, generation=generation
+    )
     return LogprobsResult(
         baseline=b_info,
         candidate=c_info,
@@ -404,6 +434,7 @@ def _decided(
             "token_tolerance": opts.token_tolerance,
             "max_tokens": opts.max_tokens,
             "alpha": opts.alpha,
+            "generation": generation,
         },
         sequences=rows,
         stats=st,

@@ -74,8 +74,30 @@ def logprobs_section(
         res = compare_logprobs(seqs, baseline_url, candidate_url, opts)
     except LogprobsError as exc:
         return None, f"logprobs: not compared: {exc}"
+    res.decode = decode_path(seqs, baseline_url, candidate_url, opts, res)
     folder.write_model(RunFolder.LOGPROBS, res)
     return res, logprobs_line(res)
+
+
+def decode_path(
+    seqs: list[Any], baseline_url: str, candidate_url: str, opts: LogprobsOptions,
+    prefill: LogprobsResult,
+) -> LogprobsResult | None:  # fmt: skip
+    """The decode path beside a teacher-forced (prefill) result: the same conversations
+    decoded greedily on both sides, one unit per assistant turn
+    (:func:`~harness.numerics.run.decode_units`), each step's logprobs compared along the
+    common prefix; prefill and decode run different kernels (paged decode attention, CUDA
+    graphs captured for decode batches), so a fault in one is invisible to the other.
+    None (with a note on ``prefill``) when a side gives no chat logprobs, or when the
+    prefill result is itself generation-aligned. Never raises
+    :class:`~harness.errors.LogprobsError`."""
+    if prefill.settings.get("generation"):
+        return None
+    try:
+        return compare_logprobs(seqs, baseline_url, candidate_url, replace(opts, api="greedy"))
+    except LogprobsError as exc:
+        prefill.notes.append(f"decode path: not compared: {exc}")
+        return None
 
 
 def _recorded_sequences(rec: Any) -> Any:

@@ -60,6 +60,9 @@ class LogprobsView:
     pooled: list[str]
     sequences: list[SeqView] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the decode path's view (greedy decodes compared), when it was run
+    decode: LogprobsView | None = None
+    generation: bool = False
 
 
 def _height(kl: float) -> float:
@@ -146,6 +149,8 @@ def logprobs_view(res: LogprobsResult) -> LogprobsView:
         ],  # fmt: skip
         sequences=[_seq(r, tol) for r in res.sequences],
         notes=list(res.notes),
+        decode=logprobs_view(res.decode) if res.decode is not None else None,
+        generation=bool(res.settings.get("generation")),
     )
 
 
@@ -158,5 +163,9 @@ def scored_with(res: LogprobsResult) -> str:
 def logprobs_line(res: LogprobsResult) -> str:
     """One line for the Markdown summary and the console."""
     n = sum(res.requests.values())
-    line = f"numerics (token logprobs, {scored_with(res)}, {len(res.sequences)} sequences, {n} requests): {res.message}"
-    return "\n".join([line, *(f"  note: {note}" for note in res.notes)])
+    what = "decode path, greedy" if res.settings.get("generation") else "token logprobs"
+    line = f"numerics ({what}, {scored_with(res)}, {len(res.sequences)} sequences, {n} requests): {res.message}"
+    lines = [line, *(f"  note: {note}" for note in res.notes)]
+    if res.decode is not None:
+        lines.append(logprobs_line(res.decode))
+    return "\n".join(lines)

@@ -15,7 +15,9 @@ same tokens, whatever its ``--seed``; on top of it:
   (small everywhere) and, at 10% of positions, N(0, 2) more (large on some tokens);
 - ``kv-cache-quant``: a tiny fixed shift N(0, 0.04) (like a KV-cache quantisation): real,
   far below the tolerance, not a regression;
-- ``logprobs-nan``: healthy, but NaN at 2% of positions (a kernel-bug symptom).
+- ``logprobs-nan``: healthy, but NaN at 2% of positions (a kernel-bug symptom);
+- ``decode-fault``: prefill (teacher-forced) healthy, generation shifted as the routed-experts
+  fault shifts it: a decode-only kernel fault (paged decode attention, a CUDA graph).
 
 Endpoints (response shapes: :mod:`harness.numerics.adapters`, which cites each server's
 source): ``POST /tokenize`` (vLLM), ``POST /v1/completions`` with ``prompt_logprobs``
@@ -72,10 +74,14 @@ _TOKEN = re.compile(_SPECIAL + r"| ?[A-Za-z]{1,6}| ?[0-9]| ?[^\sA-Za-z0-9]|\s")
 _names: dict[int, str] = {}
 
 
-def numerics_of(profile: SimProfile) -> str:
-    """The profile's numerics: ``healthy``, ``fused``, ``benign`` or ``nan``."""
+def numerics_of(profile: SimProfile, *, decode: bool = False) -> str:
+    """The profile's numerics: ``healthy``, ``fused``, ``benign`` or ``nan``; for
+    generation (``decode``), ``decode-fault`` is ``fused`` (its prefill is healthy: a
+    fault in a decode-only kernel, which teacher forcing cannot see)."""
     if profile.routed_experts_fault:
         return "fused"
+    if profile.name == "decode-fault":
+        return "fused" if decode else "healthy"
     return {"kv-cache-quant": "benign", "logprobs-nan": "nan"}.get(profile.name, "healthy")
 
 
@@ -373,7 +379,7 @@ def chat(
         return error_response(400, "'messages' must be a list of objects")
     limit = body.get("max_tokens") or 16
     ids = tokenize(render(template, messages, add_generation_prompt=True))
-    content = _greedy(ids, min(int(limit), 256), numerics_of(profile), rng)
+    content = _greedy(ids, min(int(limit), 256), numerics_of(profile, decode=True), rng)
     k = body.get("top_logprobs") or 0
     for e in content:
         e["top_logprobs"] = e["top_logprobs"][: min(int(k), 5)]

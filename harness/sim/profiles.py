@@ -62,6 +62,8 @@ name                       behaviour
 ``kv-cache-quant``         healthy; token logprobs shifted a tiny, benign amount (like a
                            KV-cache quantisation; :mod:`harness.sim.logprobs`)
 ``logprobs-nan``           healthy; NaN token logprobs at 2% of positions
+``decode-fault``           healthy prefill logprobs; generation (decode) logits shifted, as a
+                           decode-only kernel fault (teacher forcing cannot see it)
 ``experts-dup-shared``     routed experts: shared expert id in two columns (fusion on)
 ``capture-crash``          boot crash when capture is enabled (fusion on)
 ``fusion-on``              healthy, fusion reported and logged on
@@ -315,6 +317,10 @@ _LIST: list[SimProfile] = [
     SimProfile(name="gsm8k-drop", gsm8k_accuracy=0.81, description="GSM8K accuracy 0.81"),
     SimProfile(name="kv-cache-quant", description="healthy; logprobs shifted slightly (benign)"),
     SimProfile(name="logprobs-nan", description="healthy; NaN logprobs at 2% of positions"),
+    SimProfile(
+        name="decode-fault",
+        description="healthy prefill; generation logits shifted (a decode-only kernel fault)",
+    ),
     SimProfile(
         name="experts-dup-shared",
         fusion="on",
