@@ -32,6 +32,7 @@ import pytest
 from harness.errors import LogprobsError
 from harness.numerics.adapters import (
     EchoAdapter,
+    GreedyAdapter,
     SGLangAdapter,
     VLLMAdapter,
     bounded_request,
@@ -454,3 +455,23 @@ def test_every_template_renders_every_role() -> None:
     for name in TEMPLATES:
         text = render(name, CONV, add_generation_prompt=False)
         assert "Convert 3 km" in text and "1.864" in text and "convert" in text, name
+
+
+def test_greedy_adapter_sends_string_content_as_llama_server_requires() -> None:
+    """llama-server parses chat messages strictly: an assistant turn that only calls tools
+    (``content: null``) gets HTTP 500 "type must be string, but is null" (upstream
+    ``tools/server/utils.hpp``); the adapter sends ``""`` (today's main: every
+    conversation with a tool call failed)."""
+    entry = {"token": "Hi", "logprob": -0.1, "bytes": [72, 105], "top_logprobs": []}
+
+    def answer(body: dict[str, Any]) -> tuple[int, Any]:
+        if any(m.get("content") is None for m in body["messages"]):
+            msg = "Failed to parse messages: [json.exception.type_error.302] type must be string, but is null"
+            return 500, {"error": {"code": 500, "message": msg, "type": "server_error"}}
+        choice = {"index": 0, "message": {"role": "assistant", "content": "Hi"},
+                  "logprobs": {"content": [entry]}, "finish_reason": "stop"}  # fmt: skip
+        return 200, {"choices": [choice]}
+
+    with dynamic({"/v1/chat/completions": answer}) as url:
+        scored = adapter(GreedyAdapter, url).score(SEQ)
+    assert scored.keys == ["<prompt>", "Hi"]

@@ -326,6 +326,14 @@ class Adapter:
         return _logprob(v, where, self.server)
 
 
+def _string_content(messages: Any) -> list[dict[str, Any]]:
+    """``messages`` with a ``null`` content (an assistant turn that only calls tools) sent
+    as ``""``: llama.cpp's server parses chat messages strictly and answers HTTP 500
+    "type must be string, but is null" otherwise (upstream ``tools/server/utils.hpp``
+    ``oaicompat_chat_params_parse``)."""
+    return [{**m, "content": ""} if m.get("content") is None else dict(m) for m in messages]
+
+
 def _client_error(message: str) -> bool:
     """An HTTP 400/404/405/422 answer: the server does not take this request."""
     return re.search(r": HTTP (400|404|405|422):", message) is not None
@@ -562,7 +570,7 @@ class EchoAdapter(Adapter):
                 self._chatml_note("the server offers no /apply-template")
             return self._text(seq)
         try:
-            body = {"messages": list(seq.messages), "add_generation_prompt": False}
+            body = {"messages": _string_content(seq.messages), "add_generation_prompt": False}
             out = self._post("/apply-template", body)
         except LogprobsError as exc:
             if self._templated is None and _client_error(str(exc)):
@@ -640,7 +648,7 @@ class GreedyAdapter(Adapter):
     keyed = "text"
 
     def score(self, seq: Sequence) -> ScoredSequence:
-        msgs = list(seq.messages or [{"role": "user", "content": seq.text or ""}])
+        msgs = _string_content(seq.messages or [{"role": "user", "content": seq.text or ""}])
         while len(msgs) > 1 and msgs[-1].get("role") == "assistant":
             msgs.pop()
         body = {"messages": msgs, "temperature": 0, "seed": 0, "logprobs": True,
