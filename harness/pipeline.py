@@ -275,8 +275,8 @@ def _sequential_note(
     verdict: Verdict, settings: Settings, alpha: float, base: dict[str, Aggregate]
 ) -> Verdict:
     """The verdict with, in sequential mode, the round it was decided at and its level."""
-    if not (settings.sequential and settings.look):
-        return verdict
+    if not (settings.sequential and settings.look) or verdict.power is None:
+        return verdict  # (no power: no test was run, a side could not be judged)
     runs = 2 * sum(a.runs for sid, a in base.items() if sid != "*")
     most = runs // settings.look * settings.rounds
     note = (

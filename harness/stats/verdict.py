@@ -33,7 +33,11 @@ Decision rule (documented in ``Settings.decision_rule`` of every summary):
    independent runs: a difference there is no evidence either way).
 6. A side with more infrastructure errors than ``infra_error_limit`` of its runs (20% by
    default) cannot be judged: the verdict names it in ``infra_limited`` (a REGRESSION
-   stays one; anything else becomes INCONCLUSIVE) and the command line exits 3.
+   stays one; anything else becomes INCONCLUSIVE) and the command line exits 3. A side
+   with no scored run at all (every run an infrastructure error: a server that answers
+   404 to every scenario) is INCONCLUSIVE saying only that, and no test is run (a test
+   of 0 runs against 0 decides nothing); nor is any scenario with no scored run on a side
+   tested (it reads INCONCLUSIVE, ``NO_SCORED``).
 
 Counts (tool calls, repeated calls, ...) are shown with a one-sided Mann-Whitney U test;
 they do not decide the verdict (their failure kinds do).
@@ -234,7 +238,11 @@ def decide(
     ids = [s for s in baseline if s in candidate]
     if len(ids) == 2 and "*" in ids:  # one scenario: the pool would only repeat its tests
         ids.remove("*")
-    metrics = {s: [*SUCCESS_METRICS, *_kinds(baseline[s], candidate[s])] for s in ids}
+    # no test on 0/0: a scenario with no scored run on a side stays out of the family
+    tested = [s for s in ids if baseline[s].scored and candidate[s].scored]
+    if len(tested) == 2 and "*" in tested:
+        tested.remove("*")
+    metrics = {s: [*SUCCESS_METRICS, *_kinds(baseline[s], candidate[s])] for s in tested}
     fam = run_family(
         baseline, candidate, metrics,
         alpha=alpha, permutations=permutations, seed=seed, greedy=greedy,
@@ -243,7 +251,10 @@ def decide(
     for t in fam.tests:
         by_id.setdefault(t.scenario, []).append(t)
     ctx = _Context(fam, alpha, max(1, len([s for s in ids if s != "*"])))
-    comps = [_scenario_comparison(s, by_id[s], baseline[s], candidate[s], ctx) for s in ids]
+    comps = [_scenario_comparison(s, by_id.get(s, []), baseline[s], candidate[s], ctx) for s in ids]
+    unjudged = _unjudged(baseline, candidate, sides, infra_error_limit)
+    if unjudged is not None:  # the verdict says so and nothing else: no test was run
+        return Decision(comps, unjudged)
     verdict = _overall(comps, ctx)
     return Decision(comps, _with_infra_limit(verdict, sides, infra_error_limit))
 
@@ -295,6 +306,33 @@ def _with_infra_limit(verdict: Verdict, sides: Sequence[SideInfo], limit: float)
         update["verdict"] = "INCONCLUSIVE"
         update["message"] = f"INCONCLUSIVE: too many infrastructure errors ({names} runs)"
     return verdict.model_copy(update=update)
+
+
+def _unjudged(
+    baseline: Mapping[str, Aggregate],
+    candidate: Mapping[str, Aggregate],
+    sides: Sequence[SideInfo],
+    limit: float,
+) -> Verdict | None:
+    """Rule 6 at its extreme: a side none of whose runs was scored (every one an
+    infrastructure error) cannot be judged. The verdict is INCONCLUSIVE and says only that
+    (no reason, no power: there was nothing to test); else None."""
+    labels = {s.side: s.label for s in sides}
+    found = []
+    for role, aggs in (("baseline", baseline), ("candidate", candidate)):
+        mine = [a for sid, a in aggs.items() if sid != "*"] or list(aggs.values())
+        runs = sum(a.runs for a in mine)
+        if runs and not any(a.scored for a in mine):
+            found.append(f"{labels.get(role, role)} ({runs}/{runs} runs)")
+    if not found:
+        return None
+    over = [s.label for s in sides if over_infra_limit(s.runs, s.infra_errors, limit)]
+    return Verdict(
+        verdict="INCONCLUSIVE",
+        message=f"INCONCLUSIVE: cannot be judged: every run of {' and '.join(found)} was an "
+        "infrastructure error; no test was run",
+        infra_limited=over or [f.rsplit(" (", 1)[0] for f in found],
+    )
 
 
 def _suggestive(tests: list[FamilyTest]) -> list[FamilyTest]:
