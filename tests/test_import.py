@@ -392,3 +392,127 @@ def test_the_reference_server_plays_an_imported_mid_conversation_scenario(
     res = tmp_path / "res"
     assert main(["run", "--target", player, "--repeats", "2", "--results", str(res),
                  "--run-id", "r", "--no-progress", str(out)]) == 0  # fmt: skip
+
+
+# ------------------------------------------------------------------ hostile input (issue 32)
+
+
+def _import(src: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["import", str(src), "-o", str(out)])
+    stdout, err = capsys.readouterr()
+    assert "Traceback" not in stdout + err
+    return code, stdout, err
+
+
+def test_a_deep_a_huge_and_a_non_utf8_line_are_refused_and_the_rest_imported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    huge = body(messages=[{"role": "user", "content": "x" * 5_000_000}])
+    src = tmp_path / "r.jsonl"
+    with src.open("wb") as fh:
+        fh.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")  # RecursionError in json
+        fh.write(json.dumps(huge).encode() + b"\n")  # a file `list` would refuse
+        fh.write(b'{"messages": [{"role": "user", "content": "caf\xe9"}]}\n')  # Latin-1
+        fh.write(json.dumps({"body": body(messages=[{"role": "user", "content": "deep"}],
+                                          extra_field=_nested(80))}).encode() + b"\n")  # fmt: skip
+        fh.write(json.dumps(body()).encode() + b"\n")
+    out = tmp_path / "o"
+    code, stdout, err = _import(src, out, capsys)
+    assert code == 1
+    assert err.splitlines() == [
+        f"{src}:1: nested deeper than 64 levels (the cap of a scenario file)",
+        f"{src}:2: as a scenario file: larger than 4,194,304 bytes; split the file",
+        f"{src}:3: not UTF-8 (byte 46 of the line); save it as UTF-8",
+        f"{src}:4: nested deeper than 64 levels (the cap of a scenario file)",
+    ]
+    assert stdout.startswith(f"imported 1 of 5 lines into {out}/: 1 scenarios")
+    assert "4 lines failed" in stdout
+    assert main(["list", str(out)]) == 0  # the folder loads: every file written is readable
+    assert len(load_scenarios([out])) == 1
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def test_a_request_deep_inside_the_limit_imports_and_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deep_tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": {"type": "object", "default": _nested(50)}}}}}  # fmt: skip
+    src = tmp_path / "r.jsonl"
+    src.write_text(json.dumps(body(tools=[WEATHER_TOOL, deep_tool])) + "\n")
+    code, _, err = _import(src, tmp_path / "o", capsys)
+    assert code == 0, err
+    assert load_scenarios([tmp_path / "o"])
+
+
+def test_dev_zero_is_read_to_a_cap_in_one_line(tmp_path: Path) -> None:
+    """``/dev/zero`` (one endless line) is refused after at most twice the line cap, within
+    a bounded memory (1 GB of address space), in one line."""
+    import resource
+
+    def cap_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "import", "/dev/zero", "-o", str(tmp_path / "o")],
+        capture_output=True, text=True, timeout=120, cwd=REPO, preexec_fn=cap_memory,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == [
+        "/dev/zero:1: longer than 16,777,216 bytes and no end of line within 16,777,216 bytes "
+        "more: the rest of the file is not read; is it a JSONL file?"
+    ]
+
+
+def test_a_long_line_is_refused_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.scenario import importer
+
+    monkeypatch.setattr(importer, "MAX_LINE_BYTES", 1000)
+    src = tmp_path / "r.jsonl"
+    src.write_bytes(b"x" * 1500 + b"\n" + json.dumps(body()).encode() + b"\n")
+    report = import_lines(importer.read_lines(src), "r.jsonl")
+    assert [str(p) for p in report.problems] == [
+        "r.jsonl:1: longer than 1,000 bytes (the cap of a line); not read"
+    ]
+    assert len(report.scenarios) == 1 and report.lines == 2
+
+
+def test_many_refused_lines_show_the_first_and_a_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "r.jsonl"
+    src.write_text("{not json\n" * 25 + json.dumps(body()) + "\n")
+    code, stdout, err = _import(src, tmp_path / "o", capsys)
+    assert code == 1
+    lines = err.splitlines()
+    assert len(lines) == 21 and lines[0].startswith(f"{src}:1: not valid JSON")
+    assert lines[-1] == f"{src}: 5 more lines refused (the first 20 shown)"
+    assert "25 lines failed" in stdout
+
+
+@pytest.mark.parametrize(
+    ("out", "expected"),
+    [
+        ("{file}/x", "error: {file}/x: {file} is a file, not a folder; give a folder for the "
+                     "scenario files"),
+        ("/proc/nope", "error: /proc/nope: cannot write the scenario files"),
+    ],
+)  # fmt: skip
+def test_an_output_folder_that_cannot_be_made_is_one_line(
+    out: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if out.startswith("/proc") and not Path("/proc/self").exists():
+        pytest.skip("no /proc here")
+    src = tmp_path / "r.jsonl"
+    src.write_text(json.dumps(body()) + "\n")
+    file = tmp_path / "file"
+    file.write_text("x")
+    code, _, err = _import(src, Path(out.format(file=file)), capsys)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith(expected.format(file=file))

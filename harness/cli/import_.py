@@ -7,7 +7,11 @@ and finish_reason become the expectation, under ``--match`` (:mod:`harness.scena
 without it only the schema and protocol checks apply.
 
 Prints one line per line that could not be imported (``requests.jsonl:7: reason``, on
-stderr), per duplicate merged and per secret redacted, then a summary line.
+stderr; the first :data:`MAX_SHOWN`, then how many more), per duplicate merged and per
+secret redacted, then a summary line. A line is refused alone (the others are imported)
+when it is not JSON, not UTF-8, longer than
+:data:`~harness.scenario.importer.MAX_LINE_BYTES`, nested too deep, or would make a
+scenario file that ``harness list``/``run`` refuse (:mod:`harness.scenario.parse`).
 Exit codes: 0 every line imported; 1 some lines (or golden runs) failed, the others were
 written; 2 the file or the output folder cannot be used; 3 the golden server is unreachable.
 """
@@ -15,11 +19,10 @@ written; 2 the file or the output folder cannot be used; 3 the golden server is 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from harness.cli import ExitCode
 from harness.cli._common import preflight
@@ -28,10 +31,18 @@ from harness.errors import ScenarioError
 from harness.options import add_argument, http_url
 from harness.redaction import redact_url
 from harness.scenario.golden import POLICIES, expectation, golden_runs
-from harness.scenario.importer import ImportReport, ParsedLine, import_lines, loaded, read_lines
+from harness.scenario.importer import (
+    ImportReport,
+    LineProblem,
+    ParsedLine,
+    import_lines,
+    loaded,
+    read_lines,
+    scenario_text,
+)
 
-#: libyaml's emitter when PyYAML has it (10x faster on long tool results), else Python's
-_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+#: refused lines printed one by one; past these, one line says how many more
+MAX_SHOWN = 20
 
 HELP = "Import recorded chat-completions requests (JSONL) as scenario files."
 
@@ -83,27 +94,67 @@ def _golden(report: ImportReport, args: argparse.Namespace) -> list[str]:
 
 
 def _write(parsed: ParsedLine, out: Path) -> None:
+    """Write the scenario file (a golden expectation may have grown it: checked again).
+
+    Raises:
+        ScenarioError: the scenario is over a limit of scenario files.
+    """
     loaded(parsed)  # the file written is a loadable scenario
-    text = yaml.dump(parsed.data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=100)
+    text = scenario_text(parsed.data)
     (out / f"{parsed.data['id']}.yaml").write_text(text, encoding="utf-8")
 
 
 def _print_notes(report: ImportReport, source: str) -> None:
-    for problem in report.problems:
+    for problem in report.problems[:MAX_SHOWN]:
         print(problem, file=sys.stderr)
+    if len(report.problems) > MAX_SHOWN:
+        more = len(report.problems) - MAX_SHOWN
+        print(f"{source}: {more} more lines refused (the first {MAX_SHOWN} shown)",
+              file=sys.stderr)  # fmt: skip
     for line, first, rid in report.duplicates:
         print(f"{source}:{line}: the same request as line {first} ({rid}): merged")
     for r in report.redactions:
         print(f"{source}:{r.line}: {r.where}: looked like a secret ({r.kind}): redacted")
 
 
+def _out_problem(out: Path) -> str | None:
+    """Why ``-o`` cannot be the scenario folder (checked before anything is read), or None:
+    a file, or under one, or under a folder this user cannot write."""
+    if out.exists() and not out.is_dir():
+        return f"{out}: not a folder (-o takes a folder for the scenario files)"
+    parent = out
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{out}: {parent} is a file, not a folder; give a folder for the scenario files"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{out}: cannot create or write in {parent} (permission denied); give another -o"
+    return None
+
+
+def _write_all(report: ImportReport, out: Path, source: str) -> None:
+    """Write every scenario; one over a limit once golden is a refused line (printed, and
+    added to ``report.problems``).
+
+    Raises:
+        OSError: the folder cannot be made or written.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    for rid, parsed in list(report.scenarios.items()):
+        try:
+            _write(parsed, out)
+        except ScenarioError as exc:
+            problem = LineProblem(source, parsed.line, "", exc.reason)
+            print(problem, file=sys.stderr)
+            report.problems.append(problem)
+            del report.scenarios[rid]
+
+
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        print(
-            f"error: {out}: not a folder (-o takes a folder for the scenario files)",
-            file=sys.stderr,
-        )
+    problem = _out_problem(out)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return ExitCode.USAGE_ERROR
     if args.golden:
         down = preflight("golden", args.golden, args.api_key_env)
@@ -119,9 +170,12 @@ def run(args: argparse.Namespace) -> int:
     golden_problems = _golden(report, args) if args.golden and report.scenarios else []
     for line in golden_problems:
         print(line, file=sys.stderr)
-    out.mkdir(parents=True, exist_ok=True)
-    for parsed in report.scenarios.values():
-        _write(parsed, out)
+    try:
+        _write_all(report, out, args.requests)
+    except OSError as exc:  # /proc/x: the check above cannot know every file system
+        print(f"error: {out}: cannot write the scenario files ({exc.strerror or exc}); "
+              "give another -o", file=sys.stderr)  # fmt: skip
+        return ExitCode.USAGE_ERROR
     print(_summary(report, args, out, len(golden_problems)))
     failed = report.problems or golden_problems
     return ExitCode.REGRESSION if failed else ExitCode.OK

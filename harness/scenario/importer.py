@@ -43,26 +43,32 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+
+import yaml
 
 from harness.errors import ScenarioError
 from harness.scenario.model import Scenario, scenario_from_data
+from harness.scenario.parse import MAX_DEPTH, MAX_FILE_BYTES, nesting_depth, parse_text
 
 __all__ = [
     "SECRET_PATTERNS",
+    "MAX_LINE_BYTES",
     "ImportReport",
     "LineProblem",
     "ParsedLine",
     "Redaction",
+    "Unread",
     "import_lines",
     "loaded",
     "read_lines",
     "redact_text",
     "request_id",
     "scenario_data",
+    "scenario_text",
     "unwrap",
 ]
 
@@ -84,6 +90,13 @@ SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
 ]
 REDACTED = "[REDACTED]"
+#: the longest line read (bytes): a scenario file's cap, 4 times (an envelope may hold the
+#: recorded response, JSON escapes shrink as YAML); what is written is checked again
+MAX_LINE_BYTES = 4 * MAX_FILE_BYTES
+#: levels an envelope adds above a request body (``{"proxy_server_request": {"body": ...}}``)
+_ENVELOPE_LEVELS = 2
+#: libyaml's emitter when PyYAML has it (10x faster on long tool results), else Python's
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _SECRET_HEADER = re.compile(r"(?i)(authorization|api[-_]?key|token|secret|cookie|password)")
 #: request fields copied into ``extra_body`` (sampling and decoding knobs; never ``user``,
 #: ``metadata`` or anything that identifies a caller)
@@ -149,23 +162,63 @@ class _Bad(Exception):
 # ------------------------------------------------------------------ reading
 
 
-def read_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(1-based line number, text)`` of every non-blank line of a UTF-8 file.
+@dataclass(frozen=True)
+class Unread:
+    """A line :func:`read_lines` did not hand over as text: why (one line)."""
+
+    reason: str
+
+
+def read_lines(path: Path) -> Iterator[tuple[int, str | Unread]]:
+    """``(1-based line number, text)`` of every non-blank line of a UTF-8 file; a line that
+    is not UTF-8 or is longer than :data:`MAX_LINE_BYTES` comes as an :class:`Unread` (the
+    other lines are still read). A line with no end within another :data:`MAX_LINE_BYTES`
+    (``/dev/zero``) ends the reading, so at most twice that is read past the last line.
 
     Raises:
         ScenarioError: the file cannot be read (names the file and the fix).
     """
     try:
-        with path.open(encoding="utf-8-sig", errors="strict") as fh:  # a BOM is dropped
-            for n, text in enumerate(fh, 1):
-                if text.strip():
-                    yield n, text
+        with path.open("rb") as fh:
+            yield from _lines_of(fh)
     except FileNotFoundError:
         raise ScenarioError(path, "", "no such file; give a JSONL file of requests") from None
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(path, f"byte {exc.start}", "not UTF-8; save it as UTF-8") from None
     except OSError as exc:
         raise ScenarioError(path, "", f"cannot read: {exc.strerror}") from None
+
+
+def _lines_of(fh: BinaryIO) -> Iterator[tuple[int, str | Unread]]:
+    n = 0
+    while raw := fh.readline(MAX_LINE_BYTES + 1):
+        n += 1
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            cap = f"{MAX_LINE_BYTES:,} bytes"
+            if not _skip_line(fh, MAX_LINE_BYTES):
+                yield n, Unread(f"longer than {cap} and no end of line within {cap} more: "
+                                "the rest of the file is not read; is it a JSONL file?")  # fmt: skip
+                return
+            yield n, Unread(f"longer than {cap} (the cap of a line); not read")
+            continue
+        if n == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a BOM is dropped
+            raw = raw[3:]
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield n, Unread(f"not UTF-8 (byte {exc.start} of the line); save it as UTF-8")
+            continue
+        if text.strip():
+            yield n, text
+
+
+def _skip_line(fh: BinaryIO, limit: int) -> bool:
+    """Read past the end of the current line (at most ``limit`` bytes); whether it ended."""
+    skipped = 0
+    while skipped < limit:
+        chunk = fh.readline(min(1 << 20, limit - skipped))
+        if not chunk or chunk.endswith(b"\n"):
+            return True
+        skipped += len(chunk)
+    return False
 
 
 def _as_object(value: Any, where: str) -> dict[str, Any]:
@@ -427,16 +480,39 @@ def scenario_data(
     }
     try:
         scenario_from_data(data, source)
+        scenario_text(data)  # within the limits `list` and `run` read files with
     except ScenarioError as exc:
         raise _Bad(exc.field, exc.reason) from None
     return data, redactions
 
 
+def scenario_text(data: dict[str, Any]) -> str:
+    """The YAML file of scenario ``data``, checked as a scenario file is read
+    (:func:`harness.scenario.parse.parse_text`: size, depth), so that ``harness list`` and
+    ``harness run`` take it.
+
+    Raises:
+        ScenarioError: over a limit (the reason names it; the field is empty).
+    """
+    text: str = yaml.dump(data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=100)
+    try:
+        parse_text(text, Path(f"{data['id']}.yaml"))
+    except ScenarioError as exc:
+        raise ScenarioError(None, "", f"as a scenario file: {exc.reason}") from None
+    return text
+
+
 def _parse(n: int, text: str, source: str) -> ParsedLine:
+    deep = f"nested deeper than {MAX_DEPTH} levels (the cap of a scenario file)"
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _Bad("", f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:  # json's C decoder: a line nested about 1,000 levels deep
+        raise _Bad("", deep) from None
+    most = MAX_DEPTH + _ENVELOPE_LEVELS
+    if nesting_depth(obj, most) > most:  # refused before any recursive step
+        raise _Bad("", deep)
     if not isinstance(obj, dict):
         raise _Bad("", "must be a JSON object (a request body, or one in an envelope)")
     body, headers, where = unwrap(obj)
@@ -449,7 +525,7 @@ def _parse(n: int, text: str, source: str) -> ParsedLine:
     return ParsedLine(n, data, bool(body.get("stream")), _header_secrets(headers, n) + redactions)
 
 
-def import_lines(lines: Iterator[tuple[int, str]], source: str) -> ImportReport:
+def import_lines(lines: Iterable[tuple[int, str | Unread]], source: str) -> ImportReport:
     """Parse every line; duplicates merged into the first line with the same id.
 
     Returns:
@@ -459,6 +535,8 @@ def import_lines(lines: Iterator[tuple[int, str]], source: str) -> ImportReport:
     for n, text in lines:
         report.lines += 1
         try:
+            if isinstance(text, Unread):
+                raise _Bad("", text.reason)
             parsed = _parse(n, text, source)
         except _Bad as exc:
             report.problems.append(LineProblem(source, n, exc.where, exc.reason))

@@ -26,7 +26,7 @@ import yaml
 
 from harness.errors import ScenarioError
 
-__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_NODES", "parse_text"]
+__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_NODES", "nesting_depth", "parse_text"]
 
 #: the largest scenario file read (bytes)
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -128,22 +128,23 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _depth(data: Any) -> int:
-    """The nesting depth of JSON data (iterative: no recursion limit)."""
+def nesting_depth(data: Any, limit: int = MAX_DEPTH) -> int:
+    """The nesting depth of JSON data (iterative: no recursion limit); counted up to
+    ``limit`` + 1, which any deeper data gives."""
     deepest, stack = 0, [(data, 1)]
     while stack:
         value, level = stack.pop()
         items = value.values() if isinstance(value, dict) else value
         if isinstance(value, (dict, list)):
             deepest = max(deepest, level)
-            if level <= MAX_DEPTH:
+            if level <= limit:
                 stack.extend((v, level + 1) for v in items)
     return deepest
 
 
 def _load_json(text: str) -> Any:
     data = json.loads(text, object_pairs_hook=_no_duplicates)
-    if _depth(data) > MAX_DEPTH:
+    if nesting_depth(data) > MAX_DEPTH:
         raise _Refused(None, f"nested deeper than {MAX_DEPTH} levels; flatten it")
     return data
 
