@@ -216,6 +216,12 @@ B = {"label": "b", "sim": "healthy"}
          {"scenarios": ["nope.yaml"]}, "scenarios[0]", "no such file"),
         ([{"label": "a", "sim": "healthy"}, {"label": "b", "sim": "healthy"}],
          {"pass_criterion": {"min_pass_rate": 2}}, "pass_criterion.min_pass_rate", "less than or equal"),
+        ([{"label": "a", "launch": ""}, B], {}, "deployments[0].launch", "an empty command ('')"),
+        ([{"label": "a", "launch": "   "}, B], {}, "deployments[0].launch", "an empty command"),
+        ([{"label": "a", "launch": []}, B], {}, "deployments[0].launch", "an empty command ([])"),
+        ([{"label": "a", "launch": None}, B], {}, "deployments[0].launch", "(no value)"),
+        ([{"label": "a", "launch": 'a "b'}, B], {}, "deployments[0].launch", "not a command line"),
+        ([{"label": "a", "sim": "healthy"}, B], {"repeats": 1001}, "repeats", "less than or equal"),
     ],
 )  # fmt: skip
 def test_bad_matrix_file_is_one_line_naming_file_and_field(

@@ -43,6 +43,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.errors import MatrixError
+from harness.scenario.model import MAX_REPEATS
 
 __all__ = [
     "DEFAULT_MIN_PASS_RATE",
@@ -99,6 +100,25 @@ class DeploymentSpec(_Strict):
             return {str(k): _text(v) for k, v in value.items()}
         return value
 
+    @field_validator("launch", mode="before")
+    @classmethod
+    def _a_command(cls, value: Any) -> Any:
+        """An empty ``launch`` (``""``, blank, ``[]``, or the key with no value) is refused
+        here, naming the field, not when the deployment is started."""
+        if value is not None and not isinstance(value, (str, list)):
+            return value  # pydantic names the type wanted
+        try:
+            argv = shlex.split(value) if isinstance(value, str) else value or []
+        except ValueError as exc:  # shlex: "No closing quotation"
+            raise ValueError(f"{value!r} is not a command line ({exc})") from None
+        if not argv or not str(argv[0]).strip():
+            shown = "no value" if value is None else repr(value)
+            raise ValueError(
+                f"an empty command ({shown}); give the server's command line, e.g. "
+                '"python -m sglang.launch_server --model-path M --port 30001"'
+            )
+        return value
+
     @model_validator(mode="after")
     def _one_source(self) -> DeploymentSpec:
         given = [k for k in ("url", "launch", "sim") if getattr(self, k) is not None]
@@ -152,7 +172,7 @@ class MatrixSpec(_Strict):
     name: str | None = None
     deployments: list[DeploymentSpec] = Field(min_length=2)
     scenarios: list[str] = Field(min_length=1)
-    repeats: int = Field(default=3, ge=1)
+    repeats: int = Field(default=3, ge=1, le=MAX_REPEATS)
     stream: bool = False
     concurrency: int = Field(default=4, ge=1)  # runs in flight per deployment
     timeout_s: float = Field(default=120.0, gt=0)  # per request
