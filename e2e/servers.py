@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.server.process import find_failure, health_status, stop_group
+from harness.server.process import find_failure, health_status, read_lines, stop_group
 
 __all__ = [
     "BROKEN_TEMPLATE",
@@ -152,7 +152,7 @@ def _wait_up(
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            lines = log.read_text(errors="replace").splitlines()
+            lines = read_lines(log)  # its end, when it is long
             failure = find_failure(lines)
             why = failure[0] if failure else " | ".join(lines[-3:])
             raise E2EError(f"the server exited with code {proc.returncode}: {why} (log: {log})")

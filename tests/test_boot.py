@@ -363,3 +363,78 @@ def test_check_status_is_not_a_comparison_verdict() -> None:
     assert Check.model_validate({"name": "h", "verdict": "WARN"}).verdict == "WARN"
     with pytest.raises(ValidationError):
         Check.model_validate({"name": "h", "verdict": "REGRESSION"})
+
+
+# ------------------------------------------------------------------ a log out of bounds (issue 32)
+
+
+def test_log_scanner_reads_only_what_was_appended_and_keeps_a_bounded_tail(
+    tmp_path: Path,
+) -> None:
+    from harness.server import process
+
+    log = tmp_path / "server.log"
+    log.write_bytes(b"x" * 3_000_000)  # no newline yet: one line being written
+    scanner = process.LogScanner(log)
+    assert scanner.poll() == [] and scanner.offset == 3_000_000
+    (partial,) = scanner.lines
+    assert partial.endswith(f"[cut at {process.MAX_LOG_LINE:,} bytes]")
+    assert len(partial) < process.MAX_LOG_LINE + 40
+    with log.open("ab") as fh:
+        fh.write(b"x\nINFO: Uvicorn running on http://0.0.0.0:8123 (Press CTRL+C)\n")
+        fh.write(b"".join(b"line %d\n" % i for i in range(3 * process.TAIL_LINES)))
+    new = scanner.poll()
+    assert new[0].endswith("bytes]") and len(new) == 2 + 3 * process.TAIL_LINES
+    assert scanner.offset == log.stat().st_size  # read once, from where it stopped
+    assert scanner.url == "http://127.0.0.1:8123"
+    assert len(scanner.lines) == process.TAIL_LINES and scanner.lines[-1] == "line 5999"
+    with log.open("ab") as fh:
+        fh.write(b"RuntimeError: CUDA error: an illegal memory access was encountered\n")
+        fh.write(b"".join(b"after %d\n" % i for i in range(3 * process.TAIL_LINES)))
+    scanner.poll()  # the error scrolled out of the tail: still the failure
+    assert scanner.failure() == (
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        ["RuntimeError: CUDA error: an illegal memory access was encountered"],
+    )
+    assert scanner.poll() == []  # nothing new, nothing read
+
+
+def test_read_lines_of_a_long_log_keeps_its_start_and_end(tmp_path: Path) -> None:
+    from harness.server.process import read_lines
+
+    log = tmp_path / "server.log"
+    log.write_bytes(b"fusion enabled\n" + b"y" * 5_000_000 + b"\nTraceback (most recent call last):\n"
+                    b"ValueError: bad weights\n")  # fmt: skip
+    lines = read_lines(log, max_bytes=1_000_000)
+    assert lines[0] == "fusion enabled" and lines[-1] == "ValueError: bad weights"
+    assert lines[1].startswith("[") and "bytes of the log not read]" in lines[1]
+    assert max(len(ln) for ln in lines) < 9000
+
+
+def test_a_server_flooding_its_log_without_newlines_times_out_in_bounded_memory(
+    tmp_path: Path,
+) -> None:
+    """A server writing 1.5 GB of log with no newline (1 GB address space for the harness):
+    the boot fails at its timeout, in one report, without MemoryError."""
+    import resource
+    import subprocess
+
+    flood = (
+        "import os, sys, time\nchunk = b'x' * (64 << 20)\n"
+        "for _ in range(24): os.write(1, chunk)\ntime.sleep(100)"
+    )
+
+    def cap_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+
+    cmd = [sys.executable, "-m", "harness", "boot", "--cmd", f"{sys.executable} -c \"{flood}\"",
+           "--url", "http://127.0.0.1:9", "--boot-timeout", "8", "--results", str(tmp_path)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
+                          preexec_fn=cap_memory)  # fmt: skip
+    assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stdout, proc.stderr[-2000:]
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    report = json.loads((folder / "boot.json").read_text())
+    health = next(c for c in report["checks"] if c["name"] == "health")
+    assert health["verdict"] == "FAIL" and health["detail"].startswith("timeout")
+    (folder / "server.log").unlink()  # 1.5 GB of disk back

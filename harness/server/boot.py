@@ -38,6 +38,7 @@ from harness.server.experts import (
 )
 from harness.server.fusion import FusionEngagement, collect_engagement
 from harness.server.process import (
+    LogScanner,
     find_failure,
     health_status,
     launch,
@@ -46,7 +47,6 @@ from harness.server.process import (
     stop_group,
     traceback_pending,
     url_from_command,
-    url_from_log,
 )
 
 __all__ = [
@@ -204,11 +204,13 @@ def wait_healthy(
     t0 = time.monotonic()
     tb_seen: float | None = None
     last: int | None = None
+    scanner = LogScanner(log, ignore)  # what was appended since the last poll, a bounded tail
     while True:
         rc = proc.poll()
-        lines = read_lines(log)
-        url = url or url_from_log(lines)
-        failure = find_failure(lines, ignore=ignore)
+        scanner.poll()
+        lines = scanner.lines
+        url = url or scanner.url
+        failure = scanner.failure()
         if failure is not None:
             tb_seen = tb_seen or time.monotonic()
             pending = traceback_pending(lines, ignore) and time.monotonic() - tb_seen < 2.0

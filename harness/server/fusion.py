@@ -58,6 +58,7 @@ from pydantic import BaseModel, Field
 
 from harness.client.target import server_root
 from harness.redaction import redact_url
+from harness.server.process import read_lines
 
 __all__ = [
     "FusionDecision",
@@ -442,10 +443,10 @@ def _get_json(client: httpx.Client, url: str, endpoints: dict[str, str]) -> Any:
 
 
 def _read_log(log_path: str | Path | None, log_text: str | None) -> list[str]:
-    text = log_text or ""
-    if log_path is not None and Path(log_path).exists():
-        text += Path(log_path).read_text(encoding="utf-8", errors="replace")
-    return text.splitlines()
+    lines = (log_text or "").splitlines()
+    if log_path is not None:  # its start and end within a cap, lines cut
+        lines += read_lines(Path(log_path))
+    return lines
 
 
 def _top_k(client: httpx.Client, root: str, lines: list[str], model_path: str | None) -> int | None:

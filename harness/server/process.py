@@ -26,11 +26,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 import httpx
 
 __all__ = [
+    "MAX_LOG_LINE",
+    "MAX_LOG_READ",
+    "LogScanner",
     "find_failure",
     "group_members",
     "health_status",
@@ -61,11 +65,98 @@ _URL_LINE = re.compile(
 # ---------------------------------------------------------------- log scanning
 
 
-def read_lines(path: Path | None) -> list[str]:
-    """The lines of a log file (undecodable bytes replaced); none if it does not exist."""
+#: the most of a log read at once (bytes): :func:`read_lines` reads a longer log's end
+MAX_LOG_READ = 32 * 1024 * 1024
+#: a log line longer than this (bytes) is cut there (a log without newlines is one line)
+MAX_LOG_LINE = 8 * 1024
+#: the lines of a growing log a :class:`LogScanner` keeps (its tail, for the report)
+TAIL_LINES = 2000
+
+
+def _cut(raw: bytes) -> str:
+    text = raw[:MAX_LOG_LINE].decode("utf-8", errors="replace").rstrip("\r")
+    return text + f" [cut at {MAX_LOG_LINE:,} bytes]" if len(raw) > MAX_LOG_LINE else text
+
+
+def read_lines(path: Path | None, max_bytes: int = MAX_LOG_READ) -> list[str]:
+    """The lines of a log file (undecodable bytes replaced, each cut at
+    :data:`MAX_LOG_LINE` bytes); none if it does not exist. Of a log longer than
+    ``max_bytes`` only its first and last ``max_bytes / 2`` are read (what a server says
+    as it starts, and how it ended), with a line saying how much was skipped between."""
     if path is None or not path.exists():
         return []
-    return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(0)
+        if size <= max_bytes:
+            return _lines(fh.read(max_bytes))
+        half = max_bytes // 2
+        head = _lines(fh.read(half))[:-1]  # its last line is cut by the window
+        fh.seek(size - half)
+        tail = _lines(fh.read(half))[1:]
+    return [*head, f"[{size - 2 * half:,} bytes of the log not read]", *tail]
+
+
+def _lines(data: bytes) -> list[str]:
+    pieces = data.split(b"\n")
+    if pieces and not pieces[-1]:
+        pieces.pop()
+    return [_cut(p) for p in pieces]
+
+
+class LogScanner:
+    """A growing log read incrementally: each :meth:`poll` reads only what was appended
+    since the last one (at most :data:`MAX_LOG_READ` bytes), so a poll every 0.25 s costs
+    what the server wrote, not the whole log; lines are cut at :data:`MAX_LOG_LINE` bytes
+    (the rest of a longer one is skipped up to its newline).
+
+    Keeps the last :data:`TAIL_LINES` lines (:attr:`lines`, for the report and
+    :func:`find_failure`), the URL of the last ``Uvicorn running on ...`` line and the first
+    CUDA/HIP error line not matching ``ignore`` (so one that scrolled out still counts).
+    """
+
+    def __init__(self, path: Path | None, ignore: tuple[str, ...] = ()) -> None:
+        self.path, self.ignore = path, ignore
+        self.offset = 0
+        self.url: str | None = None
+        self.device_error: str | None = None
+        self._tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._partial = b""  # the line being written, at most MAX_LOG_LINE + 1 bytes
+
+    @property
+    def lines(self) -> list[str]:
+        """The last lines read (and the line being written, as far as it is)."""
+        return [*self._tail, *([_cut(self._partial)] if self._partial else [])]
+
+    def poll(self) -> list[str]:
+        """Read what was appended since the last poll; the complete lines it held."""
+        if self.path is None or not self.path.exists():
+            return []
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read(MAX_LOG_READ)
+        self.offset += len(data)
+        *whole, rest = (self._partial + data).split(b"\n")
+        self._partial = rest[: MAX_LOG_LINE + 1]  # a line past the cap: its end skipped
+        new = [_cut(raw) for raw in whole]
+        self._tail.extend(new)
+        for ln in new:
+            m = _URL_LINE.search(ln)
+            self.url = url_from_log([ln]) if m else self.url
+            if (
+                self.device_error is None
+                and _DEVICE_ERROR.search(ln)
+                and not any(re.search(rx, ln) for rx in self.ignore)
+            ):
+                self.device_error = ln
+        return new
+
+    def failure(self) -> tuple[str, list[str]] | None:
+        """:func:`find_failure` of the kept lines, else the first CUDA/HIP error seen."""
+        found = find_failure(self.lines, ignore=self.ignore)
+        if found is None and self.device_error is not None:
+            return self.device_error.strip(), [self.device_error]
+        return found
 
 
 def _tracebacks(lines: list[str]) -> list[list[str]]:
