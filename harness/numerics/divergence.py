@@ -24,9 +24,11 @@ import math
 import numpy as np
 
 from harness.errors import TokenizationMismatch
+from harness.numerics.kld import KldStats, kld_stats
 from harness.numerics.models import ScoredSequence, SequenceDivergence, TopToken, WorstToken
 
 __all__ = [
+    "pooled_kld",
     "STRIP_BINS",
     "TOKEN_TOLERANCE",
     "align_generated",
@@ -160,16 +162,18 @@ def _worst(base: ScoredSequence, cand: ScoredSequence, i: int, kl: float) -> Wor
 
 def _per_position(
     base: ScoredSequence, cand: ScoredSequence
-) -> tuple[list[float], list[float], list[bool]]:
-    """Positions 1..n-1: KL, |logprob difference| (NaN when not finite), top-1 agreement."""
-    kls, dlps, agree = [], [], []
+) -> tuple[list[float], list[float], list[bool], list[float]]:
+    """Positions 1..n-1: KL, |logprob difference| (NaN when not finite), top-1 agreement,
+    Δp (``p_cand - p_base`` of the forced token, NaN when not finite)."""
+    kls, dlps, agree, dps = [], [], [], []
     for i in range(1, len(base)):
         kls.append(kl_topk(base.top[i], cand.top[i]))
         a, b = base.logprobs[i], cand.logprobs[i]
         ok = a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
         dlps.append(abs(b - a) if ok else math.nan)  # type: ignore[operator]
+        dps.append(math.exp(b) - math.exp(a) if ok else math.nan)  # type: ignore[arg-type]
         agree.append(_top1(base.top[i]) == _top1(cand.top[i]))
-    return kls, dlps, agree
+    return kls, dlps, agree, dps
 
 
 def sequence_divergence(
@@ -178,12 +182,12 @@ def sequence_divergence(
     """The divergence of two aligned scorings of one sequence (call :func:`check_aligned`
     first). Statistics are over positions 1..n-1 with finite values; ``None`` when a
     sequence has no such position."""
-    kls, dlps, agree = _per_position(base, cand)
+    kls, dlps, agree, dps = _per_position(base, cand)
     finite = np.array([v for v in kls if math.isfinite(v)])
     over = next((i for i, v in enumerate(kls) if math.isnan(v) or v > token_tolerance), None)
     order = sorted(range(len(kls)), key=lambda i: -math.inf if math.isnan(kls[i]) else -kls[i])
     d = np.array([v for v in dlps if math.isfinite(v)])
-    return SequenceDivergence(
+    out = SequenceDivergence(
         positions=len(kls),
         mean_kl=float(finite.mean()) if finite.size else None,
         p99_kl=float(np.percentile(finite, 99)) if finite.size else None,
@@ -194,4 +198,21 @@ def sequence_divergence(
         worst=[_worst(base, cand, i + 1, kls[i]) for i in order[:_WORST]],
         nonfinite={"baseline": base.nonfinite(), "candidate": cand.nonfinite()},
         strip=_strip(kls),
+        kld=kld_stats(kls, dps, agree),
     )
+    out._values = (kls, dps, agree)
+    return out
+
+
+def pooled_kld(divs: list[SequenceDivergence]) -> KldStats | None:
+    """llama-perplexity's statistics over every position of ``divs`` together (their
+    in-memory per-position values; None when none has any)."""
+    kls: list[float] = []
+    dps: list[float] = []
+    same: list[bool] = []
+    for d in divs:
+        k, p, a = d._values
+        kls += k
+        dps += p
+        same += a
+    return kld_stats(kls, dps, same)

@@ -16,7 +16,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from harness.numerics.experts_ab import ExpertsComparison
+from harness.numerics.kld import KldStats
 
 __all__ = [
     "LOGPROBS_VERSION",
@@ -129,6 +132,11 @@ class SequenceDivergence(_Model):
     worst: list[WorstToken] = Field(default_factory=list)
     nonfinite: dict[str, int] = Field(default_factory=dict)
     strip: list[float] = Field(default_factory=list)
+    #: llama-perplexity's statistics of this pair (:mod:`harness.numerics.kld`)
+    kld: KldStats | None = None
+    #: per position (1..n-1): KL, Δp of the forced token, same top token; kept in memory
+    #: to pool the comparison's statistics, not written
+    _values: tuple[list[float], list[float], list[bool]] = PrivateAttr(default=([], [], []))
 
 
 class SequenceResult(_Model):
@@ -189,6 +197,13 @@ class LogprobsResult(_Model):
     #: greedily on both sides, each step's logprobs compared along the common prefix
     #: (``settings.generation``); None when not run
     decode: LogprobsResult | None = None
+    #: routed experts of the same tokens, A/B against the A/A floor
+    #: (:mod:`harness.numerics.experts_ab`); None when a side returns none
+    experts: ExpertsComparison | None = None
+    #: llama-perplexity's statistics over every position of the independent sequences:
+    #: A/B and the A/A floor (:mod:`harness.numerics.kld`)
+    kld: KldStats | None = None
+    kld_aa: KldStats | None = None
 
 
 class _Lenient(BaseModel):

@@ -27,11 +27,12 @@ from harness.numerics.adapters import (
     comparable,
     make_adapter,
 )
-from harness.numerics.decide import ALPHA, TOLERANCE, decide
+from harness.numerics.decide import ALPHA, TOLERANCE, decide, independent
 from harness.numerics.divergence import (
     TOKEN_TOLERANCE,
     align_generated,
     check_aligned,
+    pooled_kld,
     sequence_divergence,
 )
 from harness.numerics.models import (
@@ -424,6 +425,8 @@ def _decided(
     verdict, message, st = decide(
         rows, tolerance=opts.tolerance, alpha=opts.alpha, generation=generation
     )
+    units = independent(rows)
+    kld, kld_aa = pooled_kld([r.ab for r in units]), pooled_kld([r.aa for r in units])
     return LogprobsResult(
         baseline=b_info,
         candidate=c_info,
@@ -441,4 +444,6 @@ def _decided(
         verdict=verdict,
         message=message,
         requests=counts,
+        kld=kld,
+        kld_aa=kld_aa,
     )

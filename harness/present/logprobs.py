@@ -9,9 +9,12 @@ full height) and the worst tokens with their context and both sides' top-5.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.numerics.experts_ab import ExpertsComparison
+from harness.numerics.kld import DP_PERCENTILES, KLD_PERCENTILES, KldStats
 from harness.numerics.models import LogprobsResult, SequenceResult, TopToken, WorstToken
 
 __all__ = ["LogprobsView", "logprobs_line", "logprobs_view", "scored_with"]
@@ -60,9 +63,13 @@ class LogprobsView:
     pooled: list[str]
     sequences: list[SeqView] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: llama-perplexity's statistics: (label, A/B, A/A) rows
+    kld_rows: list[tuple[str, str, str]] = field(default_factory=list)
     #: the decode path's view (greedy decodes compared), when it was run
     decode: LogprobsView | None = None
     generation: bool = False
+    #: routed experts A/B (:class:`~harness.numerics.experts_ab.ExpertsComparison`), when compared
+    experts: ExpertsComparison | None = None
 
 
 def _height(kl: float) -> float:
@@ -149,9 +156,34 @@ def logprobs_view(res: LogprobsResult) -> LogprobsView:
         ],  # fmt: skip
         sequences=[_seq(r, tol) for r in res.sequences],
         notes=list(res.notes),
+        kld_rows=kld_rows(res.kld, res.kld_aa),
         decode=logprobs_view(res.decode) if res.decode is not None else None,
         generation=bool(res.settings.get("generation")),
+        experts=res.experts,
     )
+
+
+def kld_rows(ab: KldStats | None, aa: KldStats | None) -> list[tuple[str, str, str]]:
+    """llama-perplexity's statistics as ``(label, A/B, A/A)`` rows, in its order and
+    wording (KLD in nats, Δp and same top p in %)."""
+    if ab is None:
+        return []
+
+    def both(fn: Callable[[KldStats], str]) -> tuple[str, str]:
+        return fn(ab), (fn(aa) if aa is not None else "")
+
+    rows = [("positions", *both(lambda s: str(s.positions)))]
+    rows.append(("Mean    KLD", *both(lambda s: f"{s.kld_mean:.6f} ± {s.kld_mean_se:.6f}")))
+    rows += [(f"{k} KLD", *both(lambda s, k=k: f"{s.kld[k]:.6f}")) for k in KLD_PERCENTILES]  # type: ignore[misc]
+    rows.append(
+        ("Mean    Δp", *both(lambda s: f"{100 * s.dp_mean:.3f} ± {100 * s.dp_mean_se:.3f} %"))
+    )
+    rows += [(f"{k} Δp", *both(lambda s, k=k: f"{100 * s.dp[k]:.3f}%")) for k in DP_PERCENTILES]  # type: ignore[misc]
+    rows.append(("RMS Δp", *both(lambda s: f"{100 * s.dp_rms:.3f} ± {100 * s.dp_rms_se:.3f} %")))
+    rows.append(
+        ("Same top p", *both(lambda s: f"{100 * s.same_top_p:.3f} ± {100 * s.same_top_p_se:.3f} %"))
+    )
+    return rows
 
 
 def scored_with(res: LogprobsResult) -> str:
@@ -165,7 +197,15 @@ def logprobs_line(res: LogprobsResult) -> str:
     n = sum(res.requests.values())
     what = "decode path, greedy" if res.settings.get("generation") else "token logprobs"
     line = f"numerics ({what}, {scored_with(res)}, {len(res.sequences)} sequences, {n} requests): {res.message}"
+    if res.kld is not None:
+        k = res.kld
+        line += (
+            f" [KLD mean {k.kld_mean:.3g}, 99.0% {k.kld['99.0%']:.3g}, same top p "
+            f"{100 * k.same_top_p:.1f}%]"
+        )
     lines = [line, *(f"  note: {note}" for note in res.notes)]
+    if res.experts is not None:
+        lines.append(res.experts.line())
     if res.decode is not None:
         lines.append(logprobs_line(res.decode))
     return "\n".join(lines)
