@@ -195,7 +195,7 @@ def scored_with(res: LogprobsResult) -> str:
 def logprobs_line(res: LogprobsResult) -> str:
     """One line for the Markdown summary and the console."""
     n = sum(res.requests.values())
-    what = "decode path, greedy" if res.settings.get("generation") else "token logprobs"
+    what = "decode path" if res.settings.get("generation") else "token logprobs"
     line = f"numerics ({what}, {scored_with(res)}, {len(res.sequences)} sequences, {n} requests): {res.message}"
     if res.kld is not None:
         k = res.kld
