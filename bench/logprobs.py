@@ -1,12 +1,13 @@
 """Error rates of ``harness logprobs`` (the numerics verdict), against the reference server.
 
-Run: ``python -m bench.logprobs [--aa 200] [--regression 200] [--benign 200] [--sequences 17]``
-(also ``make bench``, benchmark 5, with these sizes).
+Run: ``python -m bench.logprobs [--aa 200] [--regression 200] [--benign 200] [--sequences N]
+[--json bench/logprobs.json]`` (also ``make bench``, benchmark 5, with these sizes); the
+JSON regenerates the README's numerics figures (``python -m bench.power_table``).
 
 Each comparison is :func:`harness.numerics.run.compare_logprobs` at its defaults (API
 auto-detected: vLLM's ``prompt_logprobs``; top-5; tolerance 0.01 nats per token; alpha
-0.01) over the first ``--sequences`` reference conversations of ``scenarios/`` (17: every
-scenario, at most 512 tokens each), every request over HTTP to ``harness sim``
+0.01) over the first ``--sequences`` reference conversations of ``scenarios/`` (default:
+every scenario, at most 512 tokens each), every request over HTTP to ``harness sim``
 subprocesses. Each comparison draws fresh batch noise (the servers' noise is drawn per
 request). It reports:
 
@@ -23,11 +24,8 @@ request). It reports:
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -43,7 +41,8 @@ from harness.scenario.model import load_scenarios
 PROBE_REQUESTS = 2
 
 
-def _sequences(n: int) -> list[Sequence]:
+def _sequences(n: int | None) -> list[Sequence]:
+    """The first ``n`` scenarios' reference conversations (None: every scenario's)."""
     return [from_scenario(s) for s in load_scenarios([SCENARIOS])][:n]
 
 
@@ -62,24 +61,27 @@ def _verdicts(base: str, cand: str, seqs: list[Sequence], n: int) -> dict[str, A
             "ab_mean_kl": sum(ab) / n, "aa_mean_kl": sum(aa) / n}  # fmt: skip
 
 
-def behavioural_requests() -> dict[str, Any]:
-    """Requests ``harness compare`` makes at its defaults (healthy vs fused-regression)."""
-    from harness.cli import main
-    from harness.runfolder import RunFolder
+def behavioural_requests(seed: int = 0) -> dict[str, Any]:
+    """Requests ``harness compare`` makes at its defaults (sequential, healthy vs
+    fused-regression, every turn a request), counted in process: the runner's own loop
+    against the sim's request handler (:mod:`bench.power`'s sides, the same code path as
+    over HTTP but for the socket), decided by the same rule, rounds included."""
+    from bench.power import REPEATS, Side, decide_sequential
+    from harness.sim.model import ScenarioIndex
 
-    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
-        code = main(["compare", str(SCENARIOS), "--results", tmp, "--run-id", "b",
-                     "--no-progress", "--no-logprobs"])  # fmt: skip
-        folder = RunFolder(Path(tmp) / "b")
-        turns = sum(len(r.turns) for r in folder.records())
-        summary = folder.read_summary()
-    verdict = summary.verdict.verdict if summary and summary.verdict else None
-    return {"requests": turns, "verdict": verdict, "exit": code}
+    scenarios = load_scenarios([SCENARIOS])
+    index = ScenarioIndex.from_dir(str(SCENARIOS))
+    base = Side(scenarios, index, "healthy", "baseline", seed)
+    cand = Side(scenarios, index, "fused-regression", "candidate", seed)
+    summary, look = decide_sequential(base, cand)
+    runs = base.upto(look * REPEATS) + cand.upto(look * REPEATS)
+    verdict = summary.verdict.verdict if summary.verdict else None
+    return {"requests": sum(len(r.turns) for r in runs), "verdict": verdict, "rounds": look}
 
 
-def measure(aa: int, regression: int, benign: int, sequences: int) -> dict[str, Any]:
+def measure(aa: int, regression: int, benign: int, sequences: int | None) -> dict[str, Any]:
     seqs = _sequences(sequences)
-    out: dict[str, Any] = {"sequences": len(seqs)}
+    out: dict[str, Any] = {"sequences": len(seqs), "probe_requests": PROBE_REQUESTS}
     t0 = time.perf_counter()
     with sim_process("healthy") as base, sim_process("healthy") as base2:
         out["aa"] = _verdicts(base, base2, seqs, aa)
@@ -115,18 +117,25 @@ def rows(m: dict[str, Any]) -> list[Row]:
     ]  # fmt: skip
 
 
-def run(aa: int = 200, regression: int = 200, benign: int = 200, sequences: int = 17) -> list[Row]:
+def run(
+    aa: int = 200, regression: int = 200, benign: int = 200, sequences: int | None = None
+) -> list[Row]:
     return rows(measure(aa, regression, benign, sequences))
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.logprobs", description=__doc__.split("\n")[0])
-    for name, default in (("aa", 200), ("regression", 200), ("benign", 200), ("sequences", 17)):
+    for name, default in (("aa", 200), ("regression", 200), ("benign", 200)):
         p.add_argument(f"--{name}", type=int, default=default)
+    p.add_argument("--sequences", type=int, default=None, help="default: every scenario")
+    p.add_argument("--json", default=None, help="write the figures here as JSON")
     args = p.parse_args(argv)
     m = measure(args.aa, args.regression, args.benign, args.sequences)
-    json.dump(m, sys.stdout, indent=2)
-    print()
+    m["command"] = "python -m bench.logprobs " + " ".join(sys.argv[1:] if argv is None else argv)
+    text = json.dumps(m, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
     for r in rows(m):
         print(
             f"{r.benchmark}: {r.measured:g} {r.unit} (target {r.target:g}) {'pass' if r.passed else 'FAIL'}"

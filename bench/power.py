@@ -1,10 +1,10 @@
 """Detection power and false alarms of ``harness compare`` at its shipped defaults.
 
-Run: ``python -m bench.power [--parts aa,one,curve,fused,gsm8k,recorded] [--json FILE]``
-(``make bench`` runs every part as benchmark 5 and writes ``results/bench/power.json``);
-sizes are options (``--aa 1000 --aa-sequential 200 --one 150 --curve 40 --fused 60 --gsm8k
-1000 --recorded-aa 500 --recorded-baselines 20 --recorded-candidates 50 --recorded-detect
-25``, the defaults); ``--workers N`` runs comparisons in N processes (the figures do not
+Run: ``python -m bench.power [--parts aa,one,curve,drift,fused,gsm8k,recorded] [--json
+FILE]`` (``make bench`` runs every part as benchmark 5 and writes ``results/bench/power.json``);
+sizes are options (``--aa 1000 --aa-sequential 200 --one 150 --curve 40 --drift 60 --fused
+60 --gsm8k 1000 --recorded-aa 500 --recorded-baselines 20 --recorded-candidates 50
+--recorded-detect 25``, the defaults); ``--workers N`` runs comparisons in N processes (the figures do not
 depend on it: every comparison is a pure function of its seeds).
 
 Every comparison runs the shipped scenarios at the shipped defaults: temperature 0.7
@@ -25,6 +25,18 @@ Parts:
   (sim profile ``repeat-loop@enum_units``);
 - ``curve``: a loop in 5/10/20/30% of all candidate runs (``repeat-loop@RATE``) at 5, 10
   and 20 repeats fixed, and sequential; the baseline runs are shared by the rates;
+- ``drift`` (issue 31): argument drift in 10% and 20% of all candidate runs, one profile
+  per kind of :data:`DRIFT` (``KIND@RATE``; only the scenarios whose arguments the fault
+  can change can show it: ``drift_scenarios`` counts them), sequential; every sequential
+  figure (here and in ``aa``) is also decided by the rule before issue 31
+  (:func:`stop_before_31`: futility while the candidate shows a kind no baseline run
+  shows), paired, from the same looks (:func:`decide_both`); the early-stop case of
+  issue 31 (:data:`EARLY_STOP_CASE`) is also decided fixed at 20 repeats. Each figure
+  counts ``flags`` (:data:`Outcome`): NO CHANGE verdicts naming a candidate-only kind,
+  loop headlines, A/A verdicts the fixed INCONCLUSIVE band (0.1) would have made
+  INCONCLUSIVE;
+- ``early``: issue 31's early-stop case alone (:data:`EARLY_STOP_CASE`, the same seeds as
+  ``drift``), for another library (``--scenarios``: the 19 scenarios the issue ran on);
 - ``fused``: the ``fused-regression`` profile (the seed case), fixed and sequential;
 - ``gsm8k``: GSM8K-500, 0.88 against 0.81 and 0.88 against 0.88, correctness drawn per
   question and side as the sim's GSM8K model draws it (a hash of server seed and
@@ -97,6 +109,12 @@ TEMPERATURE: float = OPTIONS["temperature"].default
 ONE_SCENARIO = "enum_units"
 RATES = (0.05, 0.1, 0.2, 0.3)
 BUDGETS = (5, 10, 20)
+#: the drift faults measured (each a kind only the scenarios whose arguments it can
+#: change can show) and their shares of candidate runs
+DRIFT = ("container-as-string", "string-as-scalar", "scalar-as-string")
+DRIFT_RATES = (0.1, 0.2)
+#: issue 31's early-stop case, also decided fixed at 20 repeats
+EARLY_STOP_CASE = ("container-as-string", 0.2)
 
 
 class _Response:
@@ -273,8 +291,22 @@ def decide_fixed(base: Side, cand: Side, repeats: int) -> Summary:
     return _summarize(base, cand, records, settings)
 
 
+def stop_before_31(summary: Summary, look: int, rounds: int) -> bool:
+    """The stopping rule before issue 31: futility also while the candidate shows a kind
+    no baseline run shows (measured beside the shipped rule, paired)."""
+    if summary.verdict is not None and summary.verdict.candidate_only_kinds:
+        summary = summary.model_copy(
+            update={"verdict": summary.verdict.model_copy(update={"candidate_only_kinds": []})}
+        )
+    return should_stop(summary, look, rounds)
+
+
 def decide_sequential(
-    base: Side, cand: Side, rounds: int = ROUNDS, baseline: Sequence[int] | None = None
+    base: Side,
+    cand: Side,
+    rounds: int = ROUNDS,
+    baseline: Sequence[int] | None = None,
+    stop: Callable[[Summary, int, int], bool] = should_stop,
 ) -> tuple[Summary, int]:
     """The comparison as ``harness compare --sequential``: ``(summary, round decided)``.
 
@@ -293,9 +325,24 @@ def decide_sequential(
             sequential=True, rounds=rounds, look=look,
         )  # fmt: skip
         summary = _summarize(base, cand, records, settings, uneven)
-        if should_stop(summary, look, rounds):
+        if stop(summary, look, rounds):
             return summary, look
     raise AssertionError("unreachable: the last look always stops")
+
+
+def decide_both(base: Side, cand: Side) -> tuple[tuple[Summary, int], tuple[Summary, int]]:
+    """``(shipped rule, rule before issue 31)``, each ``(summary, round decided)``, from one
+    pass: the looks are the same until the earlier rule stops (it stops wherever the
+    shipped one does, and also on futility with a kind only the candidate shows)."""
+    looks: list[Summary] = []
+
+    def keep(summary: Summary, look: int, rounds: int) -> bool:
+        looks.append(summary)
+        return should_stop(summary, look, rounds)
+
+    shipped = decide_sequential(base, cand, stop=keep)
+    old = next(k for k, s in enumerate(looks, start=1) if stop_before_31(s, k, ROUNDS))
+    return shipped, (looks[old - 1], old)
 
 
 def compare_in_process(
@@ -328,13 +375,40 @@ def _verdict(s: Summary) -> str:
     return s.verdict.verdict if s.verdict else "none"
 
 
-#: one decision: (figure key, verdict, rounds used, runs spent)
-Outcome = tuple[str, str, int, int]
+#: one decision: (figure key, verdict, rounds used, runs spent, flags); flags (comma
+#: separated, :func:`_flags`): ``only`` a NO CHANGE naming a kind only the candidate shows,
+#: ``loop`` a REGRESSION whose headline names ``repeat_loop``, ``loop_sig`` one whose
+#: significant kinds include it, ``band_0.1`` an A/A verdict that the fixed band (adjusted
+#: p <= 0.1) would have made INCONCLUSIVE
+Outcome = tuple[str, str, int, int, str]
 
 
-def _tally(results: Sequence[Outcome]) -> dict[str, Any]:
-    """Counts of verdicts, rounds and runs spent over one figure's outcomes."""
-    verdicts = Counter(v for _, v, _, _ in results)
+def _flags(s: Summary) -> str:
+    """The flags of one decision (see :data:`Outcome`)."""
+    v, out = s.verdict, []
+    if v is None:
+        return ""
+    if v.verdict == "NO CHANGE" and v.candidate_only_kinds:
+        out.append("only")
+    if v.verdict == "REGRESSION" and "repeat_loop" in v.message.split(";")[0]:
+        out.append("loop")
+    if "repeat_loop" in v.regressed_kinds:
+        out.append("loop_sig")
+    worse = [
+        r.p_adjusted
+        for c in s.comparisons
+        for r in c.rows
+        if r.decisive and r.worse and r.p_adjusted is not None
+    ]
+    if v.verdict == "INCONCLUSIVE" or (v.verdict == "NO CHANGE" and any(p <= 0.1 for p in worse)):
+        out.append("band_0.1")
+    return ",".join(out)
+
+
+def _tally(results: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
+    """Counts of verdicts, rounds, runs spent and flags over one figure's outcomes."""
+    verdicts = Counter(o[1] for o in results)
+    flags = Counter(f for o in results if len(o) > 4 for f in o[4].split(",") if f)
     n = len(results)
     return {
         "n": n,
@@ -342,9 +416,10 @@ def _tally(results: Sequence[Outcome]) -> dict[str, Any]:
         "regression_rate": verdicts.get("REGRESSION", 0) / n if n else None,
         "inconclusive_rate": verdicts.get("INCONCLUSIVE", 0) / n if n else None,
         "verdicts": dict(verdicts),
-        "rounds": {str(k): c for k, c in sorted(Counter(r for _, _, r, _ in results).items())},
-        "mean_runs": sum(x for *_, x in results) / n if n else None,
-        "max_rounds": max((r for _, _, r, _ in results), default=0),
+        "rounds": {str(k): c for k, c in sorted(Counter(o[2] for o in results).items())},
+        "mean_runs": sum(o[3] for o in results) / n if n else None,
+        "max_rounds": max((o[2] for o in results), default=0),
+        "flags": dict(sorted(flags.items())),
     }
 
 
@@ -359,18 +434,29 @@ def _bench(scenarios: str) -> Bench:
     return _BENCH
 
 
-def _job(args: tuple[str, str, int, bool]) -> list[Outcome]:
-    """One comparison index of a part: ``(scenarios, candidate or "curve", seed, seq)``."""
-    scenarios, cand, seed, seq = args
+def _job(args: tuple[Any, ...]) -> list[Outcome]:
+    """One comparison index of a part: ``(scenarios, candidate or "curve"/"drift", seed,
+    seq[, fixed])``: ``seq`` decides it sequentially too, ``fixed`` (default true) fixed."""
+    scenarios, cand, seed, seq = args[:4]
+    fixed = args[4] if len(args) > 4 else True
     b = _bench(scenarios)
     base = b.side("healthy", "baseline", seed)
     if cand == "curve":
         return b.curve_one(base, seed)
+    if cand == "drift":
+        return b.drift_one(base, seed)
+    if cand == "early":
+        return b.drift_one(base, seed, [EARLY_STOP_CASE])
     c = b.side(cand, "candidate", seed)
-    out = [("fixed", _verdict(decide_fixed(base, c, REPEATS)), 1, b.runs(REPEATS))]
+    out: list[Outcome] = []
+    if fixed:
+        s = decide_fixed(base, c, REPEATS)
+        out.append(("fixed", _verdict(s), 1, b.runs(REPEATS), _flags(s)))
     if seq:
-        s, look = decide_sequential(base, c)
-        out.append(("sequential", _verdict(s), look, b.runs(look * REPEATS)))
+        for key, (s, look) in zip(
+            ("sequential", "sequential_before_31"), decide_both(base, c), strict=True
+        ):
+            out.append((key, _verdict(s), look, b.runs(look * REPEATS), _flags(s)))
     return out
 
 
@@ -393,14 +479,38 @@ class Bench:
         for rate in RATES:
             cand = self.side(f"repeat-loop@{rate:g}", "candidate", seed)
             for budget in BUDGETS:
-                v = _verdict(decide_fixed(base, cand, budget))
-                out.append((f"{rate:g}/{budget}", v, budget // REPEATS, self.runs(budget)))
+                s = decide_fixed(base, cand, budget)
+                out.append(
+                    (f"{rate:g}/{budget}", _verdict(s), budget // REPEATS, self.runs(budget),
+                     _flags(s))
+                )  # fmt: skip
             s, look = decide_sequential(base, cand)
-            out.append((f"{rate:g}/sequential", _verdict(s), look, self.runs(look * REPEATS)))
+            out.append(
+                (f"{rate:g}/sequential", _verdict(s), look, self.runs(look * REPEATS), _flags(s))
+            )
+        return out
+
+    def drift_one(
+        self, base: Side, seed: int, cases: Sequence[tuple[str, float]] = ()
+    ) -> list[Outcome]:
+        """One index of the drift figures: every drift kind at every rate, sequential (the
+        default), the rule before issue 31 (paired) and fixed at 20 repeats
+        (``--no-sequential --repeats 20``)."""
+        out: list[Outcome] = []
+        for kind, rate in cases or [(k, r) for k in DRIFT for r in DRIFT_RATES]:
+            cand = self.side(f"{kind}@{rate:g}", "candidate", seed)
+            key = f"{kind}/{rate:g}"
+            both = decide_both(base, cand)
+            for how, (s, look) in zip(("sequential", "before_31"), both, strict=True):
+                out.append((f"{key}/{how}", _verdict(s), look, self.runs(look * REPEATS),
+                            _flags(s)))  # fmt: skip
+            if (kind, rate) == EARLY_STOP_CASE:  # issue 31's --no-sequential --repeats 20
+                s = decide_fixed(base, cand, 20)
+                out.append((f"{key}/20", _verdict(s), 4, self.runs(20), _flags(s)))
         return out
 
 
-def _run_jobs(jobs: list[tuple[str, str, int, bool]], workers: int) -> dict[str, Any]:
+def _run_jobs(jobs: Sequence[tuple[Any, ...]], workers: int) -> dict[str, Any]:
     """Every job's outcomes, tallied per figure key (``workers`` processes)."""
     if workers > 1:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
@@ -412,6 +522,32 @@ def _run_jobs(jobs: list[tuple[str, str, int, bool]], workers: int) -> dict[str,
         for o in outcomes:
             by.setdefault(o[0], []).append(o)
     return {k: _tally(v) for k, v in by.items()}
+
+
+def _can_show(scenarios: str, kind: str) -> str:
+    """``"6 (1 greedy)"``: the scenarios whose runs show ``kind`` when every run has the
+    fault (``KIND@1``, one repeat, healthy noise aside)."""
+    b = _bench(scenarios)
+    side = b.side(f"{kind}@1", "candidate", 1)
+    name = kind.replace("-", "_")
+    shows = {r.scenario_id for r in side.upto(1) if name in _score(side, r).failures}
+    greedy = sum(
+        1
+        for sc in b.scenarios
+        if sc.id in shows
+        and "temperature" in sc.sampling.model_fields_set
+        and not sc.sampling.temperature
+    )
+    return f"{len(shows)}" + (f" ({greedy} greedy: one unit a side)" if greedy else "")
+
+
+def _drift(tallies: dict[str, Any]) -> dict[str, Any]:
+    """``{"kind/0.1/sequential": t}`` as ``{"kind": {"0.1": {"sequential": t}}}``."""
+    out: dict[str, Any] = {}
+    for key, t in tallies.items():
+        kind, rate, how = key.split("/")
+        out.setdefault(kind, {}).setdefault(rate, {})[how] = t
+    return out
 
 
 def _curve(tallies: dict[str, Any]) -> dict[str, Any]:
@@ -697,14 +833,24 @@ def run_parts(args: argparse.Namespace) -> dict[str, Any]:
     def pairs(cand: str, n: int, offset: int, seq: int) -> dict[str, Any]:
         return _run_jobs([(sc, cand, offset + i, i < seq) for i in range(n)], w)
 
-    if "aa" in parts:
-        doc["aa"] = _timed("aa", lambda: pairs("healthy", args.aa, 0, args.aa_sequential))
+    if "aa" in parts:  # fixed on the first --aa, sequential on the first --aa-sequential
+        n = max(args.aa, args.aa_sequential)
+        aa = [(sc, "healthy", i, i < args.aa_sequential, i < args.aa) for i in range(n)]
+        doc["aa"] = _timed("aa", lambda: _run_jobs(aa, w))
     if "one" in parts:
         prof = f"repeat-loop@{ONE_SCENARIO}"
         doc["one_scenario"] = _timed("one", lambda: pairs(prof, args.one, 200_000, args.one))
     if "curve" in parts:
-        jobs = [(sc, "curve", 300_000 + i, True) for i in range(args.curve)]
-        doc["loop_curve"] = _timed("curve", lambda: _curve(_run_jobs(jobs, w)))
+        curve = [(sc, "curve", 300_000 + i, True) for i in range(args.curve)]
+        doc["loop_curve"] = _timed("curve", lambda: _curve(_run_jobs(curve, w)))
+    if "drift" in parts:
+        drift = [(sc, "drift", 500_000 + i, True) for i in range(args.drift)]
+        doc["drift"] = _timed("drift", lambda: _drift(_run_jobs(drift, w)))
+        doc["drift_scenarios"] = {kind: _can_show(sc, kind) for kind in DRIFT}
+    if "early" in parts:  # issue 31's case alone (the drift part has it too)
+        early = [(sc, "early", 500_000 + i, True) for i in range(args.early)]
+        doc["early_stop"] = _timed("early", lambda: _drift(_run_jobs(early, w)))
+        doc["early_stop_scenarios"] = _can_show(sc, EARLY_STOP_CASE[0])
     if "fused" in parts:
         doc["fused_regression"] = _timed(
             "fused", lambda: pairs("fused-regression", args.fused, 400_000, args.fused)
@@ -719,12 +865,14 @@ def run_parts(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.power", description=__doc__.split("\n")[0])
     p.add_argument("--scenarios", default=str(ROOT / "scenarios"))
-    p.add_argument("--parts", default="aa,one,curve,fused,gsm8k,recorded")
+    p.add_argument("--parts", default="aa,one,curve,drift,fused,gsm8k,recorded")
     p.add_argument("--aa", type=int, default=1000)
     p.add_argument("--aa-sequential", type=int, default=200)
     p.add_argument("--one", type=int, default=150)
     p.add_argument("--curve", type=int, default=40)
     p.add_argument("--fused", type=int, default=60)
+    p.add_argument("--drift", type=int, default=60)
+    p.add_argument("--early", type=int, default=40)
     p.add_argument("--gsm8k", type=int, default=1000)
     for flag, default, what in RECORDED_OPTIONS:
         p.add_argument(flag, type=type(default), default=default, help=what)

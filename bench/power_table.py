@@ -4,7 +4,9 @@ Usage: ``python -m bench.power_table [bench/power.json] [README.md]``: replaces 
 between ``<!-- power:begin -->`` and ``<!-- power:end -->`` in the README with the
 tables rendered from the JSON that ``python -m bench.power`` wrote, and the text between
 ``<!-- power-recorded:begin -->`` and ``<!-- power-recorded:end -->`` with the recorded
-baselines' table (the ``recorded`` part; required once the JSON has it); ``--check``
+baselines' table (the ``recorded`` part; required once the JSON has it), and the text
+between ``<!-- numerics:begin -->`` and ``<!-- numerics:end -->`` with the numerics figures
+of ``bench/logprobs.json`` (``python -m bench.logprobs --json``), when it exists; ``--check``
 exits 1 when the README differs from what the JSON gives (tests/test_bench.py runs it).
 """
 
@@ -16,16 +18,34 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BEGIN", "END", "RECORDED_BEGIN", "RECORDED_END", "render", "render_recorded", "update"]
+__all__ = [
+    "BEGIN",
+    "END",
+    "NUMERICS_BEGIN",
+    "NUMERICS_END",
+    "RECORDED_BEGIN",
+    "RECORDED_END",
+    "render",
+    "render_numerics",
+    "render_recorded",
+    "update",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- power:begin -->", "<!-- power:end -->"
 RECORDED_BEGIN, RECORDED_END = "<!-- power-recorded:begin -->", "<!-- power-recorded:end -->"
+NUMERICS_BEGIN, NUMERICS_END = "<!-- numerics:begin -->", "<!-- numerics:end -->"
 
 
 def _rate(t: dict[str, Any]) -> str:
     """``98/100 (98%)``: REGRESSION verdicts of a figure."""
     return f"{t['regression']}/{t['n']} ({t['regression'] / t['n']:.1%})"
+
+
+def _share(t: dict[str, Any], verdict: str) -> str:
+    """``30/572 (5.2%)``: one verdict's share of a figure."""
+    k = t["verdicts"].get(verdict, 0)
+    return f"{k}/{t['n']} ({k / t['n']:.1%})"
 
 
 def _runs(t: dict[str, Any]) -> str:
@@ -36,11 +56,19 @@ def _runs(t: dict[str, Any]) -> str:
 def _main_rows(doc: dict[str, Any]) -> list[str]:
     rows = []
     if "aa" in doc:
-        for mode in ("fixed", "sequential"):
+        modes = {
+            "fixed": ("fixed", "REGRESSION <= 1%"),
+            "sequential": ("sequential", "REGRESSION <= 1%, INCONCLUSIVE <= 2%"),
+            "sequential_before_31": ("sequential, the rule before issue 31 (same comparisons)",
+                                     "-"),
+        }  # fmt: skip
+        for mode, (what, target) in modes.items():
+            if mode not in doc["aa"]:
+                continue
             t = doc["aa"][mode]
             rows.append(
-                f"| A/A healthy vs healthy, {mode} | REGRESSION {_rate(t)}; INCONCLUSIVE "
-                f"{t['inconclusive_rate']:.1%} | {_runs(t)} | REGRESSION <= 1% |"
+                f"| A/A healthy vs healthy, {what} | REGRESSION {_rate(t)}; INCONCLUSIVE "
+                f"{_share(t, 'INCONCLUSIVE')} | {_runs(t)} | {target} |"
             )
     named = {
         "one_scenario": ("one scenario (`enum_units`) looping in every candidate run", ">= 99%"),
@@ -77,6 +105,91 @@ def _curve(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def _loop_names(doc: dict[str, Any]) -> list[str]:
+    """How often a loop REGRESSION's headline names the loop (sequential)."""
+    curve = doc.get("loop_curve")
+    if not curve:
+        return []
+    cells = []
+    for rate, by in curve.items():
+        t = by.get("sequential")
+        if t and t["regression"]:
+            named = t.get("flags", {}).get("loop", 0)
+            sig = t.get("flags", {}).get("loop_sig", 0)
+            cells.append(
+                f"{float(rate):.0%}: {named}/{t['regression']} ({sig} with `repeat_loop` "
+                "significant itself)"
+            )
+    return [
+        "",
+        "REGRESSION headlines (sequential) that name the loop (`repeat_loop` significant, or "
+        "in at least half of the significant kind's candidate runs): " + "; ".join(cells) + ".",
+    ]
+
+
+def _drift(doc: dict[str, Any]) -> list[str]:
+    """Argument drift in a share of all candidate runs: each kind only the scenarios whose
+    arguments it can change can show."""
+    drift = doc.get("drift")
+    if not drift:
+        return []
+    first = next(iter(next(iter(drift.values())).values()))["sequential"]
+    out = [
+        "",
+        "Argument drift in a share of all candidate runs (`KIND@RATE`: only the scenarios "
+        "whose arguments the fault can change can show it), REGRESSION verdicts "
+        f"({first['n']} comparisons each); sequential is the default; the rule before issue "
+        "31 let futility stop while the candidate showed a kind no baseline run showed; "
+        '"NO CHANGE, candidate-only": NO CHANGE verdicts whose message names a kind only the '
+        "candidate shows:",
+        "",
+        "| fault | scenarios that can show it | in | sequential (runs spent) | NO CHANGE, "
+        "candidate-only | rule before issue 31 | NO CHANGE, candidate-only | 20 repeats fixed "
+        "(the early-stop case) | target (sequential) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    shown = doc.get("drift_scenarios", {})
+    for kind, rates in drift.items():
+        for rate, by in rates.items():
+            seq, old = by["sequential"], by["before_31"]
+            fixed = _rate(by["20"]) if "20" in by else "-"
+            target = ">= 90%" if float(rate) >= 0.2 else ">= 60%"
+            out.append(
+                f"| `{kind}` | {shown.get(kind, '?')} | {float(rate):.0%} of runs | "
+                f"{_rate(seq)}, {seq['mean_runs']:.0f} runs | {seq['flags'].get('only', 0)} | "
+                f"{_rate(old)}, {old['mean_runs']:.0f} runs | {old['flags'].get('only', 0)} | "
+                f"{fixed} | {target} |"
+            )
+    return out
+
+
+def _early(doc: dict[str, Any]) -> list[str]:
+    """Issue 31's early-stop case on the library it was found on (``bench/power-early-
+    stop.json``: ``python -m bench.power --parts early --scenarios <that library>``)."""
+    e = doc.get("early_stop_doc")
+    if not e:
+        return []
+    ((kind, rates),) = e["early_stop"].items()
+    ((rate, by),) = rates.items()
+    seq, old = by["sequential"], by["before_31"]
+    fixed = by.get("20")
+    return [
+        "",
+        f"The early-stop case of issue 31 on the library it was found on ({e['library']}: "
+        f"`{kind}` can show in {e['early_stop_scenarios']} of its scenarios; `{e['command']}`, "
+        f"`bench/power-early-stop.json`), `{kind}@{rate}`, {seq['n']} comparisons: "
+        f"sequential {_rate(seq)}, {seq['flags'].get('only', 0)} NO CHANGE naming a "
+        f"candidate-only kind, {seq['mean_runs']:.0f} runs (rounds "
+        + ", ".join(f"{k}: {v}" for k, v in seq["rounds"].items())
+        + f"); the rule before issue 31 on the same comparisons {_rate(old)}, "
+        f"{old['flags'].get('only', 0)} NO CHANGE naming a candidate-only kind, "
+        f"{old['mean_runs']:.0f} runs (rounds "
+        + ", ".join(f"{k}: {v}" for k, v in old["rounds"].items())
+        + ")"
+        + (f"; fixed at 20 repeats {_rate(fixed)}." if fixed else "."),
+    ]
+
+
 def _gsm8k(doc: dict[str, Any]) -> list[str]:
     g = doc.get("gsm8k")
     if not g:
@@ -100,12 +213,16 @@ def render(doc: dict[str, Any]) -> str:
         f"Measured by `{doc['command']}` (`make bench`; figures in `bench/power.json`) at "
         f"the shipped defaults: {d['scenarios']} scenarios, temperature {d['temperature']:g}, "
         f"{d['repeats']} repeats per round, alpha {d['alpha']:g}, {d['permutations']} "
-        f"permutations; sequential: at most {d['rounds']} rounds. Runs are both sides'.",
+        f"permutations; sequential: at most {d['rounds']} rounds. Runs are both sides'."
+        + (f" Sizes: {doc['sizes_note']}." if doc.get("sizes_note") else ""),
         "",
         "| case | REGRESSION verdicts | runs spent (mean) | target |",
         "|---|---|---|---|",
         *_main_rows(doc),
         *_curve(doc),
+        *_loop_names(doc),
+        *_drift(doc),
+        *_early(doc),
         *_gsm8k(doc),
     ]
     return "\n".join(lines)
@@ -199,6 +316,47 @@ def _per_recording(spread: dict[str, Any], det: dict[str, Any]) -> list[str]:
     return out
 
 
+def render_numerics(m: dict[str, Any]) -> str:
+    """The README's numerics figures from ``bench/logprobs.json`` (``python -m
+    bench.logprobs --json``)."""
+    n, aa, reg, ben = m["sequences"], m["aa"], m["regression"], m["benign"]
+    lp, beh = reg["requests_per_verdict"], m["behavioural"]
+    per = (lp - m.get("probe_requests", 2)) // n if n else 0
+    fa = aa["verdicts"].get("REGRESSION", 0)
+    upper = 1 - 0.05 ** (1 / aa["n"])  # one-sided 95% bound of 0/n (exact)
+    bound = f"; 95% upper bound {upper:.1%}" if fa == 0 else ""
+    ben_reg = ben["verdicts"].get("REGRESSION", 0)
+    return "\n".join([
+        f"Measured on the reference server (`{m.get('command', 'python -m bench.logprobs')}`; "
+        f"{n} sequences per side, every default; {m['seconds']:.0f} s; the servers are "
+        "`harness sim` subprocesses):",
+        "",
+        "| | result | target |",
+        "|---|---|---|",
+        f"| false alarms, A/A healthy vs a second healthy server | {fa} / {aa['n']} REGRESSION "
+        f"({_verdicts(aa)}{bound}) | <= 1% |",
+        f"| detection, healthy vs fused-regression | "
+        f"{reg['verdicts'].get('REGRESSION', 0)} / {reg['n']} REGRESSION (mean KL "
+        f"{reg['ab_mean_kl']:.3f} vs A/A {reg['aa_mean_kl']:.2g} nats/token) | >= 99% |",
+        f"| benign shift, healthy vs kv-cache-quant | {_verdicts(ben)}, {ben_reg} REGRESSION "
+        f"(mean KL {ben['ab_mean_kl']:.2g}) | not a regression >= 99% |",
+        f"| requests to a verdict on fused-regression | logprobs {lp} ({n} sequences x {per}, "
+        f"+ {m.get('probe_requests', 2)} to detect the API) vs `harness compare` at its "
+        f"defaults {beh['requests']} (sequential, every turn a request; {beh['verdict']}"
+        + (f" at round {beh['rounds']}" if "rounds" in beh else "")
+        + ", counted in process): "
+        f"**{beh['requests'] / lp:.1f}x fewer** | >= 10x |",
+        "",
+        f"Every comparison here that is not INCONCLUSIVE gets at best the smallest p-value "
+        f"{n} sequences allow ({2.0 ** -n:.2g}, the exact one-sided signed-rank test with "
+        "every sequence on one side).",
+    ])  # fmt: skip
+
+
+def _verdicts(t: dict[str, Any]) -> str:
+    return ", ".join(f"{v} {k}" for k, v in sorted(t["verdicts"].items()))
+
+
 def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
@@ -221,6 +379,8 @@ def update(readme: str, doc: dict[str, Any]) -> str:
     out = _replace(readme, BEGIN, END, lambda: render(doc))
     if "recorded" in doc or RECORDED_BEGIN in out:
         out = _replace(out, RECORDED_BEGIN, RECORDED_END, lambda: render_recorded(doc))
+    if "numerics" in doc and NUMERICS_BEGIN in out:
+        out = _replace(out, NUMERICS_BEGIN, NUMERICS_END, lambda: render_numerics(doc["numerics"]))
     return out
 
 
@@ -234,6 +394,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     recorded = source.with_name("power-recorded.json")  # `--parts recorded` written apart
     if "recorded" not in doc and recorded.is_file():
         doc["recorded"] = json.loads(recorded.read_text(encoding="utf-8"))["recorded"]
+    early = source.with_name("power-early-stop.json")  # `--parts early`, another library
+    if "early_stop_doc" not in doc and early.is_file():
+        doc["early_stop_doc"] = json.loads(early.read_text(encoding="utf-8"))
+    numerics = source.with_name("logprobs.json")  # `python -m bench.logprobs --json`
+    if "numerics" not in doc and numerics.is_file():
+        doc["numerics"] = json.loads(numerics.read_text(encoding="utf-8"))
     old = target.read_text(encoding="utf-8")
     new = update(old, doc)
     if check:

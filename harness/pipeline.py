@@ -35,7 +35,7 @@ from harness.scoring.parity import ParityDiff, pair_diffs
 from harness.scoring.score import score_run
 from harness.server import fusion
 from harness.stats.aggregate import AggregateBuilder
-from harness.stats.sequential import first_look, look_alpha, should_stop
+from harness.stats.sequential import Look, first_look, look_alpha, should_stop
 from harness.stats.verdict import decide, judge_run
 from harness.summary import Aggregate, Settings, SideInfo, Summary, Verdict
 from harness.transcript import RunRecord, TargetInfo
@@ -238,13 +238,15 @@ class _Summarizer:
             )
             return
         settings = summary.settings
-        alpha = settings.alpha
+        alpha, look = settings.alpha, None
         if settings.sequential and settings.look:
             alpha = look_alpha(settings.alpha, settings.look, settings.rounds)
+            look = Look(settings.look, settings.rounds, settings.alpha)
         decision = decide(
             base, cand, summary.sides,
             alpha=alpha, infra_error_limit=settings.infra_error_limit,
             permutations=settings.permutations, seed=settings.seed, greedy=sorted(self.greedy),
+            look=look,
         )  # fmt: skip
         summary.comparisons = [  # the evidence beside each decision; decisions unchanged
             c.model_copy(update={"first_divergence": self._divergence(c.scenario_id, fetch)})
@@ -286,8 +288,8 @@ def _sequential_note(
     )
     if verdict.verdict == "NO CHANGE" and settings.look < settings.rounds:
         note += (
-            " (stopped early: nothing looked worse; the power below is that of the runs "
-            "spent, and a candidate that looked worse would have run more rounds)"
+            " (stopped early: nothing looked worse and no failure kind showed only in the "
+            "candidate)"
         )
     power = f"{note}; {verdict.power}" if verdict.power else note
     return verdict.model_copy(update={"power": power})

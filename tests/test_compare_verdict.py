@@ -124,3 +124,51 @@ def test_one_sided_outcome_names_the_side_of_each_failing_scenario() -> None:
     alone = judge_run(aggs[:1], sides[:1], min_pass_rate=0.8)
     assert alone.message == "1 scenario below pass rate 0.8: s (0/2 passed)"
     assert judge_run(aggs, sides, min_pass_rate=0.0).passed
+
+
+def test_a_loop_sharing_the_significant_kinds_runs_is_named() -> None:
+    # issue 31: the candidate loops and never answers (missing_final_answer + repeat_loop
+    # in the same runs); the baseline's noise loops answer (repeat_loop alone), so the
+    # loop's own test is not significant: the headline still names the loop
+    loops = [["missing_final_answer", "repeat_loop"]] * 4 + [[]] * 6
+    noise = [["repeat_loop"]] * 3 + [[]] * 7
+    r = _decide({s: noise for s in "abcd"}, {s: loops for s in "abcd"})
+    assert r.verdict.verdict == "REGRESSION"
+    assert "repeat_loop" not in r.verdict.regressed_kinds
+    assert r.verdict.message.startswith(
+        "REGRESSION: missing_final_answer with repeat_loop (16 of its 16 candidate runs; "
+        "not significant alone)"
+    )
+    # a kind in fewer than half the significant kind's runs is not named beside it
+    rare = [["missing_final_answer", "repeat_loop"]] + [["missing_final_answer"]] * 4 + [[]] * 5
+    r = _decide({s: noise for s in "abcd"}, {s: rare for s in "abcd"})
+    assert r.verdict.verdict == "REGRESSION"
+    assert "repeat_loop" not in r.verdict.message.split(";")[0].split("(")[0]
+
+
+def test_an_early_stop_states_the_power_of_the_rule_as_it_ran() -> None:
+    # issue 31: after round 1 of 4 (5 runs a scenario) a scenario failing every candidate
+    # run is not significant at the runs spent, but the rounds left would have run
+    from harness.stats.permutation import min_detectable_rate
+    from harness.stats.sequential import Look
+
+    b = {s: _scores("baseline", s, CLEAN) for s in "ab"}
+    c = {s: _scores("candidate", s, CLEAN) for s in "ab"}
+    b_aggs = {s: aggregate("baseline", "b", s, v, []) for s, v in b.items()}
+    c_aggs = {s: aggregate("candidate", "c", s, v, []) for s, v in c.items()}
+    b_aggs["*"] = aggregate("baseline", "b", "*", [*b["a"], *b["b"]], [])
+    c_aggs["*"] = aggregate("candidate", "c", "*", [*c["a"], *c["b"]], [])
+    look = Look(1, 4, 0.01)
+    r = decide(b_aggs, c_aggs, alpha=look.level, look=look)
+    power = r.verdict.power or ""
+    assert r.verdict.verdict == "NO CHANGE"
+    assert "3 rounds left would have run" in power
+    # at the last look: 20 runs a scenario and side, critical p scaled by 7/1 (the levels)
+    crit = float(power.split("critical p taken as ")[1].split(")")[0])
+    q = min_detectable_rate(40, 40, crit)
+    assert q is not None and f">= {q:.1%}" in power.split("; the runs spent alone")[0]
+    assert "one scenario failing every candidate run would have been detected" in power
+    assert power.split("the runs spent alone: ")[1].startswith(
+        "no new failure kind could have been detected; one scenario failing every "
+        "candidate run would not have been detected"
+    )

@@ -65,8 +65,9 @@ def test_tiny_recorded_part_writes_rates_of_its_counts(tmp_path: Path) -> None:
     argv += ["--recorded-candidates", "2", "--recorded-detect", "1"]
     assert power.main([*argv, "--recorded-cases", "fused-regression", "--json", str(out)]) == 0
     rec = json.loads(out.read_text())["recorded"]
+    n = len(list((ROOT / "scenarios").glob("*.yaml")))  # the shipped library
     assert rec["recording"] == {
-        "repeats": 20, "schedule": [5, 10, 15, 20], "runs": 380, "profile": "healthy"
+        "repeats": 20, "schedule": [5, 10, 15, 20], "runs": 20 * n, "profile": "healthy"
     }  # fmt: skip
     assert rec["aa"]["n"] == 2
     _in_unit(rec["aa"])
@@ -75,7 +76,7 @@ def test_tiny_recorded_part_writes_rates_of_its_counts(tmp_path: Path) -> None:
     _in_unit(spread["pooled"])
     (one,) = spread["per_recording"]
     _in_unit(one)
-    assert one["n"] == 2 and one["scored"] == 380 and 0 <= one["failed"] <= 380
+    assert one["n"] == 2 and one["scored"] == 20 * n and 0 <= one["failed"] <= 20 * n
     assert one["fail_rate"] == pytest.approx(one["failed"] / one["scored"])
     assert 0.0 <= one["fail_rate_first_round"] <= 1.0
     assert spread["over_alpha"] == (one["regression_rate"] > spread["alpha"])
@@ -84,7 +85,7 @@ def test_tiny_recorded_part_writes_rates_of_its_counts(tmp_path: Path) -> None:
     for arm in ("recorded", "live"):
         _in_unit(fused[arm]["pooled"])
         assert fused[arm]["pooled"]["regression"] == 1  # the seed case: always caught
-        assert fused[arm]["pooled"]["mean_candidate_runs"] == 95  # one round: 5 x 19 runs
+        assert fused[arm]["pooled"]["mean_candidate_runs"] == 5 * n  # one round
     text = power_table.render_recorded({"recorded": rec})
     assert "| A/A, a fresh recording per comparison | " in text
     assert f"| {one['recording']} | {one['fail_rate']:.1%}" in text
@@ -135,3 +136,47 @@ def test_recorded_block_needs_its_markers() -> None:
     recorded = {**doc, "recorded": {"aa": {}}}
     with pytest.raises(ValueError, match="power-recorded:begin"):
         power_table.update(f"{power_table.BEGIN}\n{power_table.END}\n", recorded)
+
+
+# ---------------------------------------------------- drift kinds and the early stop (issue 31)
+
+
+def test_tiny_drift_part_writes_every_kind_rate_and_rule(tmp_path: Path) -> None:
+    out = tmp_path / "power.json"
+    assert power.main(["--parts", "drift", "--drift", "1", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert set(doc["drift"]) == set(power.DRIFT) and len(power.DRIFT) >= 3
+    for rates in doc["drift"].values():
+        assert set(rates) == {"0.1", "0.2"}
+        for by in rates.values():
+            assert {"sequential", "before_31"} <= set(by)
+            assert all(t["n"] == 1 and sum(t["verdicts"].values()) == 1 for t in by.values())
+    # every drift kind shows in several scenarios of the library
+    assert all(int(v.split()[0]) >= 4 for v in doc["drift_scenarios"].values())
+    text = power_table.render(doc)
+    assert "| `string-as-scalar` |" in text and "candidate-only" in text
+
+
+def test_rule_before_31_stops_where_the_shipped_rule_goes_on() -> None:
+    from harness.summary import Summary, Verdict
+
+    only = Verdict(verdict="NO CHANGE", message="m", candidate_only_kinds=["collapse"])
+    s = Summary(run_id="s", verdict=only)  # type: ignore[arg-type]
+    assert power.stop_before_31(s, 1, 4) and not power.should_stop(s, 1, 4)
+
+
+def test_numerics_block_from_the_logprobs_figures() -> None:
+    m = {
+        "sequences": 19, "probe_requests": 2, "seconds": 60.0, "command": "python -m x",
+        "aa": {"n": 10, "verdicts": {"NO CHANGE": 10}, "ab_mean_kl": 0.0, "aa_mean_kl": 0.0},
+        "regression": {"n": 10, "verdicts": {"REGRESSION": 10}, "requests_per_verdict": 97,
+                       "ab_mean_kl": 0.08, "aa_mean_kl": 1.4e-05},
+        "benign": {"n": 10, "verdicts": {"NO CHANGE": 10}, "ab_mean_kl": 4.5e-4,
+                   "aa_mean_kl": 1e-5},
+        "behavioural": {"requests": 970, "verdict": "REGRESSION", "exit": 1},
+    }  # fmt: skip
+    text = power_table.render_numerics(m)
+    assert "logprobs 97 (19 sequences x 5, + 2 to detect the API)" in text
+    assert "**10.0x fewer**" in text
+    assert "0 / 10 REGRESSION (10 NO CHANGE; 95% upper bound 25.9%)" in text  # 1 - 0.05^(1/10)
+    assert "(1.9e-06," in text  # 2^-19

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.stats.sequential import FUTILITY, first_look, look_alpha, should_stop
+from harness.stats.sequential import (
+    FUTILITY,
+    SUGGESTIVE_P,
+    Look,
+    first_look,
+    look_alpha,
+    should_stop,
+    suggestive_p,
+)
 from harness.summary import MetricRow, ScenarioComparison, Summary, Verdict
 from tests.test_compare import CLOCK, ENTROPY, LOOKUP
 
@@ -88,3 +96,28 @@ def test_rounds_are_whole_and_capped(scenarios: Path, tmp_path: Path) -> None:
     look = s["settings"]["look"]
     assert look in (1, 2) and runs == 2 * 3 * look  # every round complete on both sides
     assert s["settings"]["repeats"] == look
+
+
+def test_futility_never_drops_a_kind_only_the_candidate_shows() -> None:
+    # issue 31: every worse test far from significant, but the candidate shows a kind no
+    # baseline run shows: the rounds go on (the stop would drop the evidence it prints)
+    s = _summary("NO CHANGE", FUTILITY + 0.3)
+    assert s.verdict is not None
+    s.verdict.candidate_only_kinds = ["container_as_string"]
+    assert not should_stop(s, 1, 4)
+    assert not should_stop(s, 3, 4)
+    assert should_stop(s, 4, 4)  # the last look always stops
+
+
+def test_the_inconclusive_band_keeps_its_ratio_to_the_look_level() -> None:
+    # SUGGESTIVE_P * alpha_k / alpha: 0.1 * 7/16 = 0.04375 at the last of 4 looks,
+    # 0.1 * 1/16 at the first, 0.1 in a fixed comparison (one look)
+    assert suggestive_p(look_alpha(0.01, 4, 4), 0.01) == pytest.approx(0.04375)
+    assert suggestive_p(look_alpha(0.01, 1, 4), 0.01) == pytest.approx(0.00625)
+    assert suggestive_p(0.01, 0.01) == pytest.approx(SUGGESTIVE_P) == pytest.approx(0.1)
+    look = Look(2, 4, 0.01)
+    assert look.level == pytest.approx(0.01 * 3 / 16)
+    assert look.final_level == pytest.approx(0.01 * 7 / 16)
+    assert look.left == 2
+    with pytest.raises(ValueError):
+        suggestive_p(0.01, 0.0)

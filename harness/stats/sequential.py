@@ -14,21 +14,71 @@ all looks is at most ``alpha`` whatever the correlation between looks (conservat
 to an exact boundary). A look stops the comparison when:
 
 - REGRESSION or IMPROVEMENT is significant at its level (efficacy);
-- nothing is even suggestive: every worse test's adjusted p is above ``FUTILITY`` (0.5),
-  NO CHANGE (futility; a non-binding futility stop never raises the false-alarm rate);
+- nothing is even suggestive: every worse test's adjusted p is above ``FUTILITY`` (0.5)
+  and the candidate shows no failure kind that no baseline run shows, NO CHANGE
+  (futility; a non-binding futility stop never raises the false-alarm rate). A kind only
+  the candidate shows keeps the rounds going even when its test is far from significant
+  (a drift fault only two scenarios can show: one event in a round gives a p near 0.5):
+  the stop would drop the evidence its verdict prints;
 - it is the last look (the verdict of the last look stands, INCONCLUSIVE included).
+
+At look ``k`` the band of INCONCLUSIVE (worse, not significant) keeps its ratio to the
+look's level: adjusted p at most ``SUGGESTIVE_P * alpha_k / alpha``
+(:func:`suggestive_p`; a fixed comparison's band, 0.1 at alpha 0.01, is the one-look
+case). Only the verdict of the look that stops reads the band, which is the last look
+whenever a worse test was within ``FUTILITY``: there the band is 0.044 (4 rounds), not
+0.1, since the runs that continued were selected for looking worse.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from harness.summary import Summary
 
-__all__ = ["FUTILITY", "ROUNDS", "first_look", "look_alpha", "should_stop"]
+__all__ = [
+    "FUTILITY",
+    "ROUNDS",
+    "SUGGESTIVE_P",
+    "Look",
+    "first_look",
+    "look_alpha",
+    "should_stop",
+    "suggestive_p",
+]
 
 #: default number of rounds (looks); with 5 repeats per round, at most 20 per side
 ROUNDS = 4
 #: adjusted p above which no worse test is worth another round (futility)
 FUTILITY = 0.5
+#: adjusted p at most which an unproven worse difference makes INCONCLUSIVE, at the
+#: overall level (a fixed comparison); a look scales it by its share (:func:`suggestive_p`)
+SUGGESTIVE_P = 0.1
+
+
+@dataclass(frozen=True)
+class Look:
+    """Where a sequential comparison is: ``look`` (1-based) of ``rounds``, at overall
+    level ``alpha`` (what :func:`harness.stats.verdict.decide` needs to speak of the rule)."""
+
+    look: int
+    rounds: int
+    alpha: float
+
+    @property
+    def level(self) -> float:
+        """This look's level (:func:`look_alpha`)."""
+        return look_alpha(self.alpha, self.look, self.rounds)
+
+    @property
+    def final_level(self) -> float:
+        """The last look's level."""
+        return look_alpha(self.alpha, self.rounds, self.rounds)
+
+    @property
+    def left(self) -> int:
+        """Rounds the design had left after this look."""
+        return self.rounds - self.look
 
 
 def look_alpha(alpha: float, look: int, rounds: int) -> float:
@@ -51,6 +101,15 @@ def first_look(done: int, per_round: int, rounds: int) -> int:
     return min(rounds, max(1, -(-done // per_round)))
 
 
+def suggestive_p(alpha_look: float, alpha: float) -> float:
+    """The INCONCLUSIVE band at a look of level ``alpha_look`` of an overall ``alpha``:
+    ``SUGGESTIVE_P * alpha_look / alpha`` (``SUGGESTIVE_P`` when they are equal: a fixed
+    comparison). Raises ValueError when ``alpha`` is not positive."""
+    if alpha <= 0:
+        raise ValueError(f"need alpha > 0, got {alpha}")
+    return SUGGESTIVE_P * min(1.0, alpha_look / alpha)
+
+
 def should_stop(summary: Summary, look: int, rounds: int) -> bool:
     """Whether the comparison stops after ``look`` (see the module docstring)."""
     v = summary.verdict
@@ -64,4 +123,6 @@ def should_stop(summary: Summary, look: int, rounds: int) -> bool:
         for r in c.rows
         if r.decisive and r.worse and r.p_adjusted is not None
     ]
+    if v.candidate_only_kinds:  # evidence the verdict prints: never dropped by futility
+        return False
     return all(p > FUTILITY for p in worse)

@@ -22,15 +22,23 @@ Decision rule (documented in ``Settings.decision_rule`` of every summary):
    named too: a mixed result). ``IMPROVEMENT``: none, and a significant improvement.
 5. ``INCONCLUSIVE``: neither, but some outcome is worse in the candidate with an adjusted
    p at most ``SUGGESTIVE_P`` (0.1: the rate of INCONCLUSIVE between equal servers stays
-   at most about 10% whatever the repeats); the verdict gives about how many more repeats
-   per scenario a two-proportion test at the family's critical p and 80% power needs
+   at most about 10% whatever the repeats; a sequential look's band keeps its ratio to
+   the look's level, :func:`harness.stats.sequential.suggestive_p`); the verdict gives
+   about how many more repeats per scenario a two-proportion test at the family's
+   critical p and 80% power needs
    (:func:`harness.stats.tests.repeats_needed`). ``NO CHANGE`` otherwise, with the
    smallest rate of a new failure kind it would have detected with 80% probability
    (:func:`harness.stats.permutation.min_detectable_rate`) in ``Verdict.power``
    (failure kinds seen only in the candidate's runs of a scenario are still listed in its
    ``new_failure_kinds``; the message names those the baseline never shows in any scenario);
    ``INCONCLUSIVE`` instead when no rate could have been detected at this budget (too few
-   independent runs: a difference there is no evidence either way).
+   independent runs: a difference there is no evidence either way). A sequential
+   verdict's power speaks of the rule as it ran (:func:`_power`): what the runs spent
+   detect, and what the rounds left would have (the rounds go on while anything looks
+   worse). A REGRESSION's headline names, beside each significant kind, the kinds worse
+   in the candidate that share at least half of its candidate runs (a loop that never
+   answers is ``missing_final_answer`` with ``repeat_loop`` in the same runs, even when
+   the baseline's noise keeps the loop's own test from significance).
 6. A side with more infrastructure errors than ``infra_error_limit`` of its runs (20% by
    default) cannot be judged: the verdict names it in ``infra_limited`` (a REGRESSION
    stays one; anything else becomes INCONCLUSIVE) and the command line exits 3. A side
@@ -53,6 +61,7 @@ from typing import Any
 from harness.kinds import COUNT_METRICS, SUCCESS_METRICS, VerdictName, label, plural
 from harness.stats.family import PERMUTATIONS, Family, FamilyTest, run_family
 from harness.stats.permutation import min_detectable_rate, one_scenario_p
+from harness.stats.sequential import SUGGESTIVE_P, Look, suggestive_p
 from harness.stats.tests import (
     Alternative,
     format_p,
@@ -83,8 +92,6 @@ __all__ = [
 ALPHA = 0.01
 #: share of a side's runs that may be infrastructure errors before it cannot be judged
 INFRA_ERROR_LIMIT = 0.2
-#: unadjusted one-sided p below which an unproven difference makes INCONCLUSIVE
-SUGGESTIVE_P = 0.1
 #: the reason of a scenario with no scored run on a side (always INCONCLUSIVE)
 NO_SCORED = "no scored runs on one side (infrastructure errors)"
 
@@ -226,6 +233,7 @@ def decide(
     permutations: int = PERMUTATIONS,
     seed: int = 0,
     greedy: Sequence[str] = (),
+    look: Look | None = None,
 ) -> Decision:
     """Test every scenario's outcomes and decide (pure; see the module docstring).
 
@@ -234,6 +242,8 @@ def decide(
     infrastructure-error counts, for the infrastructure-error limit (rule 6).
     ``permutations``/``seed``: the Westfall-Young relabellings (rule 3); ``greedy``: the
     scenarios sampled at temperature 0, whose repeats count as one unit (rule 1).
+    ``look``: a sequential comparison's look (``alpha`` is then that look's level): the
+    INCONCLUSIVE band (rule 5) and the power statement follow the rule's rounds.
     """
     ids = [s for s in baseline if s in candidate]
     if len(ids) == 2 and "*" in ids:  # one scenario: the pool would only repeat its tests
@@ -250,7 +260,9 @@ def decide(
     by_id: dict[str, list[FamilyTest]] = {}
     for t in fam.tests:
         by_id.setdefault(t.scenario, []).append(t)
-    ctx = _Context(fam, alpha, max(1, len([s for s in ids if s != "*"])))
+    band = suggestive_p(alpha, look.alpha) if look else SUGGESTIVE_P
+    pooled = candidate.get("*") if "*" in ids else None
+    ctx = _Context(fam, alpha, max(1, len([s for s in ids if s != "*"])), band, look, pooled)
     comps = [_scenario_comparison(s, by_id.get(s, []), baseline[s], candidate[s], ctx) for s in ids]
     unjudged = _unjudged(baseline, candidate, sides, infra_error_limit)
     if unjudged is not None:  # the verdict says so and nothing else: no test was run
@@ -266,6 +278,11 @@ class _Context:
     family: Family
     alpha: float
     n_scenarios: int
+    #: the INCONCLUSIVE band on adjusted p (rule 5)
+    band: float = SUGGESTIVE_P
+    look: Look | None = None
+    #: the candidate's pooled aggregate (its runs' outcome sets), when pooled
+    pooled: Aggregate | None = None
 
     def significant(self, direction: str) -> list[FamilyTest]:
         return [
@@ -275,7 +292,7 @@ class _Context:
         ]
 
     def suggestive(self) -> list[FamilyTest]:
-        """Rule 5: worse in the candidate with an adjusted p at most ``SUGGESTIVE_P``, or
+        """Rule 5: worse in the candidate with an adjusted p at most ``band``, or
         failing every candidate unit of a scenario and no baseline unit where too few
         units let no test reach the critical p (greedy scenarios, one repeat)."""
         crit = self.family.critical_worse
@@ -285,7 +302,7 @@ class _Context:
             if t.in_family
             and t.k_c * t.n_b > t.k_b * t.n_c
             and (
-                (t.adj_worse or 1.0) <= SUGGESTIVE_P
+                (t.adj_worse or 1.0) <= self.band
                 or (t.k_c == t.n_c > 0 and t.k_b == 0 and t.min_p_worse >= crit)
             )
         ]
@@ -474,7 +491,10 @@ def _regression(comps: list[ScenarioComparison], ctx: _Context, only: list[str])
     what is significantly better (a mixed result names both)."""
     worse, better = ctx.significant("worse"), ctx.significant("better")
     sig_w, sig_b = _significant_kinds(worse), _significant_kinds(better)
-    msg = f"REGRESSION: {', '.join(sig_w) or 'more runs fail'} ({_places(comps, worse)})"
+    msg = (
+        f"REGRESSION: {', '.join(sig_w) or 'more runs fail'}{_sharing(ctx, sig_w)} "
+        f"({_places(comps, worse)})"
+    )
     if better:
         msg += f"; but better: {', '.join(sig_b) or 'fewer runs fail'} ({_places(comps, better)})"
     return Verdict(
@@ -486,6 +506,38 @@ def _regression(comps: list[ScenarioComparison], ctx: _Context, only: list[str])
         reasons=_where(c for c in comps if c.verdict == "REGRESSION"),
         power=_budget(ctx),
     )
+
+
+def _sharing(ctx: _Context, named: list[str]) -> str:
+    """`` with repeat_loop (9 of its 13 candidate runs; not significant alone)``: the kinds
+    worse in the candidate pooled, not named, that show in at least half of the candidate's
+    runs with a named kind (with none named: of its failed runs). What the significant
+    kind is made of: a loop that never answers fails as ``missing_final_answer``, and the
+    baseline's noise loops (that answer) can keep ``repeat_loop``'s own test above the line."""
+    if ctx.pooled is None or not ctx.pooled.patterns:
+        return ""
+    runs = [(frozenset(p.split(",")) - {""}, c) for p, c in ctx.pooled.patterns.items()]
+    worse = (
+        {
+            t.metric
+            for t in ctx.family.tests
+            if t.scenario == "*" and t.in_family and t.k_c * t.n_b > t.k_b * t.n_c
+        }
+        - set(SUCCESS_METRICS)
+        - set(named)
+    )
+    parts = []
+    for kind in sorted(worse):
+        for s in named or ["passed"]:
+            has = [(r, c) for r, c in runs if (s in r if s != "passed" else s not in r)]
+            total = sum(c for _, c in has)
+            both = sum(c for r, c in has if kind in r)
+            if total and 2 * both >= total:
+                parts.append(f"{kind} ({both} of its {total} candidate runs")
+                break
+    if not parts:
+        return ""
+    return " with " + ", ".join(p + "; not significant alone)" for p in parts)
 
 
 def _inconclusive(unsure: list[ScenarioComparison], ctx: _Context, only: list[str]) -> Verdict:
@@ -528,31 +580,74 @@ def _budget(ctx: _Context) -> str:
 
 def _min_rate(ctx: _Context) -> float | None:
     """The smallest new-failure rate of the candidate's runs detected with 80% probability
-    at this budget (:func:`min_detectable_rate`); None when no rate could be."""
+    by the rule (:func:`min_detectable_rate`): at this budget, or, at a sequential look
+    with rounds left, at the last look's (:func:`_end`); None when no rate could be."""
     runs = [t for t in ctx.family.tests if t.metric == "passed" and t.scenario != "*"]
+    scale, crit = _end(ctx)
     n_c, n_b = sum(t.n_c for t in runs), sum(t.n_b for t in runs)
-    return min_detectable_rate(n_c, n_b, ctx.family.critical_worse)
+    return min_detectable_rate(round(n_c * scale), round(n_b * scale), crit)
 
 
-def _power(ctx: _Context) -> str:
-    """NO CHANGE's statement of what it could have missed (rule 7)."""
+def _end(ctx: _Context) -> tuple[float, float]:
+    """``(runs scale, critical p)`` of the last look the rule could reach from this one:
+    the runs grow with the rounds; the critical p is this look's times the levels' ratio
+    (an approximation: Westfall-Young's critical p is about proportional to the level at
+    these levels). ``(1, critical p)`` for a fixed comparison or the last look."""
+    crit, look = ctx.family.critical_worse, ctx.look
+    if look is None or not look.left:
+        return 1.0, crit
+    return look.rounds / look.look, crit * look.final_level / look.level
+
+
+def _power_at(ctx: _Context, scale: float, crit: float) -> tuple[str, str]:
+    """``(new kind, one scenario)``: what runs ``scale`` times those spent, judged at the
+    critical p ``crit``, detect: the smallest rate of a new failure kind detected with 80%
+    probability, and whether one sampled scenario failing every candidate run (never the
+    baseline's) is significant."""
     runs = [t for t in ctx.family.tests if t.metric == "passed" and t.scenario != "*"]
-    crit = ctx.family.critical_worse
-    q = _min_rate(ctx)
+    n_c = round(sum(t.n_c for t in runs) * scale)
+    n_b = round(sum(t.n_b for t in runs) * scale)
+    q = min_detectable_rate(n_c, n_b, crit)
     first = (
         f"a new failure kind in >= {q:.1%} of candidate runs would have been detected "
         "with 80% probability"
         if q is not None
-        else "no new failure kind could have been detected at this budget"
+        else "no new failure kind could have been detected"
     )
     sampled = set(ctx.family.collapsed)
     one = [t for t in runs if t.n_c and t.n_b and t.scenario not in sampled]
     caught = bool(one) and all(
-        one_scenario_p(t.n_c, t.n_b) < crit for t in one
-    )  # a (sampled) scenario failing every candidate run, never the baseline's
+        one_scenario_p(round(t.n_c * scale), round(t.n_b * scale)) < crit for t in one
+    )
     which = "sampled scenario" if sampled else "scenario"
-    second = f"; one {which} failing every candidate run would " + ("" if caught else "not ")
-    return f"power: {first}{second}have been detected ({_budget(ctx)})"
+    return first, f"one {which} failing every candidate run would " + (
+        "have been detected" if caught else "not have been detected"
+    )
+
+
+def _power(ctx: _Context) -> str:
+    """NO CHANGE's statement of what it could have missed (rule 5). After a sequential
+    look with rounds left, it speaks of the rule as it ran: the rounds go on while a worse
+    test's adjusted p is within the futility bound or a kind shows only in the candidate
+    (:func:`harness.stats.sequential.should_stop`), so a fault that shows would have been
+    judged with the rounds left, at the last look's runs and level; the critical p there
+    is this look's scaled by the levels' ratio (Westfall-Young's critical p is close to
+    proportional to the level at these levels), an approximation. Then what the runs
+    spent detect."""
+    crit = ctx.family.critical_worse
+    new, one = _power_at(ctx, 1.0, crit)
+    look = ctx.look
+    if look is None or not look.left:
+        return f"power: {new}; {one} ({_budget(ctx)})"
+    scale, crit_end = _end(ctx)
+    new_end, one_end = _power_at(ctx, scale, crit_end)
+    return (
+        f"power of the sequential rule as it ran: it stopped at round {look.look} of "
+        f"{look.rounds} because nothing looked worse and no failure kind showed only in the "
+        f"candidate; had something looked worse, the {plural(look.left, 'round')} left would "
+        f"have run: there {new_end}, and {one_end} (about: the last look's critical p taken "
+        f"as {format_p(crit_end)}); the runs spent alone: {new}; {one} ({_budget(ctx)})"
+    )
 
 
 def _overall(comps: list[ScenarioComparison], ctx: _Context) -> Verdict:
