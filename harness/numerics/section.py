@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.client.target import TargetConfig, server_root
 from harness.errors import LogprobsError
+from harness.numerics.experts_ab import compare_experts
 from harness.numerics.models import LogprobsResult, Sequence
 from harness.numerics.run import LogprobsOptions, compare_logprobs
 from harness.numerics.sequences import from_record
@@ -75,6 +76,7 @@ def logprobs_section(
     except LogprobsError as exc:
         return None, f"logprobs: not compared: {exc}"
     res.decode = decode_path(seqs, baseline_url, candidate_url, opts, res)
+    res.experts = compare_experts(seqs, baseline_url, candidate_url, opts, notes=res.notes)
     folder.write_model(RunFolder.LOGPROBS, res)
     return res, logprobs_line(res)
 

@@ -367,14 +367,16 @@ async def _prelude(request: Request, obj: str) -> tuple[SimState, dict[str, Any]
 
 
 def _experts(
-    state: SimState, body: dict[str, Any], prompt: int, completion: int, out: dict[str, Any]
-) -> dict[str, Any]:
+    state: SimState, body: dict[str, Any], prompt: int, completion: int, out: dict[str, Any],
+    tokens: list[int] | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Routed experts as the flavour returns them (:func:`harness.sim.moe.routed_experts_fields`):
     put on every choice of ``out`` (vLLM), or returned for ``sglext``/``meta_info`` (SGLang,
-    the reference; ``{}`` when not asked for or capture is off)."""
+    the reference; ``{}`` when not asked for or capture is off). ``tokens``: the request's
+    token ids where known (routing is a function of them)."""
     found = moe.routed_experts_fields(
         state.profile, body, capture=state.capture, flavour=state.flavour,
-        prompt_tokens=prompt, completion_tokens=completion, seed=state.seed,
+        prompt_tokens=prompt, completion_tokens=completion, tokens=tokens,
         native="choices" not in out,
     )  # fmt: skip
     if found is None:
@@ -473,7 +475,13 @@ async def generate(request: Request) -> Response:
     if not state.flavour.generate:
         return error_response(404, "Not Found")
     if body.get("return_logprob") or "input_ids" in body:
-        return sim_logprobs.generate(state.profile, state.rng, body, flavour=state.flavour)
+        return sim_logprobs.generate(
+            state.profile,
+            state.rng,
+            body,
+            flavour=state.flavour,
+            experts=_forced_experts(state, body),
+        )
     prompt, params = body.get("text"), body.get("sampling_params") or {}
     if not isinstance(prompt, str) or not isinstance(params, dict):
         raise BadRequest("'text' must be a string and 'sampling_params' an object")
@@ -487,8 +495,23 @@ async def generate(request: Request) -> Response:
     )
     meta = {"id": uuid.uuid4().hex, "finish_reason": reason, "prompt_tokens": ptoks}
     meta |= {"completion_tokens": ctoks, "cached_tokens": 0}
-    meta |= _experts(state, body, ptoks, ctoks, {})
+    meta |= _experts(state, body, ptoks, ctoks, {}, tokens=sim_logprobs.tokenize(prompt))
     return JSONResponse({"text": text, "meta_info": meta})
+
+
+def _forced_experts(state: SimState, body: dict[str, Any]) -> dict[str, Any]:
+    """Routed experts of a teacher-forced ``/generate`` (``input_ids`` or ``text``): one row
+    per prompt token, plus the generated ones but the last (``max_new_tokens``, at most 1:
+    the forced path generates no more)."""
+    ids, text = body.get("input_ids"), body.get("text")
+    if isinstance(ids, list) and all(type(i) is int for i in ids):
+        tokens = list(ids)
+    else:
+        tokens = sim_logprobs.tokenize(text if isinstance(text, str) else "")
+    params = body.get("sampling_params")
+    new = params.get("max_new_tokens", 0) if isinstance(params, dict) else 0
+    completion = 1 if isinstance(new, int) and new >= 1 else 0
+    return _experts(state, body, len(tokens), completion, {}, tokens=tokens)
 
 
 async def tokenize(request: Request) -> Response:

@@ -307,9 +307,10 @@ def completions(
 
 def generate(
     profile: SimProfile, rng: random.Random, body: dict[str, Any], *,
-    flavour: Flavour = REFERENCE,
+    flavour: Flavour = REFERENCE, experts: dict[str, Any] | None = None,
 ) -> Response:  # fmt: skip
-    """SGLang ``POST /generate`` with ``return_logprob`` over ``text`` or ``input_ids``."""
+    """SGLang ``POST /generate`` with ``return_logprob`` over ``text`` or ``input_ids``;
+    ``experts``: ``meta_info`` fields of the routed experts (the caller's, when asked for)."""
     ids = _ids_of(body, "input_ids") or _ids_of(body, "text")
     if ids is None:
         return error_response(400, "'text' or 'input_ids' is required")
@@ -333,6 +334,7 @@ def generate(
             "finish_reason": {"type": "length", "length": 0}, "cached_tokens": 0,
             "input_token_logprobs": tokens[first:], "input_top_logprobs": tops[first:],
             "output_token_logprobs": [], "output_top_logprobs": []}  # fmt: skip
+    meta |= experts or {}
     return _json({"text": "", "output_ids": [], "meta_info": meta}, flavour)
 
 

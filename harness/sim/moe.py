@@ -38,7 +38,9 @@ harness's readers: :mod:`harness.server.fusion`, :mod:`harness.server.experts`):
   ``routed_experts_start_len`` (0.5.10.post1 ignores it: always from 0); vLLM base64 ``.npy`` (``uint8``: 16 experts <= 256) per
   choice, whenever capture is on, rows from ``routed_experts_prompt_start``. ``rows =
   prompt_tokens + completion_tokens - 1 - start``; healthy rows hold 4 distinct ids in
-  ``[0, 16)``, dense-layer rows zeros; ``routed_experts_fault`` writes the shared expert's
+  ``[0, 16)``, a deterministic function of (token id, position, layer)
+  (:func:`routed_experts_array`: two healthy servers route the same tokens alike),
+  dense-layer rows zeros; ``routed_experts_fault`` writes the shared expert's
   id (16) into the last two columns (a real routed expert dropped).
 - ``crash_traceback``: with ``capture_crash`` and capture on, the CUDA-graph-capture
   crash ``RuntimeError: The expanded size of the tensor (5) must match the existing
@@ -49,6 +51,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -463,11 +466,45 @@ def model_info(
     return {**info, **cfg} if fl.moe_in_model_info else info
 
 
-def routed_experts_array(profile: SimProfile, *, rows: int, seed: int) -> np.ndarray:
-    """int32 ``[rows, num_layers, top_k]``: distinct ids per MoE row, zeros in dense layers."""
-    rng = np.random.default_rng([seed & 0xFFFFFFFF, max(rows, 0)])
-    ids = rng.random((max(rows, 0), _LAYERS, _EXPERTS)).argsort(axis=2)[:, :, :_TOPK]
-    ids = ids.astype(np.int32)
+#: odd 64-bit constants of the routing hash (splitmix64's finaliser and mixers)
+_MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0xD6E8FEB86659FD93)
+
+
+def _hash64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, element-wise over uint64 (wrapping arithmetic)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(_MIX[1])
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(_MIX[2])
+    out: np.ndarray = x ^ (x >> np.uint64(31))
+    return out
+
+
+def routed_experts_array(
+    profile: SimProfile, *, rows: int, tokens: Sequence[int] | None = None
+) -> np.ndarray:
+    """int32 ``[rows, num_layers, top_k]``: distinct ids per MoE row, zeros in dense layers.
+
+    A deterministic function of (token id, position, layer), whatever the server's seed or
+    the request: row ``i`` routes token ``tokens[i]`` (a row past ``tokens``, or every row
+    when ``tokens`` is None, as token -1), each expert's router score a hash of (token,
+    position, layer, expert), the top_k highest kept in score order. Two healthy servers
+    given the same tokens route alike. ``routed_experts_fault`` writes the shared expert's
+    id (16) into the last two columns of every MoE row.
+    """
+    n = max(rows, 0)
+    known = list(tokens or ())[:n]
+    tid = np.full(n, -1, dtype=np.int64)
+    tid[: len(known)] = known
+    key = (
+        tid.astype(np.uint64)[:, None, None] * np.uint64(_MIX[0])
+        + np.arange(n, dtype=np.uint64)[:, None, None] * np.uint64(_MIX[3])
+        + np.arange(_LAYERS, dtype=np.uint64)[None, :, None] * np.uint64(_MIX[1])
+        + np.arange(_EXPERTS, dtype=np.uint64)[None, None, :] * np.uint64(_MIX[2])
+    )
+    with np.errstate(over="ignore"):
+        scores = _hash64(key)
+    ids = np.argsort(scores, axis=2, kind="stable")[:, :, ::-1][:, :, :_TOPK].astype(np.int32)
     ids[:, :_DENSE, :] = 0
     if profile.routed_experts_fault:
         ids[:, _DENSE:, _TOPK - 2 :] = _EXPERTS  # shared expert id in two columns
@@ -479,18 +516,19 @@ def routed_experts_payload(
     *,
     prompt_tokens: int,
     completion_tokens: int,
-    seed: int,
+    tokens: Sequence[int] | None = None,
     start_len: int = 0,
     encoding: str = "int32",
 ) -> dict[str, Any]:
     """``{"routed_experts": <base64>}`` of ``rows = prompt_tokens + completion_tokens - 1 -
     start_len`` rows (at least 0; the start is the request's, never echoed).
 
+    ``tokens``: the request's token ids where known (row ``i`` is token ``start_len + i``);
     ``encoding``: ``"int32"`` (SGLang: the raw little-endian bytes) or ``"npy"`` (vLLM:
     ``np.save`` bytes, ``uint8`` for up to 256 experts, as ``numpy2base64``).
     """
     rows = max(prompt_tokens + completion_tokens - 1 - start_len, 0)
-    arr = routed_experts_array(profile, rows=rows, seed=seed)
+    arr = routed_experts_array(profile, rows=rows + start_len, tokens=tokens)[start_len:]
     if encoding == "npy":
         buf = io.BytesIO()
         np.save(buf, arr.astype(np.uint8 if _EXPERTS <= 256 else np.uint16), allow_pickle=False)
@@ -513,7 +551,7 @@ def routed_experts_fields(
     flavour: str | Flavour | None,
     prompt_tokens: int,
     completion_tokens: int,
-    seed: int,
+    tokens: Sequence[int] | None = None,
     native: bool = False,
 ) -> tuple[str, dict[str, Any]] | None:
     """Where the routed experts go in an answer to ``body``, and what: ``("sglext",
@@ -536,7 +574,7 @@ def routed_experts_fields(
         profile,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        seed=seed,
+        tokens=tokens,
         start_len=start,
         encoding="npy" if npy else "int32",
     )
