@@ -52,6 +52,7 @@ __all__ = [
 Verdict = Literal["REGRESSION", "NO CHANGE", "INCONCLUSIVE"]
 _WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight")
 _ENABLE = "start it with --enable-return-routed-experts (SGLang)"
+_NO_GENERATE = " (no SGLang /generate: vLLM returns routed experts per choice of its OpenAI endpoints, not asked here)"
 
 
 class _Model(BaseModel):
@@ -433,7 +434,7 @@ def compare_experts(
         try:
             got = _ask(seqs, base, cand)
         except LogprobsError as exc:
-            got = str(exc)
+            got = str(exc) + (_NO_GENERATE if "HTTP 404" in str(exc) else "")
         shaped = got if isinstance(got, str) else _shaped(got[0], client, base.base_url)
     if isinstance(shaped, str) or isinstance(got, str):
         notes.append(f"routed experts: not compared: {shaped}")

@@ -18,7 +18,8 @@ Endpoints (shapes: the OpenAI API reference; SGLang's native ones from
   "prompt_tokens", "completion_tokens", "finish_reason", "routed_experts"?...}}``.
 - Teacher-forced logprobs (:mod:`harness.sim.logprobs`): ``POST /tokenize`` (vLLM),
   ``/v1/completions`` with ``prompt_logprobs`` or ``echo`` + ``logprobs``, ``/generate``
-  with ``return_logprob`` or ``input_ids``, ``/v1/chat/completions`` with ``logprobs: true``
+  with ``return_logprob`` or ``input_ids`` (with the routed experts of those tokens when
+  asked and capture is on), ``/v1/chat/completions`` with ``logprobs: true``
   (a greedy reply with ``logprobs.content``).
 - ``GET /v1/models``, ``GET /health``, ``GET /server_info`` and ``/get_server_info``,
   ``GET /model_info`` (bodies from :mod:`harness.sim.moe`, in the flavour's shape; the
