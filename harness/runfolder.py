@@ -88,16 +88,27 @@ def git_revision() -> str | None:
         return None
 
 
+#: the longest run id (characters): a folder name, with room for the temporary files'
+#: suffixes within a file name's 255 bytes
+MAX_RUN_ID = 128
+
+
 def check_run_id(run_id: str) -> str:
     """``run_id`` if it is a plain folder name (what ``--run-id``/``--resume`` take).
 
     Raises:
-        RunFolderError: a path (``a/b``, ``../x``, ``/tmp/x``), ``.``/``..`` or empty.
+        RunFolderError: a path (``a/b``, ``../x``, ``/tmp/x``), ``.``/``..``, empty, or
+            longer than :data:`MAX_RUN_ID` characters (a file name's limit is 255 bytes).
     """
     if not run_id or run_id in (".", "..") or Path(run_id).name != run_id or "/" in run_id:
         raise RunFolderError(
             f"run id {run_id!r} is not a folder name; give the name alone "
             "(e.g. compare-20261130-120000-1) and the root with --results"
+        )
+    if len(run_id) > MAX_RUN_ID:
+        raise RunFolderError(
+            f"run id {run_id[:40]!r}... ({len(run_id)} characters) is too long; give "
+            f"at most {MAX_RUN_ID} characters (e.g. compare-20261130-120000-1)"
         )
     return run_id
 

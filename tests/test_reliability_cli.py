@@ -43,6 +43,11 @@ def _one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str
         (["--max-response-bytes", "0"], "argument --max-response-bytes: '0' is not a whole"),
         (["--stream", "bogus"], "--stream bogus: not a mode (on, off or both)"),
         (["--run-id", "../../../tmp/x"], "run id '../../../tmp/x' is not a folder name"),
+        (
+            ["--run-id", "r" * 300],
+            f"run id {'r' * 40!r}... (300 characters) is too long; give at most 128 characters",
+        ),
+        (["--repeats", "1000000000"], "argument --repeats: '1000000000' is more than 1000"),
     ],
 )
 @pytest.mark.parametrize("command", ["run", "compare"])
@@ -383,3 +388,26 @@ def test_reports_fold_long_fields_with_their_size(
     report = (tmp_path / "h" / "report.html").read_text()
     assert len(report) < 2_000_000
     assert "folded: 9,940,000 more characters (10,000,000 in all) in transcripts.jsonl" in report
+
+
+@pytest.mark.parametrize("results", ["/proc/nope", "{file}/x"])
+def test_plugin_results_that_cannot_be_made_is_one_line(
+    results: str, tmp_path: Path, write_scenarios: Callable[..., Path]
+) -> None:
+    """``pytest --results=/proc/nope``: one ``ERROR:`` line and exit 4 (usage), before any
+    test runs; not an error with its traceback per test."""
+    if results.startswith("/proc") and not Path("/proc/self").exists():
+        pytest.skip("no /proc here")
+    scenarios = write_scenarios(CLOCK, ENTROPY)
+    (tmp_path / "file").write_text("x")
+    results = results.format(file=tmp_path / "file")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(scenarios),
+         "--target", "http://127.0.0.1:9", f"--results={results}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out[-2000:]
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("ERROR")]
+    assert line.startswith(f"ERROR: {results}/pytest-") and "cannot create the run folder" in line
+    assert "Traceback" not in out and len(out.splitlines()) < 10, out[-2000:]

@@ -45,6 +45,14 @@ def test_run_ids_are_plain_folder_names(bad: str, tmp_path: Path) -> None:
     assert check_run_id("compare-20261130-120000-1") == "compare-20261130-120000-1"
 
 
+def test_run_ids_are_at_most_128_characters(tmp_path: Path) -> None:
+    assert check_run_id("r" * 128) == "r" * 128
+    with pytest.raises(RunFolderError, match=r"\(300 characters\) is too long; give at most 128"):
+        check_run_id("r" * 300)
+    with pytest.raises(RunFolderError, match="is too long"):  # not an OSError from mkdir
+        RunFolder.create("run", results=tmp_path, run_id="r" * 300)
+
+
 def test_resume_and_run_id_are_checked_before_anything_runs(
     scenarios: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -120,11 +120,20 @@ def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.It
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if "harness.pytest_plugin.items" not in sys.modules or hasattr(session.config, "workerinput"):
-        return  # no scenario file was collected, or an xdist worker (it runs only a share)
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker (it runs only a share)
+    state = _state(session.config)
+    if "harness.pytest_plugin.items" in sys.modules:  # a scenario file was collected
+        _plan(session, state)
+    if session.config.option.collectonly:
+        return
+    if (state.settings.target and state.planned) or _has_check_items(session):
+        _make_run_dir(state)
+
+
+def _plan(session: pytest.Session, state: HarnessState) -> None:
     from harness.pytest_plugin.items import ScenarioItem
 
-    state = _state(session.config)
     state.planned = [
         (item.scenario, item.stream) for item in session.items if isinstance(item, ScenarioItem)
     ]
@@ -132,6 +141,25 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         # a recorded baseline that cannot serve the selected scenarios stops the session
         # in one line (pytest.UsageError), before any run
         state.check_baseline(list({sc.id: sc for sc, _ in state.planned}.values()))
+
+
+def _has_check_items(session: pytest.Session) -> bool:
+    if "harness.pytest_plugin.checks" not in sys.modules:
+        return False
+    from harness.pytest_plugin.checks import _CheckItem
+
+    return any(isinstance(item, _CheckItem) for item in session.items)
+
+
+def _make_run_dir(state: HarnessState) -> None:
+    """The session's run folder made before any test runs: one that cannot be made
+    (``--results=/proc/nope``) stops the session in one line, not an error per test."""
+    from harness.errors import RunFolderError
+
+    try:
+        state.run_dir()
+    except RunFolderError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
