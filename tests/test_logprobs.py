@@ -299,9 +299,9 @@ def test_cli_exit_codes(sim_url: Callable[..., str], tmp_path: Any, capsys: Any)
                 "scenarios/typed_scalars.yaml",
             ]
         )
-        == 0
-    )  # fmt: skip  (2 sequences: INCONCLUSIVE)
-    assert "INCONCLUSIVE" in capsys.readouterr().out
+        == 1
+    )  # fmt: skip  (2 sequences: decided by blocks of tokens)
+    assert "REGRESSION" in (out := capsys.readouterr().out) and "blocks of 32 tokens" in out
     assert main(["logprobs", "--results", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert (

@@ -23,6 +23,10 @@ first: greedy paths that part within :data:`EARLY` tokens on a share of the prom
 the A/A paths' share plus :data:`PARTING_MARGIN` (:func:`parting`, an exact binomial test)
 are a REGRESSION, however few the scenarios: a decode-only kernel fault moves the argmax
 at once.
+With fewer than :data:`MIN_SEQUENCES` independent sequences, the unit is a block of
+:data:`BLOCK` consecutive positions (:func:`_blocks`; positions within a sequence are
+correlated, so this unit is weaker evidence than a sequence: its false alarms are
+measured in ``tests/test_numerics_blocks.py``).
 False-alarm rate and power at the defaults: ``bench/logprobs.py`` (README figures).
 """
 
@@ -38,6 +42,7 @@ from harness.numerics.models import PairStats, SequenceResult, Verdict
 
 __all__ = [
     "ALPHA",
+    "BLOCK",
     "EARLY",
     "MIN_SEQUENCES",
     "PARTING_MARGIN",
@@ -54,6 +59,13 @@ ALPHA = 0.01
 #: fewer sequences than this cannot reach p < ALPHA with the exact test (2^-7 = 0.0078)
 MIN_SEQUENCES = 7
 TEST = "one-sided Wilcoxon signed-rank on (A/B - A/A mean KL per sequence) - tolerance"
+#: with fewer independent sequences than MIN_SEQUENCES, the paired test's unit is a block
+#: of this many consecutive positions (a divergence as large as a dropped routed expert's
+#: is then decided with the three scenarios at hand)
+BLOCK = 32
+BLOCK_TEST = (
+    f"one-sided Wilcoxon signed-rank on (A/B - A/A mean KL per block of {BLOCK} tokens) - tolerance"
+)
 #: generation-aligned: a greedy path parting within this many generated tokens is "early"
 EARLY = 8
 #: the share of prompts whose greedy paths part early, above the A/A's share, that is
@@ -148,6 +160,29 @@ def parting(
     return n, ab, aa, float(stats.binomtest(ab, n, q, alternative="greater").pvalue)
 
 
+def _blocks(rows: Sequence[SequenceResult]) -> list[tuple[float, float]]:
+    """Consecutive blocks of :data:`BLOCK` positions of each row (the last one when it has
+    at least half a block): ``(A/B mean KL, A/A mean KL)`` over the block's finite
+    positions, from the rows' in-memory per-position values (none for rows read from a
+    file)."""
+    out = []
+    for r in rows:
+        ab, aa = r.ab._values[0], r.aa._values[0]
+        if not ab or len(ab) != len(aa):
+            continue
+        for start in range(0, len(ab), BLOCK):
+            pairs = [
+                (x, y)
+                for x, y in zip(ab[start : start + BLOCK], aa[start : start + BLOCK], strict=True)
+                if math.isfinite(x) and math.isfinite(y)
+            ]
+            if len(pairs) >= BLOCK // 2:
+                out.append(
+                    (float(np.mean([x for x, _ in pairs])), float(np.mean([y for _, y in pairs])))
+                )
+    return out
+
+
 def decide(
     rows: Sequence[SequenceResult],
     *,
@@ -185,22 +220,28 @@ def decide(
     usable = [(a, b) for a, b in pairs if a is not None and b is not None]
     copies = len(rows) - len(units)
     said = f" ({copies} more were copies of these tokens, counted once)" if copies else ""
+    unit = "sequences"
     if len(usable) < MIN_SEQUENCES:
-        return (
-            "INCONCLUSIVE",
-            (
-                f"INCONCLUSIVE: {len(usable)} independent sequences scored on both sides{said}; "
-                f"the paired test needs at least {MIN_SEQUENCES} (add scenarios or --gsm8k "
-                "prompts)"
-            ),
-            st,
-        )
+        blocks = _blocks(units)
+        if len(blocks) < MIN_SEQUENCES:
+            return (
+                "INCONCLUSIVE",
+                (
+                    f"INCONCLUSIVE: {len(usable)} independent sequences scored on both "
+                    f"sides{said}; the paired test needs at least {MIN_SEQUENCES} (add "
+                    "scenarios or --gsm8k prompts)"
+                ),
+                st,
+            )
+        unit = f"blocks of {BLOCK} tokens from {len(usable)} sequences"
+        usable = blocks
+        st.test = BLOCK_TEST
     x = np.array([a - b for a, b in usable]) - tolerance
     st.p_regression, st.p_no_change = _wilcoxon(x, "greater"), _wilcoxon(x, "less")
     ab, aa = st.ab_mean_kl or 0.0, st.aa_mean_kl or 0.0
     figures = f"A/B KL {ab:.2g} vs A/A {aa:.2g} nats/token, tolerance {tolerance:g}"
-    if copies:
-        figures += f"; {len(usable)} independent sequences{said}"
+    if copies or unit != "sequences":
+        figures += f"; {len(usable)} independent {unit}{said}"
     if st.p_regression < alpha:
         return "REGRESSION", f"REGRESSION: {figures} (p={st.p_regression:.2g})", st
     if st.p_no_change < alpha:
