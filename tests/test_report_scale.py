@@ -117,3 +117,58 @@ def test_summary_is_small_and_scores_are_streamed_with_non_ascii_text(
     got = [s for _, s in copy.scores_at(offsets[3:6])]
     assert got == scores[3:6]
     assert got[1].final_excerpt == 'entropé … 😀 "quoted" \\ end'
+
+
+def _wide_case(folder: Path, n: int) -> Path:
+    """``n`` scenarios, one run per side; the candidate fails in the last half of them."""
+    from tests.report_data import baseline_record, candidate_record, write_summary_for
+
+    write_case(folder, repeats=1)  # the manifest and one scenario
+    rf = RunFolder(folder)
+    for i in range(1, n):
+        sid = f"scenario_{i:04d}"
+        cand = candidate_record(0) if i >= n // 2 else baseline_record(0)
+        cand = cand.model_copy(update={"target": candidate_record(0).target})
+        for rec in (baseline_record(0), cand):
+            side = rec.target.side
+            rf.append_record(rec.model_copy(
+                update={"scenario_id": sid, "run_key": f"{side}/{sid}/0/nostream"}))  # fmt: skip
+    write_summary_for(folder)
+    return folder
+
+
+def test_the_markdown_summary_fits_a_github_comment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hundreds of scenarios: report.md stays within 60,000 characters (a GitHub comment
+    holds 65,536), the scenarios that differ first, giving up sections before rows, and
+    says how many are left to report.html; report.html keeps every scenario."""
+    from harness.present.report.render import MAX_MARKDOWN_CHARS, MD_SECTIONS
+
+    n = 300
+    folder = _wide_case(tmp_path / "wide", n)
+    html = write_report(folder).read_text("utf-8")
+    md = (folder / "report.md").read_text("utf-8")
+    assert len(md) <= MAX_MARKDOWN_CHARS <= 65_536 - 5_000
+    rows = re.findall(r"^\| (entropy\\_array|scenario\\_\d{4}) \|", md, flags=re.M)
+    assert 0 < len(rows) <= n
+    if len(rows) < n:
+        assert f"_… {n - len(rows)} more rows in report.html" in md
+    # the scenarios whose candidate fails (the comparison differs) come first
+    first = [int(r.removeprefix("scenario\\_")) for r in rows[:10] if r != "entropy\\_array"]
+    assert len(first) >= 9 and all(i >= n // 2 for i in first), rows[:10]
+    sections = md.count("<details><summary><b>")  # the scenario sections kept
+    assert 0 <= sections <= MD_SECTIONS
+    assert f"_… {n - sections} more scenario sections in report.html_" in md
+    assert all(f"scenario_{i:04d}" in html for i in range(1, n))
+
+    from harness.present.report import render
+
+    monkeypatch.setattr(render, "MAX_MARKDOWN_CHARS", 12_000)  # rows given up too
+    md = render.render_markdown(folder)
+    assert len(md) <= 12_000 and "<details><summary><b>" not in md
+    rows = re.findall(r"^\| (entropy\\_array|scenario\\_\d{4}) \|", md, flags=re.M)
+    differ = [r for r in rows if r != "entropy\\_array"]  # entropy_array's candidate fails too
+    assert 0 < len(rows) < n and all(r >= f"scenario\\_{n // 2:04d}" for r in differ)
+    assert f"_… {n - len(rows)} more rows in report.html" in md
+    assert f"_… {n} more scenario sections in report.html_" in md

@@ -8,7 +8,7 @@ only raw facts of the transcripts (runs, calls made, how each run stopped).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +85,13 @@ class ScenarioBlocks:
         for sid, runs in self.by_sid.items():
             view = build_scenario(self.rf, self.sides, self.ann, sid, runs, self.records)
             yield _block(self.rf, self.sides, view)
+
+    def only(self, ids: Collection[str]) -> Iterator[ScenarioBlock]:
+        """The sections of the scenarios ``ids`` (in the same order), built one at a time."""
+        for sid, runs in self.by_sid.items():
+            if sid in ids:
+                view = build_scenario(self.rf, self.sides, self.ann, sid, runs, self.records)
+                yield _block(self.rf, self.sides, view)
 
     def overviews(self) -> list[OverviewBlock]:
         """Every scenario's overview table (the overview grid), without the sections."""

@@ -19,7 +19,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from harness.kinds import plural
-from harness.present.report.context import build_report
+from harness.present.report.context import Report, build_report
 from harness.present.report.load import load_run_folder
 from harness.present.views import MAX_REASONS
 from harness.runfolder import RunFolder, temp_path
@@ -104,10 +104,63 @@ def render_html(run_dir: str | Path) -> str:
     return environment().get_template("report.html").render(r=report)
 
 
+#: the longest Markdown summary (characters): a GitHub comment holds 65,536, and a CI step
+#: may add a line or two around it
+MAX_MARKDOWN_CHARS = 60_000
+#: scenario sections a shortened summary keeps (those of its first rows)
+MD_SECTIONS = 20
+
+
 def render_markdown(run_dir: str | Path) -> str:
-    """The compact Markdown summary of ``run_dir`` (for a pull-request comment)."""
-    report = build_report(load_run_folder(run_dir))
-    text = environment().get_template("report.md").render(r=report)
+    """The compact Markdown summary of ``run_dir`` (for a pull-request comment), within
+    :data:`MAX_MARKDOWN_CHARS` (see :func:`markdown_of`)."""
+    return markdown_of(build_report(load_run_folder(run_dir)))
+
+
+def markdown_of(report: Report) -> str:
+    """``report.md`` of ``report``, within :data:`MAX_MARKDOWN_CHARS` characters.
+
+    A summary too long for a pull-request comment (thousands of scenarios) lists the
+    scenarios whose verdict differs first and gives up, in turn, scenario sections (those
+    of the first :data:`MD_SECTIONS` rows are kept, then fewer, then none) and then the
+    rows that do not fit; a line says how many rows and sections are left to
+    ``report.html``. If even no row fits, the text is cut, saying so.
+    """
+    text = _markdown(report, report.scenario_rows, None)
+    if len(text) <= MAX_MARKDOWN_CHARS:
+        return text
+    rows = sorted(report.scenario_rows, key=lambda row: not row.differs)  # stable
+    for k in (MD_SECTIONS, MD_SECTIONS // 2, MD_SECTIONS // 4):
+        text = _markdown(report, rows, {row.scenario_id for row in rows[:k]})
+        if len(text) <= MAX_MARKDOWN_CHARS:
+            return text
+    lo, hi = 0, len(rows)  # no section: the most rows that fit, a binary search
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(_markdown(report, rows[:mid], set())) <= MAX_MARKDOWN_CHARS:
+            lo = mid
+        else:
+            hi = mid - 1
+    text = _markdown(report, rows[:lo], set())
+    if len(text) > MAX_MARKDOWN_CHARS:
+        note = "\n\n… cut here: the rest is in report.html\n"
+        text = text[: MAX_MARKDOWN_CHARS - len(note)] + note
+    return text
+
+
+def _markdown(report: Report, rows: list[Any], section_ids: set[str] | None) -> str:
+    """``report.md`` with ``rows`` of the scenario table and the sections of
+    ``section_ids`` (None: every one)."""
+    every = section_ids is None
+    sections = report.scenarios if section_ids is None else report.scenarios.only(section_ids)
+    template = environment().get_template("report.md")
+    text = template.render(
+        r=report,
+        md_rows=rows,
+        md_rows_left=len(report.scenario_rows) - len(rows),
+        md_sections=sections,
+        md_sections_left=0 if every else len(report.scenarios) - len(section_ids or ()),
+    )
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
@@ -122,11 +175,7 @@ def write_report(run_dir: str | Path, *, markdown: bool = True) -> Path:
     out = RunFolder(folder).file(RunFolder.REPORT_HTML)
     _write(out, env.get_template("report.html").generate(r=report))
     if markdown:
-        md = env.get_template("report.md").render(r=report)
-        _write(
-            RunFolder(folder).file(RunFolder.REPORT_MD),
-            re.sub(r"\n{3,}", "\n\n", md).strip() + "\n",
-        )
+        _write(RunFolder(folder).file(RunFolder.REPORT_MD), markdown_of(report))
     return out
 
 
