@@ -131,3 +131,47 @@ def test_retry_after_is_read_and_capped() -> None:
     assert t.retry_delay_s(1) == 0.5 and t.retry_delay_s(1, 0.1) == 0.5  # the backoff
     assert t.retry_delay_s(1, 7) == 7.0  # the server's, when longer
     assert t.retry_delay_s(1, 3600) == MAX_RETRY_AFTER_S == 60.0  # capped
+
+
+# ------------------------------------------------------------------ bad input (issue 32)
+
+
+@pytest.mark.parametrize(
+    ("case", "phrase"),
+    [
+        ("run-id", "(300 characters) is too long; give at most 128 characters"),
+        ("repeats", "argument --repeats: '1000000000' is more than 1000 repeats"),
+        ("launch", "deployments[1].launch: an empty command ('')"),
+        ("import-out", "is a file, not a folder; give a folder for the scenario files"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    case: str,
+    phrase: str,
+    write_scenarios: Callable[..., Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The README's "Bad input is one line and exit 2", before anything runs."""
+    scenarios = write_scenarios(CLOCK)
+    target = ["--target", "http://127.0.0.1:9", "--results", str(tmp_path / "res")]
+    if case == "run-id":
+        argv = ["run", str(scenarios), *target, "--run-id", "r" * 300]
+    elif case == "repeats":
+        argv = ["run", str(scenarios), *target, "--repeats", "1000000000"]
+    elif case == "launch":
+        matrix = tmp_path / "m.yaml"
+        matrix.write_text(
+            "deployments:\n  - {label: a, sim: healthy}\n  - {label: b, launch: ''}\n"
+            f"scenarios: [{scenarios}]\n"
+        )
+        argv = ["matrix", str(matrix), "--results", str(tmp_path / "res")]
+    else:
+        (tmp_path / "file").write_text("x")
+        argv = ["import", str(tmp_path / "requests.jsonl"), "-o", str(tmp_path / "file" / "x")]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in out + err, (code, err[-1000:])
+    line = err.strip().splitlines()[-1]  # after argparse's usage block, if any
+    assert phrase in line, err
+    assert not (tmp_path / "res").exists()  # nothing made

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 import resource
 import time
 from pathlib import Path
@@ -233,3 +234,67 @@ def test_fuzzed_scenario_files_load_or_give_one_line(
     growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0
     assert growth < MAX_RSS_GROWTH_KB, growth
     assert outcomes[0] > 10 and outcomes[2] > 100, outcomes  # both outcomes exercised
+
+
+# ------------------------------------------------------------------ harness import (issue 32)
+
+N_LINES = 120
+
+REQUEST: dict[str, Any] = {
+    "model": "m",
+    "messages": [
+        {"role": "system", "content": "You compute entropies."},
+        {"role": "user", "content": "Entropy of [0.5, 0.25, 0.25] in bits?"},
+    ],
+    "tools": [{"type": "function", "function": {
+        "name": "entropy", "description": "Shannon entropy.",
+        "parameters": {"type": "object", "properties": {
+            "values": {"type": "array", "items": {"type": "number"}}, "base": {"type": "number"}},
+            "required": ["values"]}}}],
+}  # fmt: skip
+
+
+def _fuzz_line(rng: random.Random) -> bytes:
+    """One recorded request, mutated: nested deep, grown huge, cut, flipped, re-encoded."""
+    data: Any = copy.deepcopy(REQUEST)
+    how = rng.randrange(8)
+    if how == 0:  # nesting inside the content, an extra field or the tool schema
+        value = _nest(rng.choice([2, 30, 62, 66, 200, 900]))
+        where = rng.choice(["content", "extra", "schema"])
+        if where == "content":
+            data["messages"][1]["content"] = value
+        elif where == "extra":
+            data["response_format"] = {"x": value}
+        else:
+            data["tools"][0]["function"]["parameters"]["properties"]["base"]["default"] = value
+    elif how == 1:  # sizes, around the scenario file's 4 MiB
+        data["messages"][1]["content"] = "y" * rng.choice([10, 100_000, 3_000_000, 4_500_000])
+    elif how == 2:  # an envelope
+        data = rng.choice([{"request": data}, {"body": data}, {"proxy_server_request": data}])
+    if how == 3:  # deeper than json's recursion limit
+        return b"[" * 100_000 + b"]" * 100_000
+    text = json.dumps(data)
+    if how in (4, 5, 6):
+        return _mutate_text(rng, text).replace(b"\n", b" ")
+    return text.encode()
+
+
+def test_fuzzed_import_lines_are_imported_or_refused_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``harness import`` of mutated request lines: each line is imported or refused in one
+    line (exit 0 or 1, no traceback), and every file written loads (``harness list`` of
+    the folder exits 0: one oversized scenario no longer refuses the whole folder)."""
+    rng = random.Random(32)
+    src, out = tmp_path / "requests.jsonl", tmp_path / "imported"
+    src.write_bytes(b"\n".join(_fuzz_line(rng) for _ in range(N_LINES)) + b"\n")
+    t0 = time.monotonic()
+    code = main(["import", str(src), "-o", str(out)])
+    stdout, err = capsys.readouterr()
+    assert time.monotonic() - t0 < N_LINES * 2, "import took too long"
+    assert "Traceback" not in stdout + err and code in (0, 1), (code, err[-2000:])
+    refused = int(re.search(r"(\d+) lines? failed", stdout).group(1))  # type: ignore[union-attr]
+    assert 10 < refused < N_LINES, stdout
+    shown = [ln for ln in err.splitlines() if ln.startswith(f"{src}:")]
+    assert len(shown) == min(refused, 20) + (refused > 20)  # the first 20, then a count
+    assert main(["list", str(out)]) == 0, capsys.readouterr().err[-2000:]
