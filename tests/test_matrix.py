@@ -219,7 +219,7 @@ B = {"label": "b", "sim": "healthy"}
         ([{"label": "a", "launch": ""}, B], {}, "deployments[0].launch", "an empty command ('')"),
         ([{"label": "a", "launch": "   "}, B], {}, "deployments[0].launch", "an empty command"),
         ([{"label": "a", "launch": []}, B], {}, "deployments[0].launch", "an empty command ([])"),
-        ([{"label": "a", "launch": None}, B], {}, "deployments[0].launch", "(no value)"),
+        ([{"label": "a", "launch": None}, B], {}, "deployments[0]", "exactly one of url, launch, sim"),
         ([{"label": "a", "launch": 'a "b'}, B], {}, "deployments[0].launch", "not a command line"),
         ([{"label": "a", "sim": "healthy"}, B], {"repeats": 1001}, "repeats", "less than or equal"),
     ],

@@ -103,18 +103,18 @@ class DeploymentSpec(_Strict):
     @field_validator("launch", mode="before")
     @classmethod
     def _a_command(cls, value: Any) -> Any:
-        """An empty ``launch`` (``""``, blank, ``[]``, or the key with no value) is refused
-        here, naming the field, not when the deployment is started."""
-        if value is not None and not isinstance(value, (str, list)):
-            return value  # pydantic names the type wanted
+        """An empty ``launch`` (``""``, blank, ``[]``) is refused here, naming the field, not
+        when the deployment is started (the key with no value is no ``launch``: a saved
+        spec holds ``null``)."""
+        if not isinstance(value, (str, list)):
+            return value  # None, or pydantic names the type wanted
         try:
-            argv = shlex.split(value) if isinstance(value, str) else value or []
+            argv = shlex.split(value) if isinstance(value, str) else value
         except ValueError as exc:  # shlex: "No closing quotation"
             raise ValueError(f"{value!r} is not a command line ({exc})") from None
         if not argv or not str(argv[0]).strip():
-            shown = "no value" if value is None else repr(value)
             raise ValueError(
-                f"an empty command ({shown}); give the server's command line, e.g. "
+                f"an empty command ({value!r}); give the server's command line, e.g. "
                 '"python -m sglang.launch_server --model-path M --port 30001"'
             )
         return value
