@@ -214,11 +214,27 @@ def test_vllm_refusal_to_encode_nan_is_a_nan_finding() -> None:
     ) as url:
         a = adapter(VLLMAdapter, url)
         scored = a.score(SEQ)
-    assert len(scored) == 6
+    assert len(scored) == 4 and scored.unreadable_from == 4  # compared up to position 3
     assert scored.logprobs[1] == -3.1 and scored.logprobs[2] == -0.02
-    assert all(math.isnan(v) for v in scored.logprobs[3:])  # type: ignore[arg-type]
-    assert scored.nonfinite() == 3
-    assert any("position 3" in n and "not JSON compliant" in n for n in a.notes)
+    assert math.isnan(scored.logprobs[3])  # type: ignore[arg-type]
+    assert scored.nonfinite() == 1  # one finding, not one per unreadable position
+    assert len(a.notes) == 1 and "position 3" in a.notes[0] and "not JSON compliant" in a.notes[0]
+
+
+def test_a_bare_http_500_is_an_infrastructure_error_not_nan() -> None:
+    """Only the JSON encoder's refusal is read as a NaN; a server that fails with a bare
+    HTTP 500 on long prompts is an infrastructure error."""
+    tok = fixture("vllm-0.33/tokenize_messages.json")["response"]["body"]
+    with (
+        dynamic(
+            {
+                "/tokenize": lambda b: (200, tok),
+                "/v1/completions": lambda b: (500, "Internal Server Error"),
+            }
+        ) as url,
+        pytest.raises(LogprobsError, match="HTTP 500"),
+    ):
+        adapter(VLLMAdapter, url).score(SEQ)
 
 
 def test_vllm_top_k_above_max_logprobs_is_capped_with_a_note() -> None:
@@ -475,3 +491,84 @@ def test_greedy_adapter_sends_string_content_as_llama_server_requires() -> None:
     with dynamic({"/v1/chat/completions": answer}) as url:
         scored = adapter(GreedyAdapter, url).score(SEQ)
     assert scored.keys == ["<prompt>", "Hi"]
+
+
+def test_sglang_0_5_23_non_jinja_encoding_keeps_the_models_format() -> None:
+    """SGLang 0.5.23 refuses add_generation_prompt for a chat encoding (DeepSeek V3.2,
+    Kimi K3): asked again without it, the model's format is scored (with its generation
+    prompt at the end) and said once; never ChatML."""
+    with serve_in_thread(
+        "healthy", scenarios_dir=None, flavour="sglang-0.5.23", chat_template="deepseek-v3.2"
+    ) as url:
+        a = adapter(SGLangAdapter, url, top_k=5)
+        scored = a.score(SEQ)
+    want = tokenize(render("deepseek-v3.2", CONV, add_generation_prompt=True))
+    assert scored.keys == [str(i) for i in want]
+    assert len(a.notes) == 1 and "not a Jinja template" in a.notes[0]
+    assert not any("ChatML" in n for n in a.notes)
+
+
+def test_a_template_error_is_raised_not_scored_as_chatml() -> None:
+    """Any other refusal of /tokenize (the model's template failing) is the server's own
+    message, not a reason to score another format."""
+    err = {"object": "error", "message": "TemplateError: tool role not supported", "code": 400}
+    with (
+        dynamic({"/tokenize": lambda b: (400, err)}) as url,
+        pytest.raises(LogprobsError, match="tool role not supported"),
+    ):
+        adapter(SGLangAdapter, url).score(SEQ)
+
+
+def test_a_null_in_a_top_k_row_is_nan_not_minus_inf() -> None:
+    body = fixture("sglang-0.5.23/generate_logprobs_nonfinite.json")["response"]["body"]
+    body["meta_info"]["input_top_logprobs"][4][0][0] = None  # orjson's NaN
+    with canned({"/generate": [(200, body)]}) as url:
+        scored = adapter(SGLangAdapter, url).score(Sequence(id="t", source="t", text="x"))
+    assert math.isnan(scored.top[4]["18"])
+    assert scored.nonfinite() == 2  # position 3 (forced token) and position 4 (its top-k)
+
+
+def test_incomparable_sides_fall_back_to_greedy_on_both(sim_url: Callable[..., str]) -> None:
+    """A text-keyed (echo) baseline against an id-keyed (vLLM) candidate cannot be compared
+    position by position: each API is tried on the other side with a probe, then greedy on
+    both (today's main: the baseline's API was sent to the candidate)."""
+    seqs = [SEQ, *(from_scenario(s) for s in load_scenarios(["scenarios"])[:8])]
+    base, cand = sim_url("healthy"), sim_url("healthy", flavour="vllm-0.33")
+    res = compare_logprobs(seqs, base, cand, LogprobsOptions(api="llama-cpp"))
+    assert res.candidate["api"] == "llama-cpp"  # vLLM answers echo too: one API on both
+    from harness.numerics.run import _common_ground  # the fallback itself, driven directly
+
+    with httpx.Client(timeout=10) as client:
+        b = EchoAdapter(client, base, model=None, top_k=5)
+        c = VLLMAdapter(client, cand, model=None, top_k=5)
+
+        def make(name: str, url: str) -> Any:
+            from harness.numerics.adapters import make_adapter
+
+            return make_adapter(name, client, url, model=None, top_k=5)
+
+        pb, pc = _common_ground(b, c, make)
+    assert pb.name == pc.name and "cannot be compared position by position" in pb.notes[0]
+
+
+def test_mixed_pair_with_sglang_0_5_10_names_the_chatml_fallback(
+    sim_url: Callable[..., str],
+) -> None:
+    """vLLM renders the model's template, SGLang 0.5.10 cannot: the tokens differ, and the
+    refusal says why (the ChatML note), not only 'compare servers that share a tokenizer'."""
+    from harness.errors import TokenizationMismatch
+
+    base = sim_url("healthy", flavour="vllm-0.33", chat_template="llama3")
+    cand = sim_url("healthy", flavour="sglang-0.5.10.post1", chat_template="llama3")
+    with pytest.raises(TokenizationMismatch, match="scored as ChatML"):
+        compare_logprobs([SEQ], base, cand)
+
+
+def test_settings_and_requests_say_what_was_done(sim_url: Callable[..., str]) -> None:
+    seqs = [SEQ, *(from_scenario(s) for s in load_scenarios(["scenarios"])[:8])]
+    vllm = sim_url("healthy", flavour="vllm-0.33")
+    res = compare_logprobs(seqs, vllm, vllm, LogprobsOptions(top_k=32))
+    assert res.settings["top_k"] == 20  # what was scored, not what was asked
+    # per sequence: /tokenize + prompt_logprobs (A/B), prompt_logprobs (A/A), and the
+    # refused first request at top-32 is counted
+    assert res.requests["baseline"] + res.requests["candidate"] >= 3 * len(seqs) + 1

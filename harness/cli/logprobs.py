@@ -59,7 +59,8 @@ def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, prefix:
         dest="logprobs_api",
         choices=["auto", *ADAPTERS],
         default="auto",
-        help="which logprobs API to use (default auto: the first that answers on the baseline)",
+        help="which logprobs API to use (default auto: detected on each side, the first that "
+        "answers)",
     )
     p.add_argument(
         "--top-k", dest="top_k", type=positive_int, default=DEFAULT_TOP_K,

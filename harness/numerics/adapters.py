@@ -10,16 +10,20 @@ the server's top-k). Response shapes, with their sources:
   ``prompt: [ids]``, ``max_tokens: 1`` and ``prompt_logprobs: k`` ->
   ``choices[0].prompt_logprobs``: ``[null, {"<id>": {"logprob", "rank",
   "decoded_token"}, ...}, ...]``, one entry per prompt token, the prompt token's own entry
-  included beside the top-k (vLLM ``vllm/entrypoints/openai/protocol.py``
-  ``TokenizeResponse``, ``CompletionResponseChoice.prompt_logprobs``; ``vllm/logprobs.py``
-  ``Logprob``; ``-inf`` is sent as ``-9999.0`` by ``clamp_prompt_logprobs``, read back as
-  ``-inf`` here).
-- ``sglang`` (:class:`SGLangAdapter`): ``POST /generate`` with ``text`` (conversations
-  rendered as ChatML), ``sampling_params.max_new_tokens: 0``, ``return_logprob: true``,
+  included beside the top-k (``vllm==0.33.0``: ``vllm/entrypoints/serve/tokenize/protocol.py``
+  ``TokenizeResponse``; ``vllm/entrypoints/openai/completion/protocol.py``
+  ``CompletionResponseChoice.prompt_logprobs``; ``vllm/logprobs.py`` ``Logprob``; ``-inf``
+  is sent as ``-9999.0`` by ``vllm/entrypoints/generate/base/serving.py``
+  ``clamp_prompt_logprobs``, read back as ``-inf`` here).
+- ``sglang`` (:class:`SGLangAdapter`): ``POST /tokenize`` (``{"messages"}``, the server's
+  chat template, SGLang 0.5.23 on; or ``{"prompt"}``), then ``POST /generate`` with
+  ``input_ids`` (ChatML ``text`` only where the server renders no template, with a note),
+  ``sampling_params.max_new_tokens: 0``, ``return_logprob: true``,
   ``logprob_start_len: 0``, ``top_logprobs_num: k``, ``return_text_in_logprobs: true`` ->
   ``meta_info.input_token_logprobs``: ``[[logprob|null, id, text], ...]`` and
-  ``meta_info.input_top_logprobs``: ``[null, [[logprob, id, text], ...], ...]`` (SGLang
-  ``python/sglang/srt/managers/tokenizer_manager.py``: ``detokenize_logprob_tokens``).
+  ``meta_info.input_top_logprobs``: ``[null, [[logprob, id, text], ...], ...]``
+  (``sglang==0.5.23`` ``sglang/srt/managers/tokenizer_manager.py``:
+  ``detokenize_logprob_tokens``; serialised by orjson, NaN and +-inf as ``null``).
 - ``llama-cpp`` (:class:`EchoAdapter`): ``POST /v1/completions`` with ``prompt`` (text),
   ``echo: true``, ``logprobs: k``, ``max_tokens: 1`` -> the OpenAI legacy
   ``choices[0].logprobs``: ``{"tokens": [str], "token_logprobs": [null, ...],
@@ -58,6 +62,7 @@ __all__ = [
     "GreedyAdapter",
     "SGLangAdapter",
     "VLLMAdapter",
+    "answers",
     "chatml",
     "comparable",
     "detect",
@@ -153,9 +158,10 @@ def bounded_request(
     """One request with a total deadline (the client's read timeout, from sending to the
     last byte, the response headers included: a server that sends its headers or body
     slowly or forever cannot hang the caller) and at most :data:`MAX_ANSWER_BYTES` read.
-    The request runs on a worker thread; past the deadline it is abandoned (its
-    connection closed as soon as the server sends anything more, or when the process
-    ends).
+    The request runs on a worker thread; past the deadline it is abandoned: a body still
+    arriving is dropped at its next chunk, but a server that keeps trickling its headers
+    keeps that thread and its connection until it stops or the client is closed (every
+    caller closes its client when it is done; detection stops at the first timeout).
 
     Raises :class:`httpx.TimeoutException` past the deadline and
     :class:`httpx.DecodingError` past the size cap (both :class:`httpx.HTTPError`).
@@ -223,6 +229,9 @@ class Adapter:
         self.notes: list[str] = []
         self._ids: dict[str, list[int]] = {}  # sequence id -> its token ids on this server
         self._templated: bool | None = None  # the server renders its chat template
+        self._render_extra: dict[str, Any] = {"add_generation_prompt": False}
+        #: HTTP requests sent (refused ones included): a scoring's ``requests``
+        self.sent = 0
 
     @property
     def server(self) -> str:
@@ -257,22 +266,41 @@ class Adapter:
     def _template_ids(self, seq: Sequence) -> list[int] | None:
         """A conversation's token ids as the server's own chat template renders it:
         ``POST /tokenize`` with ``messages`` and ``add_generation_prompt: false`` (vLLM
-        ``vllm==0.33.0`` ``vllm/entrypoints/serve/tokenize``; SGLang from 0.5.23,
-        ``sglang==0.5.23 sglang/srt/entrypoints/openai/protocol.py`` ``TokenizeRequest``).
-        ``None`` when the server cannot render it (HTTP 4xx: e.g. SGLang 0.5.10's
-        ``/tokenize`` takes a ``prompt`` only), remembered for the next sequences.
+        ``vllm==0.33.0`` ``vllm/entrypoints/serve/tokenize/protocol.py``
+        ``TokenizeChatRequest``; SGLang from 0.5.23, ``sglang==0.5.23
+        sglang/srt/entrypoints/openai/protocol.py`` ``TokenizeRequest``).
+
+        SGLang 0.5.23 refuses ``add_generation_prompt`` for a model rendered by a chat
+        encoding or a built-in template rather than Jinja (DeepSeek V3.2/V4, Kimi K3:
+        ``serving_tokenize.py``, HTTP 400 "add_generation_prompt is supported only with a
+        Jinja chat template"): asked again without it, the conversation is rendered as for
+        a chat completion (the model's own format, a generation prompt at its end), with a
+        note. ``None`` when the server takes no ``messages`` at all (SGLang 0.5.10's
+        validation error naming ``prompt``, or HTTP 404/405), remembered for the next
+        sequences.
 
         Raises:
-            LogprobsError: the server answered but not with token ids, or the sequence
-                overflows its context.
+            LogprobsError: any other refusal (the server's own message: a template error
+                is not a reason to score another format), an answer without token ids, or
+                a sequence that overflows the context.
         """
         if self._templated is False:
             return None
-        body = {"messages": list(seq.messages or ()), "add_generation_prompt": False}
+        body: dict[str, Any] = {"messages": list(seq.messages or ()), **self._render_extra}
         try:
             out = self._post("/tokenize", body)
         except LogprobsError as exc:
-            if self._templated is None and _client_error(str(exc)):
+            msg = str(exc)
+            if JINJA_ONLY in msg and "add_generation_prompt" in body:
+                self._render_extra = {}
+                self.note(
+                    f"{self.server}: the model's chat encoding is not a Jinja template "
+                    '("add_generation_prompt is supported only with a Jinja chat template"): '
+                    "conversations rendered as for a chat completion, a generation prompt at "
+                    "their end"
+                )
+                return self._template_ids(seq)
+            if self._templated is None and _takes_no_messages(msg):
                 self._templated = False
                 return None
             raise
@@ -303,6 +331,7 @@ class Adapter:
         url = self.base_url + path
         if self.model is not None:
             body = {"model": self.model, **body}
+        self.sent += 1
         try:
             r = bounded_request(self.client, "POST", url, json=body)
         except httpx.HTTPError as exc:
@@ -339,6 +368,21 @@ def _client_error(message: str) -> bool:
     return re.search(r": HTTP (400|404|405|422):", message) is not None
 
 
+#: SGLang 0.5.23's refusal of ``add_generation_prompt`` for a non-Jinja chat encoding
+JINJA_ONLY = "add_generation_prompt is supported only with a Jinja chat template"
+
+
+def _takes_no_messages(message: str) -> bool:
+    """The server's ``/tokenize`` takes no ``messages``: no such endpoint (HTTP 404/405),
+    or a request validation error that the ``prompt`` field is missing (SGLang 0.5.10:
+    HTTP 400 from FastAPI's validation, ``'loc': ('body', 'prompt')``; 422 elsewhere)."""
+    if re.search(r": HTTP (404|405):", message):
+        return True
+    return re.search(r": HTTP (400|422):", message) is not None and (
+        re.search(r"'body', 'prompt'|\bprompt(\\n|\W){0,6}Field required", message) is not None
+    )
+
+
 #: the message of a JSON encoder refusing a NaN/inf (Python's ``json`` with
 #: ``allow_nan=False``, as Starlette's ``JSONResponse`` renders; vLLM answers it as an error)
 NONFINITE_JSON = "Out of range float values are not JSON compliant"
@@ -355,12 +399,16 @@ class VLLMAdapter(Adapter):
     than max allowed: M") is asked again at M, with a note. A NaN in the answer cannot be
     sent: vLLM's ``JSONResponse`` refuses it and answers an error carrying
     :data:`NONFINITE_JSON` (``vllm==0.33.0``: HTTP 400 ``BadRequestError`` from
-    ``vllm/entrypoints/serve/exception_handling``; a bare HTTP 500 from servers without
-    that handler). Such a sequence is bisected over its prefixes to the first position
-    that cannot be sent: that position is NaN (a finding) and the positions after it,
-    which the server cannot send either, are NaN too, with a note."""
+    ``vllm/entrypoints/serve/exception_handling``). Such a sequence is bisected over its
+    prefixes to the first position that cannot be sent: that position is NaN (one
+    finding), and the pair is compared up to it on every side (the positions after it
+    cannot be read: ``ScoredSequence.unreadable_from``), with one summary note."""
 
     name, label = "vllm", "vLLM prompt_logprobs"
+
+    def __init__(self, client: httpx.Client, base_url: str, **kw: Any) -> None:
+        super().__init__(client, base_url, **kw)
+        self._unsendable: dict[str, int] = {}  # sequence id -> its first unsendable position
 
     def _tokenize(self, seq: Sequence) -> list[int]:
         if seq.messages is not None:
@@ -370,18 +418,16 @@ class VLLMAdapter(Adapter):
         return self._token_ids(seq, self._post("/tokenize", body))
 
     def score(self, seq: Sequence) -> ScoredSequence:
-        cached = seq.id in self._ids
+        before = self.sent
         ids = self._ids.get(seq.id) or self._tokenize(seq)
         self._ids[seq.id] = ids  # a sequence scored again (A/A) is not tokenised again
-        requests = 1 if cached else 2
         try:
-            plp = self._prompt_logprobs(ids)
+            scored = self._parse(ids, self._prompt_logprobs(ids))
         except LogprobsError as exc:
-            if not _nonfinite_refusal(str(exc)):
+            if NONFINITE_JSON not in str(exc):
                 raise
-            return self._bisect(seq, ids, requests, str(exc))
-        scored = self._parse(ids, plp)
-        scored.requests = requests
+            scored = self._bisect(seq, ids, str(exc))
+        scored.requests = self.sent - before
         return scored
 
     def _prompt_logprobs(self, ids: list[int]) -> list[Any]:
@@ -408,39 +454,31 @@ class VLLMAdapter(Adapter):
             raise self._bad(f"prompt_logprobs has {n} entries for {len(ids)} tokens (truncated)")
         return plp
 
-    def _bisect(self, seq: Sequence, ids: list[int], requests: int, first: str) -> ScoredSequence:
-        """The longest prefix the server can send, then NaN from the first position it
-        cannot (class docstring).
-
-        Raises:
-            LogprobsError: a bare HTTP 500 already at position 1 (not a value the server
-                cannot send: an infrastructure error).
-        """
+    def _bisect(self, seq: Sequence, ids: list[int], first: str) -> ScoredSequence:
+        """The longest prefix the server can send, then the first position it cannot, as
+        NaN; ``unreadable_from`` marks the cut (class docstring)."""
         lo, hi, plp = 1, len(ids), [None]  # ids[:lo] can be sent (trivially), ids[:hi] not
-        bare = NONFINITE_JSON not in first
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            requests += 1
             try:
                 plp, lo = self._prompt_logprobs(ids[:mid]), mid
             except LogprobsError as exc:
-                if not _nonfinite_refusal(str(exc)):
+                if NONFINITE_JSON not in str(exc):
                     raise
-                bare = bare and NONFINITE_JSON not in str(exc)
                 hi = mid
-        if lo == 1 and bare:
-            raise self._bad(f"HTTP 500 on every prefix of {seq.id!r}: {first}")
         scored = self._parse(ids[:lo], plp)
-        for i in range(lo, len(ids)):
-            scored.keys.append(str(ids[i]))
-            scored.texts.append(f"<{ids[i]}>")
-            scored.logprobs.append(math.nan)
-            scored.top.append({str(ids[i]): math.nan})
-        scored.requests = requests
+        scored.keys.append(str(ids[lo]))
+        scored.texts.append(f"<{ids[lo]}>")
+        scored.logprobs.append(math.nan)
+        scored.top.append({str(ids[lo]): math.nan})
+        scored.unreadable_from = lo + 1
+        self._unsendable.setdefault(seq.id, lo)
+        first_id, at = next(iter(self._unsendable.items()))
+        self.notes[:] = [n for n in self.notes if "could not send a non-finite value" not in n]
         self.note(
-            f"{self.server}: {seq.id!r}: the server could not send a non-finite value "
-            f'("{NONFINITE_JSON}") at position {lo}: NaN there and at the '
-            f"{len(ids) - lo - 1} positions after it, which it cannot send either"
+            f'{self.server}: could not send a non-finite value ("{NONFINITE_JSON}") in '
+            f"{len(self._unsendable)} sequences (first {first_id!r} at position {at}): each "
+            "compared up to its first such position, which counts as NaN"
         )
         return scored
 
@@ -464,35 +502,30 @@ class VLLMAdapter(Adapter):
         return seq
 
 
-def _nonfinite_refusal(message: str) -> bool:
-    """An error answer that is a JSON encoder refusing a NaN/inf, or a bare HTTP 500."""
-    return (
-        NONFINITE_JSON in message
-        or re.search(r": HTTP 500: (Internal Server Error)?$", message) is not None
-    )
-
-
 class SGLangAdapter(Adapter):
     """SGLang: ``/generate`` with ``return_logprob`` (see the module docstring).
 
     A conversation is rendered by the server's chat template (``/tokenize`` with
     ``messages``, SGLang 0.5.23 on) and sent as ``input_ids``; where ``/tokenize`` takes no
-    ``messages`` (SGLang 0.5.10) it is sent as ChatML ``text``, with a note. A ``null``
+    ``messages`` (SGLang 0.5.10) it is sent as ChatML ``text``, with a note. A plain prompt
+    is tokenised by ``/tokenize`` (``prompt``), cut, and sent as ``input_ids`` too, so both
+    sides of a mixed pair condition on the same tokens. A ``null``
     logprob past position 0 of a complete list is NaN (orjson writes NaN and +-inf as
     ``null``), never a truncation."""
 
     name, label = "sglang", "SGLang /generate return_logprob"
 
     def score(self, seq: Sequence) -> ScoredSequence:
+        before = self.sent
         ids = self._ids.get(seq.id)
-        requests = 1
-        if ids is None and seq.messages is not None:
-            ids = self._template_ids(seq)
-            requests += 1
-            if ids is None:
-                self._chatml_note("its /tokenize renders no chat template: SGLang before 0.5.23")
-                requests -= 1
-            else:
+        if ids is None:
+            ids = self._template_ids(seq) if seq.messages is not None else self._prompt_ids(seq)
+            if ids is None and seq.messages is not None:
+                self._chatml_note(
+                    "its /tokenize takes no messages, as in SGLang before 0.5.23: upgrade it "
+                    "to score the model's own template"
+                )
+            if ids is not None:
                 self._ids[seq.id] = ids
         body: dict[str, Any] = {
             "sampling_params": {"max_new_tokens": 0, "temperature": 0},
@@ -515,8 +548,19 @@ class SGLangAdapter(Adapter):
         scored = self._parse(
             self._cut(seq, lps, self.max_tokens), self._cut(seq, tops, self.max_tokens)
         )
-        scored.requests = requests
+        scored.requests = self.sent - before
         return scored
+
+    def _prompt_ids(self, seq: Sequence) -> list[int] | None:
+        """A plain prompt's token ids from ``/tokenize`` (``{"prompt"}``), cut at its tail;
+        None when the server has no ``/tokenize`` (the text is sent instead)."""
+        try:
+            out = self._post("/tokenize", {"prompt": seq.text or ""})
+        except LogprobsError as exc:
+            if re.search(r": HTTP (404|405):", str(exc)):
+                return None
+            raise
+        return self._token_ids(seq, out)
 
     def _triple(self, e: Any, where: str) -> tuple[float, str, str]:
         if not isinstance(e, (list, tuple)) or len(e) < 2 or not isinstance(e[1], int):
@@ -585,6 +629,7 @@ class EchoAdapter(Adapter):
         return self._cut(seq, prompt, CHARS_PER_TOKEN_BOUND * self.max_tokens)
 
     def score(self, seq: Sequence) -> ScoredSequence:
+        before = self.sent
         body = {"prompt": self._prompt(seq), "max_tokens": 1, "temperature": 0, "echo": True}
         out = self._post("/v1/completions", {**body, "logprobs": self.top_k})
         try:
@@ -601,7 +646,7 @@ class EchoAdapter(Adapter):
             raise self._bad(f"{len(tokens)} tokens, {len(token_lps)} logprobs (truncated)")
         cut = [self._cut(seq, x[:n], self.max_tokens) for x in (tokens, token_lps, tops)]
         scored = self._parse(*cut)
-        scored.requests = 2 if self._templated and seq.messages is not None else 1
+        scored.requests = self.sent - before
         return scored
 
     def _parse(self, tokens: list[Any], lps: list[Any], tops: list[Any]) -> ScoredSequence:
@@ -615,7 +660,7 @@ class EchoAdapter(Adapter):
                 raise self._bad(f"top_logprobs[{i}] is {str(raw)[:40]}, not an object")
             top = {str(k): self._lp(v, f"top_logprobs[{i}][{k!r}]") for k, v in raw.items()}
             _check_mass(top, f"top_logprobs[{i}]", self.server)
-            if len(raw) < self.top_k:
+            if _merged(raw, keys[i], lp, self.top_k):
                 merged += 1  # ids that decode alike shared a key: the row lost mass
                 top = {}
             top[keys[i]] = lp
@@ -629,6 +674,16 @@ class EchoAdapter(Adapter):
                 "compared by the prompt token's logprob only"
             )
         return seq
+
+
+def _merged(row: dict[str, Any], token: str, lp: float, k: int) -> bool:
+    """A text-keyed top-k row that lost entries to ids decoding alike. llama-cpp-python
+    writes the top k by text, then the prompt token's text: a full row has k entries when
+    the prompt token is among the top k, else k + 1, so fewer than k entries lost some.
+    A row of exactly k entries whose prompt token ranks last is ambiguous (the prompt
+    token at rank k, or a merge among the top k with the prompt token added below them):
+    it is kept whole, so this check can miss a merge, never invent one."""
+    return len(row) < k
 
 
 class GreedyAdapter(Adapter):
@@ -702,6 +757,15 @@ def make_adapter(
     return ADAPTERS[name](client, base_url, model=model, top_k=top_k, max_tokens=max_tokens)
 
 
+def answers(adapter: Adapter) -> bool:
+    """The server answers ``adapter``'s request (a 10-word probe) with at least two scored
+    positions."""
+    try:
+        return len(adapter.score(_PROBE)) >= 2
+    except LogprobsError:
+        return False
+
+
 def comparable(a: type[Adapter] | Adapter, b: type[Adapter] | Adapter) -> bool:
     """Two adapters' scores can be compared position by position: both teacher-forced or
     both generation-aligned, and keyed alike (token ids, or token texts)."""
@@ -728,6 +792,8 @@ def detect(
         except LogprobsError as exc:
             m = re.search(r"HTTP \d{3}|\w+(?:Error|Timeout)\b", str(exc))
             tried.append(f"{cls.label}: {m.group(0) if m else 'no such answer'}")
+            if m is not None and m.group(0).endswith("Timeout"):
+                break  # a server too slow to answer: asking it other ways only waits more
             continue
         if len(scored) >= 2:
             return adapter

@@ -71,6 +71,10 @@ class ScoredSequence:
     top: list[dict[str, float]]
     names: dict[str, str] = field(default_factory=dict)
     requests: int = 1
+    #: the server could not send the positions from this one on (vLLM cannot encode a
+    #: NaN): the last position kept is the first non-finite one; the pair is compared up
+    #: to it on every side (``None``: every position was read)
+    unreadable_from: int | None = None
 
     def __len__(self) -> int:
         return len(self.keys)

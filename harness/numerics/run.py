@@ -23,6 +23,7 @@ from harness.numerics.adapters import (
     ADAPTERS,
     MAX_TOKENS,
     Adapter,
+    answers,
     bounded_request,
     comparable,
     make_adapter,
@@ -118,11 +119,11 @@ def _common_ground(
     b: Adapter, c: Adapter, make: Callable[[str, str], Adapter]
 ) -> tuple[Adapter, Adapter]:
     """Two sides detected with incomparable APIs: the one side's API on the other, else
-    generated tokens (greedy) on both, else :class:`LogprobsError` in one line."""
-    for name in (b.name, c.name, "greedy"):
-        try:
-            pair = make(name, b.base_url), make(name, c.base_url)
-        except LogprobsError:
+    generated tokens (greedy) on both, each tried with a probe request; else
+    :class:`LogprobsError` in one line."""
+    for name in dict.fromkeys((b.name, c.name, "greedy")):
+        pair = make(name, b.base_url), make(name, c.base_url)
+        if not (answers(pair[0]) and answers(pair[1])):
             continue
         pair[0].notes[:0] = [
             f"the baseline answers {b.label} and the candidate {c.label}: the two cannot be "
@@ -208,6 +209,9 @@ def _pair_result(
     Raises:
         TokenizationMismatch: ``cs`` or ``b2`` scored other tokens than ``b1``.
     """
+    cut = [x.unreadable_from for x in (b1, b2, cs) if x.unreadable_from is not None]
+    if cut and not generation:  # a side could not send past a non-finite value
+        b1, b2, cs = (_first(x, min(cut)) for x in (b1, b2, cs))
     parted, b_aa, at, aa_at = None, b1, None, None
     if generation:  # greedy paths: each pair compared along its common prefix
         b_aa, b2, aa_at = align_generated(b1, b2)
@@ -229,6 +233,11 @@ def _pair_result(
         aa_parted_at=aa_at,
         span=hashlib.sha256("\x1f".join(b1.keys).encode()).hexdigest()[:16],
     )
+
+
+def _first(s: ScoredSequence, n: int) -> ScoredSequence:
+    """``s`` cut to its first ``n`` positions."""
+    return replace(s, keys=s.keys[:n], texts=s.texts[:n], logprobs=s.logprobs[:n], top=s.top[:n])
 
 
 def compare_logprobs(
@@ -255,7 +264,15 @@ def compare_logprobs(
             sequences = decode_units(sequences)
         rows = []
         for seq in sequences:
-            rows.append(_score_one(seq, b, aa, c, opts, counts))
+            try:
+                rows.append(_score_one(seq, b, aa, c, opts, counts))
+            except TokenizationMismatch as exc:
+                notes = [*b.notes, *c.notes]
+                if not notes:
+                    raise
+                raise TokenizationMismatch(
+                    f"{exc} (how each side scored: {'; '.join(notes)})"
+                ) from None
             if on_sequence is not None:
                 on_sequence(rows[-1])
     return _result(rows, b, c, opts, counts)
@@ -404,7 +421,7 @@ def _result(
         f"second baseline server {redact_url(opts.aa_url)}"
         if opts.aa_url
         else "baseline scored twice",
-        opts,
+        replace(opts, top_k=min(b.top_k, c.top_k)),
         counts,
         generation=b.generation,
     )

@@ -47,7 +47,7 @@ from starlette.responses import Response
 from harness.sim.flavours import Flavour, get_flavour
 from harness.sim.infra import error_response
 from harness.sim.profiles import SimProfile
-from harness.sim.templates import render
+from harness.sim.templates import NOT_JINJA, render
 
 __all__ = [
     "MAX_MODEL_LEN",
@@ -160,11 +160,25 @@ def _json(body: dict[str, Any], flavour: Flavour = REFERENCE) -> Response:
     return Response(json.dumps(body, allow_nan=True), media_type="application/json")
 
 
-def _vllm_error(code: int, message: str) -> Response:
+def _sglang_error(code: int, message: str) -> Response:
+    """SGLang's flat error body (``sglang==0.5.10.post1``
+    ``sglang/srt/entrypoints/http_server.py`` ``validation_exception_handler``)."""
+    body = {
+        "object": "error",
+        "message": message,
+        "type": "Bad Request",
+        "param": None,
+        "code": code,
+    }
+    return Response(json.dumps(body), status_code=code, media_type="application/json")
+
+
+def _vllm_error(code: int, message: str, *, param: str | None = None) -> Response:
     """vLLM's error body (``vllm==0.33.0``
-    ``vllm/entrypoints/serve/exception_handling/error_response.py``)."""
+    ``vllm/entrypoints/serve/exception_handling/error_response.py``; a
+    ``VLLMValidationError`` names its parameter, ``vllm/exceptions.py``)."""
     kind = "BadRequestError" if code == 400 else "InternalServerError"
-    err = {"message": message, "type": kind, "param": None, "code": code}
+    err = {"message": message, "type": kind, "param": param, "code": code}
     return Response(json.dumps({"error": err}), status_code=code, media_type="application/json")
 
 
@@ -202,8 +216,16 @@ def tokenize_endpoint(
     0.5.10) answers HTTP 400, as its request validation does."""
     messages = body.get("messages")
     if messages is not None and not flavour.tokenize_messages:
-        return error_response(
-            400, "1 validation error for TokenizeRequest\nprompt\n  Field required"
+        err = {"loc": ("body", "prompt"), "msg": "Field required", "type": "missing"}
+        return _sglang_error(400, f"1 validation error:\n  {err}\n [{err}]")
+    if (
+        messages is not None
+        and flavour.server == "sglang"
+        and template in NOT_JINJA
+        and "add_generation_prompt" in body
+    ):  # sglang==0.5.23 sglang/srt/entrypoints/openai/serving_tokenize.py
+        return _sglang_error(
+            400, "add_generation_prompt is supported only with a Jinja chat template."
         )
     if isinstance(messages, list):
         if not all(isinstance(m, dict) for m in messages):
@@ -292,7 +314,8 @@ def completions(
         if flavour.max_logprobs is not None and k > flavour.max_logprobs:
             return _vllm_error(
                 400, f"Requested prompt logprobs of {k}, which is greater than max allowed: "
-                f"{flavour.max_logprobs}",
+                f"{flavour.max_logprobs} (parameter=prompt_logprobs, value={k})",
+                param="prompt_logprobs",
             )  # fmt: skip
         choice = _vllm_choice(ids, cand, lp, min(k, 20))
     else:
@@ -318,7 +341,7 @@ def generate(
     if over is not None:
         return over
     k = body.get("top_logprobs_num") or 0
-    k = min(k, 20) if isinstance(k, int) else 0
+    k = (min(k, 20) if flavour.server == "reference" else k) if isinstance(k, int) else 0
     start = body.get("logprob_start_len", -1)
     cand, lp = _logprobs(ids, numerics_of(profile), rng)
     text = bool(body.get("return_text_in_logprobs"))

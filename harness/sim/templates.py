@@ -22,7 +22,7 @@ from typing import Any
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-__all__ = ["TEMPLATES", "check_template", "render"]
+__all__ = ["NOT_JINJA", "TEMPLATES", "check_template", "render"]
 
 _CHATML = """{%- for m in messages -%}
 <|im_start|>{{ m.role }}
@@ -95,7 +95,13 @@ TEMPLATES: dict[str, str] = {
     "llama3": _LLAMA3,
     "deepseek-v3": _DEEPSEEK_V3,
     "minimax-m2": _MINIMAX_M2,
+    # DeepSeek-V3.2's format, which SGLang renders with a Python chat encoding, not Jinja
+    # (sglang==0.5.23 sglang/srt/entrypoints/openai/chat_encoding.py): the same text here
+    "deepseek-v3.2": _DEEPSEEK_V3,
 }
+#: templates a server renders with a chat encoding rather than Jinja: SGLang 0.5.23's
+#: /tokenize refuses add_generation_prompt for them
+NOT_JINJA = frozenset({"deepseek-v3.2"})
 
 
 def _fromjson(text: Any) -> Any:
