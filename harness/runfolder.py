@@ -216,9 +216,16 @@ class RunFolder:
         an exclusive ``fcntl.flock`` on :attr:`LOCK`, which then holds our pid.
 
         Raises:
-            RunFolderError: another process holds it; the line names its pid, then ``fix``.
+            RunFolderError: another process holds it (the line names its pid, then ``fix``),
+                or the folder cannot be written.
         """
-        fh = open(self.path / self.LOCK, "a+", encoding="utf-8")  # noqa: SIM115 - held open
+        try:
+            fh = open(self.path / self.LOCK, "a+", encoding="utf-8")  # noqa: SIM115 - held open
+        except OSError as exc:  # a read-only folder: `harness score` of someone else's
+            raise RunFolderError(
+                f"{self.path}: cannot write here ({exc.strerror or exc}); copy the folder "
+                "somewhere writable"
+            ) from None
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

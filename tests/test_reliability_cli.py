@@ -210,6 +210,13 @@ def test_score_beside_a_running_compare_is_refused_in_one_line(
     assert not list(folder.glob("*.tmp"))
 
 
+def test_a_folder_that_cannot_be_locked_is_one_line() -> None:
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc here")
+    with pytest.raises(RunFolderError, match=r"^/proc/self: cannot write here \("):
+        RunFolder("/proc/self").lock()  # even as root: not a file system that takes files
+
+
 def test_temporary_files_are_unique_per_writer(tmp_path: Path) -> None:
     from harness.runfolder import temp_path
 
