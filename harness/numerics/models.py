@@ -225,11 +225,13 @@ class ScoredPass(_Lenient):
     top: list[dict[str, float]]
     names: dict[str, str] = Field(default_factory=dict)
     requests: int = 1
+    unreadable_from: int | None = None
 
     def scored(self) -> ScoredSequence:
         return ScoredSequence(
             keys=list(self.keys), texts=list(self.texts), logprobs=list(self.logprobs),
             top=[dict(t) for t in self.top], names=dict(self.names), requests=self.requests,
+            unreadable_from=self.unreadable_from,
         )  # fmt: skip
 
 

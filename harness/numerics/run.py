@@ -300,6 +300,9 @@ def record_logprobs(
         rows = []
         for seq in decode_units(sequences) if b.generation else sequences:
             first, second = b.score(seq), b.score(seq)
+            cut = [x.unreadable_from for x in (first, second) if x.unreadable_from is not None]
+            if cut and not b.generation:  # the server could not send past a NaN
+                first, second = _first(first, min(cut)), _first(second, min(cut))
             if not b.generation:
                 check_aligned(seq.id, first, second)
             rows.append(RecordedSequence.of(seq, first, second))
