@@ -289,6 +289,67 @@ class FailureKind(str, Enum):
         "tool calls cut by max_tokens",
         'finish_reason "length" on a response that carries tool calls (arguments cut short)',
     )
+    TOOL_CALL_IN_REASONING = (
+        "tool_call_in_reasoning",
+        Family.PROTOCOL,
+        "tool call written into reasoning",
+        "a call to a declared tool written into reasoning_content/reasoning, with no tool_calls",
+    )
+    MARKUP_IN_ARGUMENTS = (
+        "markup_in_arguments",
+        Family.PROTOCOL,
+        "template markup in an argument value",
+        "a chat-template token (<|im_end|>, </tool_call>, ...) left inside a string argument",
+    )
+    AMBIGUOUS_CALL_DELTAS = (
+        "ambiguous_call_deltas",
+        Family.PROTOCOL,
+        "streamed call assembles differently per client",
+        "a streamed id or name split or repeated: SDK and first-fragment clients differ",
+    )
+    # ---- protocol: request constraints not honoured
+    CALLS_UNDER_TOOL_CHOICE_NONE = (
+        "calls_under_tool_choice_none",
+        Family.PROTOCOL,
+        'tool calls under tool_choice "none"',
+        'tool calls returned for a request with tool_choice "none"',
+    )
+    PARALLEL_CALLS_WHEN_DISABLED = (
+        "parallel_calls_when_disabled",
+        Family.PROTOCOL,
+        "parallel calls under parallel_tool_calls: false",
+        "more than one tool call in a message for a request with parallel_tool_calls false",
+    )
+    NAMED_TOOL_CHOICE_IGNORED = (
+        "named_tool_choice_ignored",
+        Family.PROTOCOL,
+        "named tool_choice not followed",
+        "a request naming one function in tool_choice answered with another tool, or no call",
+    )
+    REQUIRED_TOOL_CHOICE_IGNORED = (
+        "required_tool_choice_ignored",
+        Family.PROTOCOL,
+        'tool_choice "required" answered with text',
+        'a request with tool_choice "required" answered without a tool call',
+    )
+    MAX_TOKENS_EXCEEDED = (
+        "max_tokens_exceeded",
+        Family.PROTOCOL,
+        "max_tokens exceeded",
+        "usage.completion_tokens above the request's max_tokens / max_completion_tokens",
+    )
+    N_NOT_HONOURED = (
+        "n_not_honoured",
+        Family.PROTOCOL,
+        "n not honoured",
+        "a number of choices other than the request's n (1 when not sent)",
+    )
+    STOP_STRING_IN_OUTPUT = (
+        "stop_string_in_output",
+        Family.PROTOCOL,
+        "stop string in the output",
+        "one of the request's stop strings present in content (generation did not stop there)",
+    )
 
 
 #: per-run counts shown in the tables (metric -> label); they are shown, not tested

@@ -277,7 +277,10 @@ class _Loop:
         Non-string arguments are echoed back as compact JSON (``None`` as ``"{}"``).
         """
         wire_calls = []
+        names = {t.name for t in self.scenario.tools}
         for i, call in enumerate(resp.tool_calls):
+            # a name the stream's assembly doubled or cut is dispatched as the tool it names
+            call = call.model_copy(update={"name": call.name_among(names)})
             call_id = call.id or f"synthetic_{rec.index}_{i}"
             args = call.arguments
             wire_args = args if isinstance(args, str) else render(args if args is not None else {})

@@ -93,6 +93,18 @@ class ToolCallRecord(_Model):
     type: str | None = None
     name: str | None = None
     arguments: Any = None
+    #: streamed only: ``{"id", "name"}`` as a client keeping each field's first fragment
+    #: reads them, where that differs from ``id``/``name`` (assembled as the OpenAI SDK's
+    #: accumulator does: fragments concatenated); None when both readings agree
+    first_fragments: dict[str, str | None] | None = None
+
+    def name_among(self, names: Any) -> str | None:
+        """The name a client dispatches on: ``name``, or the first-fragment reading where
+        only that one is in ``names`` (a wire quirk is not the model's unknown tool)."""
+        first = (self.first_fragments or {}).get("name")
+        if self.name not in names and first is not None and first in names:
+            return first
+        return self.name
 
 
 class ResponseRecord(_Model):
@@ -115,6 +127,9 @@ class ResponseRecord(_Model):
     #: what the client tolerated while assembling a stream (a later delta repeating a
     #: call's ``name: ""``, ...), one line each, for a reviewer; empty when nothing was
     notes: list[str] = Field(default_factory=list)
+    #: how many choices the response carried (``n``; streamed: distinct choice indices);
+    #: None in records written before it was kept
+    choices: int | None = None
 
 
 class ToolResultRecord(_Model):

@@ -15,6 +15,7 @@ import pytest
 
 import harness.bfcl.scoring
 import harness.present.report.annotate
+import harness.scoring.contract
 import harness.scoring.drift
 import harness.scoring.score
 import harness.sim.app
@@ -36,6 +37,7 @@ from tests.sim_driver import entropy_scenario
 #: modules that emit or compare failure kinds: they name them as FailureKind members
 ADOPTERS = [
     harness.scoring.score,
+    harness.scoring.contract,
     harness.scoring.drift,
     harness.sim.faults,
     harness.sim.profiles,
@@ -71,6 +73,7 @@ def test_no_module_spells_a_kind_as_a_string(module: ModuleType) -> None:
 def test_every_kind_has_scoring_code_that_finds_it() -> None:
     source = inspect.getsource(harness.scoring.score) + inspect.getsource(harness.scoring.drift)
     source += inspect.getsource(harness.bfcl.scoring)  # state_mismatch: BFCL tasks only
+    source += inspect.getsource(harness.scoring.contract)  # what the request asked for
     missing = [k.name for k in FailureKind if f"FailureKind.{k.name}" not in source]
     assert not missing, f"no scoring code emits {missing}"
 

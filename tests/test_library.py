@@ -36,7 +36,7 @@ TEST_PAD_TOKENS = 30
 #: faults the reference server shows only when streaming
 STREAM_ONLY = {
     "stream_truncated_args", "empty_arguments", "index_offset", "missing_call_index",
-    "shared_call_index",
+    "shared_call_index", "ambiguous_call_deltas",
 }  # fmt: skip
 
 #: failure kind -> single-fault profile of the same name

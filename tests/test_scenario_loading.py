@@ -205,11 +205,11 @@ def test_unknown_target_far_from_every_kind_still_names_the_fix(tmp_path: Path) 
 def test_cli_list_with_an_unknown_target_is_one_line_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    p = write(tmp_path, {**GOOD, "targets": ["malformed_arguments"]})
+    p = write(tmp_path, {**GOOD, "targets": ["malformed_jsn"]})
     assert main(["list", str(p)]) == 2
     out, err = capsys.readouterr()
     assert err.strip() == (
-        f"error: {p}: targets[0]: 'malformed_arguments' is not a failure kind "
+        f"error: {p}: targets[0]: 'malformed_jsn' is not a failure kind "
         "(did you mean 'malformed_json'?); `harness list --kinds` lists them"
     )
     assert "Traceback" not in out + err and "mini" not in out

@@ -119,14 +119,17 @@ def test_repeated_empty_name_is_tolerated_and_noted() -> None:
 
 
 def test_a_fresh_id_per_chunk_without_a_name_continues_the_call() -> None:
+    """One call; but the SDK's accumulator concatenates the ids (``call_acall_b``) where a
+    first-fragment client keeps ``call_a``: two readings (issue 30 item 4)."""
     resp = assembled(
         call(0, "call_a", "lookup_order", ARGS[:9]),
         call(0, "call_b", None, ARGS[9:]),
     )
     (c,) = resp.tool_calls
-    assert (c.id, c.arguments) == ("call_a", ARGS)
+    assert (c.id, c.arguments) == ("call_acall_b", ARGS)
+    assert c.first_fragments == {"id": "call_a", "name": "lookup_order"}
     assert resp.notes == [
         "tool_calls index 0: a later delta brings another id 'call_b' without a name "
         "(kept 'call_a') (tolerated)"
     ]
-    assert scored(resp) == []
+    assert scored(resp) == ["ambiguous_call_deltas"]

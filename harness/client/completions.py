@@ -252,6 +252,7 @@ def parse_completion(body: bytes) -> ResponseRecord:
         usage=data.get("usage") if isinstance(data.get("usage"), dict) else None,
         model=_opt_str(data.get("model")),
         raw=data,
+        choices=len(choices),
     )
 
 
@@ -266,8 +267,14 @@ class StreamAssembler:
     ``index``). Assembled here, with what a strict client could not assemble kept visible
     for scoring (:mod:`harness.scoring.score`):
 
-    - ``id``, ``type`` and ``name`` from the first delta of a call, string ``arguments``
-      concatenated, an object ``arguments`` kept as received;
+    - ``id`` and ``name`` as the SDK's ``accumulate_delta`` assembles them: every string
+      fragment of one index concatenated (a name split over two deltas is whole; a later
+      delta repeating ``id`` and ``name`` doubles them, ``get_weatherget_weather``, as
+      every SDK client reads it; ``""`` adds nothing); where a client keeping each
+      field's first fragment reads another call, that reading is kept in
+      ``ToolCallRecord.first_fragments`` (``ambiguous_call_deltas``); ``type`` from the
+      first delta; string ``arguments`` concatenated, an object ``arguments`` kept as
+      received;
     - an entry with no ``index`` is recorded with ``index=None`` (``missing_call_index``);
       it continues the last such call unless it brings another ``id`` with a name;
     - a different ``id`` with a ``function.name`` on an index that is already open starts a
@@ -277,7 +284,8 @@ class StreamAssembler:
     - a later delta of a call that repeats ``name`` (``""`` or the same name) or ``id`` is
       tolerated, as strict clients tolerate it, and noted in ``ResponseRecord.notes``.
 
-    Calls are listed by ``index`` (no index last), then in order of arrival.
+    Calls are listed by ``index`` (no index last), then in order of arrival. Only the
+    choice of index 0 is assembled; ``choices`` counts the distinct choice indices seen.
     """
 
     def __init__(self) -> None:
@@ -292,6 +300,7 @@ class StreamAssembler:
         self.usage: dict[str, Any] | None = None
         self.model: str | None = None
         self.saw_choice = False
+        self.choice_indices: set[Any] = set()
 
     def add(self, chunk: Any) -> None:
         self.chunks.append(chunk)
@@ -308,10 +317,13 @@ class StreamAssembler:
         self.model = self.model or _opt_str(chunk.get("model"))
         if isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]
-        for choice in chunk["choices"][:1]:
+        for choice in chunk["choices"]:
             if isinstance(choice, dict):
-                self.saw_choice = True
-                self._add_choice(choice)
+                at = choice.get("index", 0)
+                self.choice_indices.add(at if isinstance(at, (int, str)) else repr(at))
+                if at in (0, None):
+                    self.saw_choice = True
+                    self._add_choice(choice)
 
     def _add_choice(self, choice: dict[str, Any]) -> None:
         self.finish_reason = _opt_str(choice.get("finish_reason")) or self.finish_reason
@@ -347,7 +359,9 @@ class StreamAssembler:
             self._note(entry, f"repeats its id {cid!r}")
         entry["id"] = entry["id"] or cid
         entry["type"] = entry["type"] or _opt_str(tc.get("type"))
+        _sdk_concat(entry, "sdk_id", tc.get("id"))
         if isinstance(fn, dict):
+            _sdk_concat(entry, "sdk_name", fn.get("name"))
             if "name" in fn and entry.get("name"):
                 self._note(entry, f"repeats name {fn['name']!r}")
             _merge_fn(entry, fn)
@@ -363,16 +377,7 @@ class StreamAssembler:
             raise RequestFailed("invalid_body", "stream ended without any chunk")
         if not self.saw_choice:
             raise RequestFailed("invalid_body", "no stream chunk carried a choice")
-        calls = [
-            ToolCallRecord(
-                index=c["index"],
-                id=c["id"],
-                type=c["type"],
-                name=c.get("name"),
-                arguments=c.get("arguments"),
-            )
-            for _, c in sorted(enumerate(self.calls), key=_call_order)
-        ]
+        calls = [_sdk_record(c) for _, c in sorted(enumerate(self.calls), key=_call_order)]
         return ResponseRecord(
             content=self.content,
             reasoning_content=self.reasoning,
@@ -384,7 +389,31 @@ class StreamAssembler:
             stream=True,
             raw=self.chunks,
             notes=self.notes,
+            choices=len(self.choice_indices),
         )
+
+
+def _sdk_concat(entry: dict[str, Any], key: str, value: Any) -> None:
+    """One field as openai-python's ``accumulate_delta`` (``lib/streaming/_deltas.py``)
+    builds it: the first value, then each string fragment appended to a string."""
+    prev = entry.get(key)
+    if prev is None:
+        entry[key] = value
+    elif isinstance(prev, str) and isinstance(value, str):
+        entry[key] = prev + value
+
+
+def _sdk_record(c: dict[str, Any]) -> ToolCallRecord:
+    """A call as the SDK assembles it, with the first-fragment reading where that differs."""
+    first = {"id": c["id"], "name": c.get("name")}
+    sdk = {
+        "id": _opt_str(c.get("sdk_id")) or first["id"],
+        "name": _opt_str(c.get("sdk_name")) or first["name"],
+    }
+    return ToolCallRecord(
+        index=c["index"], id=sdk["id"], type=c["type"], name=sdk["name"],
+        arguments=c.get("arguments"), first_fragments=first if first != sdk else None,
+    )  # fmt: skip
 
 
 def _call_order(item: tuple[int, dict[str, Any]]) -> tuple[bool, int, int]:

@@ -20,7 +20,8 @@ with each kind's family, label and meaning, lives there; the reference server's 
   tool calls), markup or reasoning in ``content``, a call to a declared tool written into
   ``content`` (:mod:`harness.scoring.leaks`, any dialect, any turn), tool_call ids
   (missing, repeated in the run) and streamed indices (missing, shared by two calls, not
-  0..n-1).
+  0..n-1); and :mod:`harness.scoring.contract` (the reasoning channel, argument markup,
+  streamed calls two clients read differently, the request's constraints).
 
 A response whose ``content`` holds a leaked call or template markup is never a final
 answer, whatever else it says.
@@ -43,6 +44,7 @@ from harness.bfcl.scoring import bfcl_sequence
 from harness.kinds import FailureKind, failure_kind
 from harness.scenario.model import ArgMatcher, Expectation, ExpectedCall, Scenario
 from harness.scenario.schemas import validator
+from harness.scoring.contract import contract_checks, reasoning_calls
 from harness.scoring.drift import canonical_json, excerpt, find_drift, matcher_accepts
 from harness.scoring.leaks import (
     MARKUP_PATTERNS,
@@ -166,6 +168,8 @@ def _parse_all(record: RunRecord, sc: Scenario) -> list[ParsedCall]:
         if t.response is None:
             continue
         for c in t.response.tool_calls:
+            name = c.name_among({tool.name for tool in sc.tools})  # a wire quirk, not the model's
+            c = c if name == c.name else c.model_copy(update={"name": name})
             out.append(parse_call(c, t.index, t.segment, len(out), stream=record.stream, sc=sc))
     return out
 
@@ -345,7 +349,7 @@ def _final_text(turns: list[TurnRecord], tools: ToolParams) -> str | None:
     if last is None or last.tool_calls or last.finish_reason == "length":
         return None
     text = (last.content or "").strip()
-    if not text or _leaked(text, tools):
+    if not text or _leaked(text, tools) or reasoning_calls(last, tools):
         return None
     return text
 
@@ -448,14 +452,16 @@ def _leak_violations(leaked: list[LeakedCall]) -> list[ProtocolViolation]:
     ]  # fmt: skip
 
 
-def _protocol(record: RunRecord) -> list[ProtocolViolation]:
-    """Protocol invariants of every response, and tool_call ids unique in the run."""
+def _protocol(record: RunRecord, tools: ToolParams) -> list[ProtocolViolation]:
+    """Protocol invariants of every response (:mod:`harness.scoring.contract` too: what
+    the request asked for), and tool_call ids unique in the run."""
     out: list[ProtocolViolation] = []
     ids: dict[str, int] = {}
     for t in record.turns:
         if t.response is None:
             continue
         found = _message_checks(t.response) + _index_checks(t.response)
+        found += contract_checks(t.request_params, t.response, tools)
         for c in t.response.tool_calls:
             if not c.id:
                 found.append((FailureKind.MISSING_CALL_ID, "tool call without an id"))
@@ -472,7 +478,11 @@ def _termination(record: RunRecord, calls: list[ParsedCall], tools: ToolParams) 
     if record.is_infra_error:
         return "error"
     last = next((t.response for t in reversed(record.turns) if t.response is not None), None)
-    if last is not None and not last.tool_calls and _leaked(last.content, tools):
+    if (
+        last is not None
+        and not last.tool_calls
+        and (_leaked(last.content, tools) or reasoning_calls(last, tools))
+    ):
         return "malformed"
     last_turn = record.turns[-1].index if record.turns else -1
     tail = [c for c in calls if c.turn == last_turn]
@@ -578,7 +588,7 @@ def score_run(record: RunRecord) -> RunScore:
     tools = tool_params(t.model_dump() for t in sc.tools)
     reached, ok, final, answer_kinds = _answers(record, sc, tools)
     leaked = _leaks(record, tools)
-    protocol = _protocol(record) + _leak_violations(leaked)
+    protocol = _protocol(record, tools) + _leak_violations(leaked)
     kinds |= {k for c in calls for k in c.kinds} | answer_kinds
     kinds |= {failure_kind(p.kind) for p in protocol}
     kinds |= {FailureKind.REPEAT_LOOP} if looping else set()

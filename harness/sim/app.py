@@ -5,10 +5,10 @@ Endpoints (shapes: the OpenAI API reference; SGLang's native ones from
 
 - ``POST /v1/chat/completions``: non-streaming and SSE streaming (:mod:`harness.sim.wire`).
   Honours ``tools``, ``tool_choice``, ``parallel_tool_calls``, ``max_tokens`` /
-  ``max_completion_tokens`` (finish_reason ``length`` past it), ``stop``,
-  ``temperature``, ``seed``, ``stream_options.include_usage``, and the extra body field
-  ``return_routed_experts`` (non-streaming: ``sglext.routed_experts``; only when the
-  server runs with capture, as SGLang's ``--enable-return-routed-experts``; the
+  ``max_completion_tokens`` (finish_reason ``length`` past it), ``stop``, ``n`` (identical
+  choices, at most 16), ``temperature``, ``seed``, ``stream_options.include_usage``, and
+  the extra body field ``return_routed_experts`` (non-streaming: ``sglext.routed_experts``;
+  only when the server runs with capture, as SGLang's ``--enable-return-routed-experts``; the
   ``vllm-0.33`` flavour puts a base64 ``.npy`` on every choice whenever capture is on:
   :func:`harness.sim.moe.routed_experts_fields`).
 - ``POST /v1/completions``: GSM8K few-shot prompts (:mod:`harness.sim.gsm8k_model`);
@@ -67,6 +67,7 @@ from harness.sim.faults import (
     active_fault,
     call_ids,
     corrupt_arguments,
+    misread_request,
     render,
     should_loop,
     spurious_call,
@@ -299,6 +300,7 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
     # turn: assistant messages beyond the scenario's opening (few-shot ones do not count)
     turn = conv.turn - (sum(m.role == "assistant" for m in sc.messages) if sc else 0)
     nonce = nonce_for(conv, req, server_seed=state.seed, rng=state.rng)
+    req = misread_request(profile, req, nonce=nonce, turn=turn)
     if sc is None:
         decision = _unscripted(state, body)
     else:
@@ -323,11 +325,41 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
     wire_ids = call_ids(profile, ids, nonce=nonce, turn=turn)
     stream = bool(body.get("stream"))
     reply = render(profile, decision, nonce=nonce, turn=turn, ids=wire_ids, stream=stream)
+
+    def on(kind: FailureKind) -> bool:
+        return active_fault(profile, kind, nonce, turn, stream) is not None
+
     stops = _stops(body.get("stop"))
-    if reply.content and stops and not reply.tool_calls:
+    if (
+        reply.content
+        and stops
+        and not reply.tool_calls
+        and not on(FailureKind.STOP_STRING_IN_OUTPUT)
+    ):
         reply.content = _cut(reply.content, stops, None)[0]
-    limit = body.get("max_completion_tokens", body.get("max_tokens"))
-    return _limit(reply, _int_or_none(limit, "max_tokens"))
+    limit = _int_or_none(body.get("max_completion_tokens", body.get("max_tokens")), "max_tokens")
+    reply.choices = 1 if on(FailureKind.N_NOT_HONOURED) else _choices(body)
+    if on(FailureKind.MAX_TOKENS_EXCEEDED):  # the budget spent without the reasoning
+        return replace(_limit(replace(reply, reasoning=None), limit), reasoning=reply.reasoning)
+    return _limit(reply, limit)
+
+
+#: the most choices (``n``) one request may ask for
+MAX_CHOICES = 16
+
+
+def _choices(body: dict[str, Any]) -> int:
+    """The request's ``n`` (1 when not sent): identical choices, a legitimate repeat.
+
+    Raises:
+        BadRequest: ``n`` not an integer in 1..16.
+    """
+    n = body.get("n")
+    if n is None:
+        return 1
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
+        raise BadRequest(f"'n' must be an integer from 1 to {MAX_CHOICES}")
+    return n
 
 
 def _new_id(prefix: str) -> str:
@@ -406,14 +438,15 @@ async def chat_completions(request: Request) -> Response:
             flavour=state.flavour, template=state.chat_template,
         )  # fmt: skip
     reply = chat_reply(state, body)
+    n = reply.choices
     prompt = prompt_tokens(body["messages"], body.get("tools"))
     usage = _usage(prompt, _completion_tokens(reply))
     meta = {"req_id": _new_id("chatcmpl"), "model": MODEL_NAME, "created": int(time.time())}
     if body.get("stream"):
         include = bool((body.get("stream_options") or {}).get("include_usage"))
-        events = stream_events(reply, usage=usage if include else None, **meta)  # type: ignore[arg-type]
+        events = stream_events(reply, usage=usage if include else None, n=n, **meta)  # type: ignore[arg-type]
         return StreamingResponse(_events(events), media_type="text/event-stream")
-    out = completion_body(reply, usage=usage, **meta)  # type: ignore[arg-type]
+    out = completion_body(reply, usage=usage, n=n, **meta)  # type: ignore[arg-type]
     experts = _experts(state, body, prompt, usage["completion_tokens"], out)
     if experts:
         out["sglext"] = experts

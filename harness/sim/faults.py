@@ -61,6 +61,25 @@ What each does to a turn:
 ``empty_stop``             the model stops with nothing: ``content: ""``, no tool calls,
                            finish_reason ``stop`` (a run ends with stop reason
                            ``empty_stop`` and shows ``missing_final_answer``)
+``tool_call_in_reasoning`` the calls are written into the reasoning as ``<tool_call>{...}
+                           </tool_call>`` (a reasoning parser that swallowed them),
+                           ``tool_calls`` empty, ``content`` empty, finish_reason ``stop``
+``call_syntax_in_reasoning`` look-alike: the reasoning spells the call's syntax, the call is
+                           sent right in ``tool_calls`` (not a failure)
+``markup_in_arguments``    ``<|im_end|>`` appended to every top-level string argument
+``ambiguous_call_deltas``  streaming only: every arguments delta repeats the call's ``id``
+                           and ``name`` (SDK clients read ``get_weatherget_weather``)
+``split_call_name``        streaming only: the name sent in two deltas (``get_wea``,
+                           ``ther``); a first-fragment client reads ``get_wea``
+``calls_under_tool_choice_none``  under ``tool_choice: "none"`` the model calls a tool
+``parallel_calls_when_disabled``  ``parallel_tool_calls: false`` ignored (parallel steps
+                           sent in one message)
+``named_tool_choice_ignored``  a named ``tool_choice`` answered with another offered tool
+``required_tool_choice_ignored``  ``tool_choice: "required"`` answered with text
+``max_tokens_exceeded``    ``max_tokens`` applied without the reasoning, which ``usage``
+                           still counts (``completion_tokens`` above the limit)
+``n_not_honoured``         one choice whatever ``n`` asks (healthy: ``n`` identical choices)
+``stop_string_in_output``  ``stop`` strings not cut from ``content``
 =========================  =================================================================
 
 Leak dialects (``Fault.dialect``, :data:`LEAK_DIALECTS`), ``lookup_order(order_id="A-17")``
@@ -82,6 +101,7 @@ run's nonce from them: an unseeded sampled run draws a new one each turn.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import math
@@ -89,7 +109,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.kinds import FailureKind, failure_kind
-from harness.sim.model import Decision, PlannedCall
+from harness.sim.model import Decision, PlannedCall, RequestOptions
 from harness.sim.wire import Reply, WireCall
 
 if TYPE_CHECKING:
@@ -104,6 +124,7 @@ __all__ = [
     "call_ids",
     "corrupt_arguments",
     "leak_text",
+    "misread_request",
     "render",
     "should_loop",
     "spurious_call",
@@ -137,11 +158,25 @@ FAULT_KINDS: tuple[FailureKind, ...] = (
     FailureKind.MISSING_CALL_INDEX,
     FailureKind.SHARED_CALL_INDEX,
     FailureKind.LENGTH_WITH_TOOL_CALLS,
+    FailureKind.TOOL_CALL_IN_REASONING,
+    FailureKind.MARKUP_IN_ARGUMENTS,
+    FailureKind.AMBIGUOUS_CALL_DELTAS,
+    FailureKind.CALLS_UNDER_TOOL_CHOICE_NONE,
+    FailureKind.PARALLEL_CALLS_WHEN_DISABLED,
+    FailureKind.NAMED_TOOL_CHOICE_IGNORED,
+    FailureKind.REQUIRED_TOOL_CHOICE_IGNORED,
+    FailureKind.MAX_TOKENS_EXCEEDED,
+    FailureKind.N_NOT_HONOURED,
+    FailureKind.STOP_STRING_IN_OUTPUT,
 )
 #: faults that are not failure kinds: model behaviours that scoring names by their
 #: consequence (``empty_stop``, an empty reply, is scored ``missing_final_answer``).
 #: Infrastructure faults are :attr:`harness.sim.profiles.SimProfile.infra`, not faults.
-SIM_ONLY_FAULTS: tuple[str, ...] = ("empty_stop", "repeated_empty_name")
+SIM_ONLY_FAULTS: tuple[str, ...] = (
+    "empty_stop", "repeated_empty_name", "call_syntax_in_reasoning", "split_call_name"
+)  # fmt: skip
+#: the template token ``markup_in_arguments`` leaves in string arguments (ChatML's end)
+ARGUMENT_MARKUP = "<|im_end|>"
 #: the dialects ``tool_call_in_content`` writes calls in (see the module docstring)
 LEAK_DIALECTS: tuple[str, ...] = (
     "json", "json_list", "openai", "pythonic", "tokens", "fenced", "prose"
@@ -299,7 +334,35 @@ def corrupt_arguments(
         out = {k: v.capitalize() if isinstance(v, str) else v for k, v in out.items()}
     if active_fault(profile, FailureKind.UNEXPECTED_KEYS, nonce, turn):
         out[UNEXPECTED_KEY] = True
+    if active_fault(profile, FailureKind.MARKUP_IN_ARGUMENTS, nonce, turn):
+        out = {k: v + ARGUMENT_MARKUP if isinstance(v, str) else v for k, v in out.items()}
     return out
+
+
+def misread_request(
+    profile: SimProfile, req: RequestOptions, *, nonce: str, turn: int
+) -> RequestOptions:
+    """The request as a server with the request-constraint faults active reads it: ``"none"``
+    as ``"required"``, ``parallel_tool_calls: false`` as true, a named function as another
+    offered tool, ``"required"`` as ``"none"`` (the input is not modified)."""
+
+    def on(kind: FailureKind) -> bool:
+        return active_fault(profile, kind, nonce, turn) is not None
+
+    choice = req.tool_choice
+    if choice == "none" and on(FailureKind.CALLS_UNDER_TOOL_CHOICE_NONE):
+        req = dataclasses.replace(req, tool_choice="required")
+    elif choice == "required" and on(FailureKind.REQUIRED_TOOL_CHOICE_IGNORED):
+        req = dataclasses.replace(req, tool_choice="none")
+    elif isinstance(choice, dict) and on(FailureKind.NAMED_TOOL_CHOICE_IGNORED):
+        named = (choice.get("function") or {}).get("name")
+        other = next((t for t in req.tools if t != named), named)
+        req = dataclasses.replace(
+            req, tool_choice={"type": "function", "function": {"name": other}}
+        )
+    if not req.parallel_tool_calls and on(FailureKind.PARALLEL_CALLS_WHEN_DISABLED):
+        req = dataclasses.replace(req, parallel_tool_calls=True)
+    return req
 
 
 # ------------------------------------------------------------------ rendering
@@ -388,6 +451,12 @@ def render(
     if on(FailureKind.REASONING_LEAK_ARGS) and reasoning:
         calls = [WireCall(c.id, c.name, f"<think>{reasoning}</think>{c.arguments}") for c in calls]
     finish = "tool_calls" if calls else "stop"
+    swallowed = on(FailureKind.TOOL_CALL_IN_REASONING) and bool(calls)
+    if swallowed:
+        reasoning = f"{reasoning or ''}\n{_markup(decision.calls)}".lstrip()
+        content, calls, finish = "", [], "stop"
+    if on("call_syntax_in_reasoning") and calls:
+        reasoning = f"{reasoning or ''} I send it as {_markup(decision.calls[:1])}".lstrip()
     if on(FailureKind.MARKUP_IN_CONTENT) and calls:
         content, calls, finish = _markup(decision.calls), [], "stop"
     leak = active_fault(profile, FailureKind.TOOL_CALL_IN_CONTENT, nonce, turn, stream)
@@ -405,7 +474,7 @@ def render(
         content, calls, finish = "", [], "stop"
     return Reply(
         content=content,
-        reasoning=reasoning if profile.reasoning else None,
+        reasoning=reasoning if profile.reasoning or swallowed else None,
         tool_calls=calls,
         finish_reason=finish,
         drop_last_arg_piece=on(FailureKind.STREAM_TRUNCATED_ARGS),
@@ -415,4 +484,6 @@ def render(
         omit_index=on(FailureKind.MISSING_CALL_INDEX),
         shared_index=on(FailureKind.SHARED_CALL_INDEX),
         repeat_empty_name=on("repeated_empty_name"),
+        repeat_call_head=on(FailureKind.AMBIGUOUS_CALL_DELTAS),
+        split_name=on("split_call_name"),
     )

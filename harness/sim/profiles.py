@@ -58,6 +58,23 @@ name                       behaviour
 ``length-with-tool-calls`` arguments cut in half, finish_reason ``length``
 ``repeated-empty-name``    streaming: ``"name": ""`` repeated in every arguments delta
                            (tolerated: a transcript note, no failure)
+``tool-call-in-reasoning`` reasoning model whose calls land in ``reasoning_content`` as
+                           ``<tool_call>`` JSON, no tool_calls, empty content, ``stop``
+``call-syntax-in-reasoning``  look-alike: reasoning that spells the call's ``<tool_call>``
+                           syntax, the call sent right in tool_calls (no failure)
+``markup-in-arguments``    ``<|im_end|>`` left at the end of every string argument
+``ambiguous-call-deltas``  streaming: every arguments delta repeats the call's ``id`` and
+                           ``name`` (the SDK reads ``get_weatherget_weather``)
+``split-call-name``        streaming: the call's name sent in two deltas (a first-fragment
+                           client reads half of it)
+``calls-under-tool-choice-none``  calls a tool under ``tool_choice: "none"``
+``parallel-calls-when-disabled``  ``parallel_tool_calls: false`` ignored
+``named-tool-choice-ignored``  a named ``tool_choice`` answered with another offered tool
+``required-tool-choice-ignored``  ``tool_choice: "required"`` answered with text
+``max-tokens-exceeded``    reasoning model whose reasoning is outside the ``max_tokens``
+                           budget but counted in ``usage.completion_tokens``
+``n-not-honoured``         one choice whatever ``n`` asks (healthy: ``n`` identical ones)
+``stop-string-in-output``  ``stop`` strings left in content
 ``gsm8k-drop``             GSM8K accuracy 0.81, nothing else
 ``kv-cache-quant``         healthy; token logprobs shifted a tiny, benign amount (like a
                            KV-cache quantisation; :mod:`harness.sim.logprobs`)
@@ -247,6 +264,34 @@ def _leak_profiles() -> list[SimProfile]:
     ]
 
 
+def _contract_profiles() -> list[SimProfile]:
+    """Issue 30: calls in the reasoning channel, markup in arguments, call deltas two
+    clients assemble differently, and request constraints not honoured."""
+    k = FailureKind
+    return [
+        _single("tool-call-in-reasoning", k.TOOL_CALL_IN_REASONING, "calls in reasoning",
+                reasoning=True),
+        _single("call-syntax-in-reasoning", "call_syntax_in_reasoning",
+                "reasoning spells the call; the call is sent right", reasoning=True),
+        _single("markup-in-arguments", k.MARKUP_IN_ARGUMENTS, "<|im_end|> in string arguments"),
+        _single("ambiguous-call-deltas", k.AMBIGUOUS_CALL_DELTAS,
+                "streaming: id and name repeated in every arguments delta"),
+        _single("split-call-name", "split_call_name", "streaming: the name in two deltas"),
+        _single("calls-under-tool-choice-none", k.CALLS_UNDER_TOOL_CHOICE_NONE,
+                'calls under tool_choice "none"'),
+        _single("parallel-calls-when-disabled", k.PARALLEL_CALLS_WHEN_DISABLED,
+                "parallel_tool_calls false ignored"),
+        _single("named-tool-choice-ignored", k.NAMED_TOOL_CHOICE_IGNORED,
+                "a named tool_choice answered with another tool"),
+        _single("required-tool-choice-ignored", k.REQUIRED_TOOL_CHOICE_IGNORED,
+                'tool_choice "required" answered with text'),
+        _single("max-tokens-exceeded", k.MAX_TOKENS_EXCEEDED,
+                "reasoning outside the max_tokens budget, counted in usage", reasoning=True),
+        _single("n-not-honoured", k.N_NOT_HONOURED, "one choice whatever n asks"),
+        _single("stop-string-in-output", k.STOP_STRING_IN_OUTPUT, "stop strings left in content"),
+    ]  # fmt: skip
+
+
 _LIST: list[SimProfile] = [
     SimProfile(name="healthy", description="follows every scenario; fusion off"),
     SimProfile(
@@ -314,6 +359,7 @@ _LIST: list[SimProfile] = [
         "length-with-tool-calls", FailureKind.LENGTH_WITH_TOOL_CALLS, "arguments cut by length"
     ),
     _single("repeated-empty-name", "repeated_empty_name", 'streaming: "name": "" repeated'),
+    *_contract_profiles(),
     SimProfile(name="gsm8k-drop", gsm8k_accuracy=0.81, description="GSM8K accuracy 0.81"),
     SimProfile(name="kv-cache-quant", description="healthy; logprobs shifted slightly (benign)"),
     SimProfile(name="logprobs-nan", description="healthy; NaN logprobs at 2% of positions"),

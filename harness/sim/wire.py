@@ -17,7 +17,10 @@ Faults change the shapes only where a real server did: a call without ``id``
 (``missing_call_id``), ``arguments`` as an object (``object_not_string``: streamed whole
 in the call's first delta), deltas without ``index`` (``missing_call_index``), every call
 on one index (``shared_call_index``), ``"name": ""`` repeated in every arguments delta
-(``repeated_empty_name``), see :mod:`harness.sim.faults`.
+(``repeated_empty_name``), ``id`` and ``name`` repeated in every arguments delta
+(``ambiguous_call_deltas``), the name in two deltas (``split_call_name``), see
+:mod:`harness.sim.faults`. ``n`` identical choices are sent (streamed: each delta once per
+choice index).
 """
 
 from __future__ import annotations
@@ -63,6 +66,9 @@ class Reply:
     omit_index: bool = False  # missing_call_index (streaming only): deltas without index
     shared_index: bool = False  # shared_call_index (streaming only): every call on one index
     repeat_empty_name: bool = False  # repeated_empty_name (streaming): "name": "" again
+    repeat_call_head: bool = False  # ambiguous_call_deltas (streaming): id and name again
+    split_name: bool = False  # split_call_name (streaming): the name over two deltas
+    choices: int = 1  # n: identical choices sent
 
 
 def wire_arguments(reply: Reply, call: WireCall) -> str | Any:
@@ -92,9 +98,9 @@ def _message(reply: Reply) -> dict[str, Any]:
 
 
 def completion_body(
-    reply: Reply, *, req_id: str, model: str, created: int, usage: dict[str, int]
+    reply: Reply, *, req_id: str, model: str, created: int, usage: dict[str, int], n: int = 1
 ) -> dict[str, Any]:
-    """The non-streaming ``chat.completion`` object."""
+    """The non-streaming ``chat.completion`` object (``n`` identical choices)."""
     return {
         "id": req_id,
         "object": "chat.completion",
@@ -102,11 +108,12 @@ def completion_body(
         "model": model,
         "choices": [
             {
-                "index": 0,
+                "index": i,
                 "message": _message(reply),
                 "finish_reason": reply.finish_reason,
                 "logprobs": None,
             }
+            for i in range(n)
         ],
         "usage": usage,
     }
@@ -136,7 +143,16 @@ def _deltas(reply: Reply) -> Iterator[dict[str, Any]]:
         head = _index(reply, n)
         args = wire_arguments(reply, call)
         whole = not isinstance(args, str)  # an object goes whole in the first delta
-        yield {"tool_calls": [{**head, **_wire_call(call, args if whole else "")}]}
+        first = _wire_call(call, args if whole else "")
+        if reply.split_name and len(call.name) > 1:
+            cut = len(call.name) // 2
+            yield {
+                "tool_calls": [
+                    {**head, **first, "function": {"name": call.name[:cut], "arguments": ""}}
+                ]
+            }
+            first = {"function": {"name": call.name[cut:], "arguments": ""}}
+        yield {"tool_calls": [{**head, **first}]}
         if whole:
             continue
         pieces = split_pieces(call.arguments, 3)
@@ -145,8 +161,10 @@ def _deltas(reply: Reply) -> Iterator[dict[str, Any]]:
         if reply.drop_empty_args and call.arguments == "{}":
             pieces = []
         name = {"name": ""} if reply.repeat_empty_name else {}
+        again = _wire_call(call, "") if reply.repeat_call_head else {}
         for piece in pieces:
-            yield {"tool_calls": [{**head, "function": {**name, "arguments": piece}}]}
+            fn = {**name, **again.get("function", {}), "arguments": piece}
+            yield {"tool_calls": [{**head, **again, "function": fn}]}
 
 
 def _index(reply: Reply, n: int) -> dict[str, int]:
@@ -164,17 +182,21 @@ def stream_events(
     model: str,
     created: int,
     usage: dict[str, int] | None,
+    n: int = 1,
 ) -> Iterator[str]:
-    """The SSE events of a streamed reply (``usage`` given = include_usage was asked)."""
+    """The SSE events of a streamed reply (``usage`` given = include_usage was asked;
+    ``n`` identical choices, each delta sent once per choice index)."""
     base = {"id": req_id, "object": "chat.completion.chunk", "created": created, "model": model}
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+    def chunk(delta: dict[str, Any], finish: str | None = None, i: int = 0) -> str:
+        choice = {"index": i, "delta": delta, "finish_reason": finish, "logprobs": None}
         return sse({**base, "choices": [choice]})
 
     for delta in _deltas(reply):
-        yield chunk(delta)
-    yield chunk({}, reply.finish_reason)
+        for i in range(n):
+            yield chunk(delta, i=i)
+    for i in range(n):
+        yield chunk({}, reply.finish_reason, i)
     if usage is not None:
         yield sse({**base, "choices": [], "usage": usage})
     yield sse("[DONE]")
