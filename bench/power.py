@@ -95,7 +95,7 @@ from harness.sim.gsm8k_model import _unit
 from harness.sim.model import ScenarioIndex
 from harness.sim.profiles import get_profile
 from harness.sim.wire import completion_body, stream_events
-from harness.stats.sequential import ROUNDS, should_stop
+from harness.stats.sequential import ROUNDS, look_alpha, should_stop, suggestive_p
 from harness.stats.verdict import ALPHA
 from harness.summary import Settings, Summary
 from harness.transcript import RunRecord
@@ -109,6 +109,8 @@ TEMPERATURE: float = OPTIONS["temperature"].default
 ONE_SCENARIO = "enum_units"
 RATES = (0.05, 0.1, 0.2, 0.3)
 BUDGETS = (5, 10, 20)
+#: INCONCLUSIVE bands whose A/A rate the flags measure (adjusted p at most each)
+BANDS = (0.1, 0.044, 0.03, 0.02)
 #: the drift faults measured (each a kind only the scenarios whose arguments it can
 #: change can show) and their shares of candidate runs
 DRIFT = ("container-as-string", "string-as-scalar", "scalar-as-string")
@@ -378,8 +380,8 @@ def _verdict(s: Summary) -> str:
 #: one decision: (figure key, verdict, rounds used, runs spent, flags); flags (comma
 #: separated, :func:`_flags`): ``only`` a NO CHANGE naming a kind only the candidate shows,
 #: ``loop`` a REGRESSION whose headline names ``repeat_loop``, ``loop_sig`` one whose
-#: significant kinds include it, ``band_0.1`` an A/A verdict that the fixed band (adjusted
-#: p <= 0.1) would have made INCONCLUSIVE
+#: significant kinds include it, ``band_X`` a verdict (INCONCLUSIVE or NO CHANGE) that a
+#: band of X on adjusted p would make INCONCLUSIVE (:data:`BANDS`; 0.1: the fixed band)
 Outcome = tuple[str, str, int, int, str]
 
 
@@ -400,8 +402,12 @@ def _flags(s: Summary) -> str:
         for r in c.rows
         if r.decisive and r.worse and r.p_adjusted is not None
     ]
-    if v.verdict == "INCONCLUSIVE" or (v.verdict == "NO CHANGE" and any(p <= 0.1 for p in worse)):
-        out.append("band_0.1")
+    low, st = min(worse, default=1.0), s.settings
+    now = suggestive_p(look_alpha(st.alpha, st.look, st.rounds), st.alpha) if st.look else 0.1
+    if v.verdict in ("INCONCLUSIVE", "NO CHANGE"):
+        for band in BANDS:  # INCONCLUSIVE for another reason than the band: at every band
+            if low <= band or (v.verdict == "INCONCLUSIVE" and low > now):
+                out.append(f"band_{band:g}")
     return ",".join(out)
 
 
@@ -834,14 +840,14 @@ def run_parts(args: argparse.Namespace) -> dict[str, Any]:
         return _run_jobs([(sc, cand, offset + i, i < seq) for i in range(n)], w)
 
     if "aa" in parts:  # fixed on the first --aa, sequential on the first --aa-sequential
-        n = max(args.aa, args.aa_sequential)
-        aa = [(sc, "healthy", i, i < args.aa_sequential, i < args.aa) for i in range(n)]
+        n, first = max(args.aa, args.aa_sequential), args.aa_first
+        aa = [(sc, "healthy", first + i, i < args.aa_sequential, i < args.aa) for i in range(n)]
         doc["aa"] = _timed("aa", lambda: _run_jobs(aa, w))
     if "one" in parts:
         prof = f"repeat-loop@{ONE_SCENARIO}"
         doc["one_scenario"] = _timed("one", lambda: pairs(prof, args.one, 200_000, args.one))
     if "curve" in parts:
-        curve = [(sc, "curve", 300_000 + i, True) for i in range(args.curve)]
+        curve = [(sc, "curve", 300_000 + args.curve_first + i, True) for i in range(args.curve)]
         doc["loop_curve"] = _timed("curve", lambda: _curve(_run_jobs(curve, w)))
     if "drift" in parts:
         drift = [(sc, "drift", 500_000 + i, True) for i in range(args.drift)]
@@ -868,6 +874,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--parts", default="aa,one,curve,drift,fused,gsm8k,recorded")
     p.add_argument("--aa", type=int, default=1000)
     p.add_argument("--aa-sequential", type=int, default=200)
+    p.add_argument("--aa-first", type=int, default=0, help="the A/A's first seed")
+    p.add_argument("--curve-first", type=int, default=0, help="the loop curve's first index")
     p.add_argument("--one", type=int, default=150)
     p.add_argument("--curve", type=int, default=40)
     p.add_argument("--fused", type=int, default=60)

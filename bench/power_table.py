@@ -59,7 +59,8 @@ def _main_rows(doc: dict[str, Any]) -> list[str]:
         modes = {
             "fixed": ("fixed", "REGRESSION <= 1%"),
             "sequential": ("sequential", "REGRESSION <= 1%, INCONCLUSIVE <= 2%"),
-            "sequential_before_31": ("sequential, the rule before issue 31 (same comparisons)",
+            "sequential_before_31": ("sequential, futility as before issue 31 (same "
+                                     "comparisons, same band)",
                                      "-"),
         }  # fmt: skip
         for mode, (what, target) in modes.items():
@@ -103,6 +104,46 @@ def _curve(doc: dict[str, Any]) -> list[str]:
         ]
         out.append(f"| {float(rate):.0%} of runs | " + " | ".join(cells) + " |")
     return out
+
+
+def _aa_note(doc: dict[str, Any]) -> list[str]:
+    """Why identical servers end INCONCLUSIVE, and what the futility change costs them."""
+    aa = doc.get("aa", {})
+    seq, old = aa.get("sequential"), aa.get("sequential_before_31")
+    if not seq or not old:
+        return []
+    last = str(max(int(k) for k in seq["rounds"]))
+    wide = seq["flags"].get("band_0.1", 0)
+    return [
+        "",
+        f"A/A, sequential: {seq['rounds'].get(last, 0)} of {seq['n']} comparisons reach the "
+        f"last look, selected for having looked worse at every look before it; there "
+        f"{wide} ({wide / seq['n']:.1%} of all) had a worse test with adjusted p <= 0.1, the "
+        "fixed comparison's band, and "
+        f"{_share(seq, 'INCONCLUSIVE')} one "
+        "within the last look's band (0.1 x 7/16 = 0.044): INCONCLUSIVE. The futility rule "
+        "of issue 31 (a kind no baseline run shows earns another round) costs the A/A "
+        f"{seq['mean_runs'] - old['mean_runs']:.0f} runs on average ({old['mean_runs']:.0f} "
+        f"-> {seq['mean_runs']:.0f}; comparisons stopped at round 1: "
+        f"{old['rounds'].get('1', 0)} -> {seq['rounds'].get('1', 0)} of {seq['n']}) and "
+        f"changes its false alarms from {_rate(old)} to {_rate(seq)}; NO CHANGE verdicts "
+        f"naming a candidate-only kind: {old['flags'].get('only', 0)} -> "
+        f"{seq['flags'].get('only', 0)} (now only at the last look).",
+        *_bands(doc.get("aa_bands")),
+    ]
+
+
+def _bands(t: dict[str, Any] | None) -> list[str]:
+    """The A/A INCONCLUSIVE rate a band of X on adjusted p gives, from the flags."""
+    if not t:
+        return []
+    counts = {b: t["flags"].get(f"band_{b}", 0) for b in ("0.1", "0.044", "0.03", "0.02")}
+    cells = [f"{b}: {k}/{t['n']} ({k / t['n']:.1%})" for b, k in counts.items()]
+    return [
+        "",
+        f"A/A INCONCLUSIVE by the band on adjusted p at the look that decides ({t['n']} "
+        "sequential A/A comparisons with the bands flagged): " + "; ".join(cells) + ".",
+    ]
 
 
 def _loop_names(doc: dict[str, Any]) -> list[str]:
@@ -219,6 +260,7 @@ def render(doc: dict[str, Any]) -> str:
         "| case | REGRESSION verdicts | runs spent (mean) | target |",
         "|---|---|---|---|",
         *_main_rows(doc),
+        *_aa_note(doc),
         *_curve(doc),
         *_loop_names(doc),
         *_drift(doc),

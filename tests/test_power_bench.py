@@ -180,3 +180,18 @@ def test_numerics_block_from_the_logprobs_figures() -> None:
     assert "**10.0x fewer**" in text
     assert "0 / 10 REGRESSION (10 NO CHANGE; 95% upper bound 25.9%)" in text  # 1 - 0.05^(1/10)
     assert "(1.9e-06," in text  # 2^-19
+
+
+def test_flags_name_the_bands_a_verdict_falls_in() -> None:
+    from harness.summary import MetricRow, ScenarioComparison, Summary, Verdict
+
+    row = MetricRow(
+        metric="passed", kind="rate", baseline=1.0, candidate=0.9, effect=-0.1, worse=True,
+        p_value=0.01, p_adjusted=0.025, test="t", decisive=True,
+    )  # fmt: skip
+    comp = ScenarioComparison(scenario_id="*", rows=[row], verdict="NO CHANGE")
+    verdict = Verdict(verdict="NO CHANGE", message="m", candidate_only_kinds=["collapse"])
+    s = Summary(run_id="s", comparisons=[comp], verdict=verdict)  # type: ignore[arg-type]
+    assert power._flags(s).split(",") == ["only", "band_0.1", "band_0.044", "band_0.03"]
+    loop = Verdict(verdict="REGRESSION", message="REGRESSION: x with repeat_loop (1 of its 1")
+    assert power._flags(Summary(run_id="s", verdict=loop)) == "loop"  # type: ignore[arg-type]
