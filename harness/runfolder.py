@@ -63,10 +63,19 @@ DEFAULT_RESULTS = Path(os.environ.get("HARNESS_RESULTS", "results"))
 _SECRET = re.compile(r"(^|_)(api_?key|key|token|secret|password|authorization)$", re.I)
 
 
+_ISSUED: set[str] = set()
+
+
 def new_run_id(command: str) -> str:
-    """``<command>-YYYYmmdd-HHMMSS-<pid>``: sortable and unique per process."""
+    """``<command>-YYYYmmdd-HHMMSS-<pid>``: sortable and unique (a second id of one
+    command in the same second of one process gets ``-2``, ``-3``, ...)."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{command}-{stamp}-{os.getpid()}"
+    base = run_id = f"{command}-{stamp}-{os.getpid()}"
+    n = 2
+    while run_id in _ISSUED:
+        run_id, n = f"{base}-{n}", n + 1
+    _ISSUED.add(run_id)
+    return run_id
 
 
 def git_revision() -> str | None:
