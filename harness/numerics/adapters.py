@@ -608,6 +608,10 @@ class EchoAdapter(Adapter):
     name, label = "llama-cpp", "completions echo+logprobs"
     keyed = "text"
 
+    def __init__(self, client: httpx.Client, base_url: str, **kw: Any) -> None:
+        super().__init__(client, base_url, **kw)
+        self._merged_rows = 0  # rows that lost entries, over every scoring (one note)
+
     def _prompt(self, seq: Sequence) -> str:
         if seq.messages is None or self._templated is False:
             if seq.messages is not None:
@@ -668,10 +672,12 @@ class EchoAdapter(Adapter):
             seq.logprobs.append(lp)
             seq.top.append(top)
         if merged:
+            self._merged_rows += merged
+            self.notes[:] = [n for n in self.notes if "top-k rows had fewer than" not in n]
             self.note(
-                f"{self.server}: {merged} top-k rows had fewer than {self.top_k} texts: token "
-                "ids that decode alike share one key in this API, so those positions are "
-                "compared by the prompt token's logprob only"
+                f"{self.server}: {self._merged_rows} top-k rows had fewer than {self.top_k} "
+                "texts: token ids that decode alike share one key in this API, so those "
+                "positions are compared by the prompt token's logprob only"
             )
         return seq
 
