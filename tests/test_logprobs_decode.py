@@ -102,3 +102,29 @@ def test_compare_reports_prefill_and_decode_apart(
     assert res.verdict != "REGRESSION" and res.decode.verdict == "REGRESSION"
     html = (tmp_path / "d" / "report.html").read_text()
     assert "Decode path: greedy generation" in html
+
+
+def test_first_divergence_says_whether_each_token_is_in_the_others_top_5() -> None:
+    """Where two greedy paths part, each side's token is checked against the other's
+    top 5 (as vLLM's model tests do): here the baseline's ' cat' is the candidate's
+    runner-up, while the candidate's ' zebra' is nowhere in the baseline's top 5."""
+    from harness.numerics.models import ScoredSequence, Sequence
+    from harness.numerics.run import _pair_result
+
+    def path(second: str, top: dict[str, float]) -> ScoredSequence:
+        return ScoredSequence(
+            ["<prompt>", " the", second], ["<prompt>", " the", second], [None, -0.1, -0.2],
+            [{}, {" the": -0.1}, top],
+        )  # fmt: skip
+
+    base_top = {" cat": -0.2, " dog": -2.0, " cow": -3.0, " pig": -4.0, " hen": -5.0, " ant": -6.0}
+    cand_top = {" zebra": -0.3, " cat": -1.5, " dog": -2.5}
+    base = path(" cat", base_top)
+    row = _pair_result(
+        Sequence(id="s", source="t", text="x"), base, path(" cat", base_top),
+        path(" zebra", cand_top), generation=True, opts=LogprobsOptions(),
+    )  # fmt: skip
+    assert row.parted_at == 2 and row.aa_parted_at is None
+    assert row.parted is not None
+    assert "baseline's in the candidate's top 5: yes" in row.parted
+    assert "candidate's in the baseline's: no" in row.parted

@@ -11,6 +11,7 @@ stops the comparison: nothing half-computed is returned.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, replace
@@ -215,10 +216,16 @@ def _pair_result(
     parted, b_aa, at, aa_at = None, b1, None, None
     if generation:  # greedy paths: each pair compared along its common prefix
         b_aa, b2, aa_at = align_generated(b1, b2)
-        cand_texts = cs.texts
+        cand_texts, cand_keys = cs.texts, list(cs.keys)
         b1, cs, at = align_generated(b1, cs)
         if at is not None:
-            parted = f"position {at}: baseline {b1.texts[at]!r} vs candidate {cand_texts[at]!r}"
+            b_in = b1.keys[at] in _top_n(cs.top[at])
+            c_in = cand_keys[at] in _top_n(b1.top[at])
+            parted = (
+                f"position {at}: baseline {b1.texts[at]!r} vs candidate {cand_texts[at]!r} "
+                f"(baseline's in the candidate's top {TOP_N}: {'yes' if b_in else 'no'}; "
+                f"candidate's in the baseline's: {'yes' if c_in else 'no'})"
+            )
     check_aligned(seq.id, b1, cs)
     check_aligned(seq.id, b_aa, b2)
     tol = opts.token_tolerance
@@ -233,6 +240,16 @@ def _pair_result(
         aa_parted_at=aa_at,
         span=hashlib.sha256("\x1f".join(b1.keys).encode()).hexdigest()[:16],
     )
+
+
+#: at the first greedy divergence: is each side's token in the other's top N (vLLM's model
+#: tests, ``tests/models/utils.py`` ``check_logprobs_close``, use the same check)
+TOP_N = 5
+
+
+def _top_n(top: dict[str, float], n: int = TOP_N) -> set[str]:
+    """The ``n`` most likely keys of a top-k row."""
+    return set(sorted(top, key=lambda k: -top[k] if top[k] == top[k] else math.inf)[:n])
 
 
 def _first(s: ScoredSequence, n: int) -> ScoredSequence:
