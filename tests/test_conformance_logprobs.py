@@ -61,25 +61,25 @@ SEQ = Sequence(id="conv", source="scenario", messages=tuple(CONV))
 
 
 @contextmanager
-def canned(
-    answers: dict[str, list[tuple[int, Any]]], *, slow_headers_s: float = 0
+def dynamic(
+    routes: dict[str, Callable[[dict[str, Any]], tuple[int, Any]]],
+    *,
+    slow_headers_s: float = 0,
+    seen: list[tuple[str, Any]] | None = None,
 ) -> Iterator[str]:
-    """An HTTP server on 127.0.0.1 answering POST ``path`` with the next ``(status,
-    body)`` of ``answers[path]`` (the last one repeats); other paths 404. With
+    """An HTTP server on 127.0.0.1 answering POST ``path`` with ``routes[path](body)``,
+    a ``(status, body)`` (a string body is sent as it is); other paths 404. With
     ``slow_headers_s``, it sends its status line one byte at a time, that many seconds
-    apart. Yields the base URL; ``seen`` on the server lists ``(path, body)``."""
-    seen: list[tuple[str, Any]] = []
+    apart. Each request is appended to ``seen`` as ``(path, body)``. Yields the base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802
             n = int(self.headers.get("content-length") or 0)
             body = json.loads(self.rfile.read(n) or b"null")
-            seen.append((self.path, body))
-            queue = answers.get(self.path)
-            if not queue:
-                status, out = 404, {"detail": "Not Found"}
-            else:
-                status, out = queue.pop(0) if len(queue) > 1 else queue[0]
+            if seen is not None:
+                seen.append((self.path, body))
+            fn = routes.get(self.path)
+            status, out = fn(body) if fn else (404, {"detail": "Not Found"})
             data = (out if isinstance(out, str) else json.dumps(out)).encode()
             if slow_headers_s:
                 for b in f"HTTP/1.1 {status} X\r\n".encode():
@@ -98,15 +98,29 @@ def canned(
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        canned.seen = seen  # type: ignore[attr-defined]
-        yield url
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def canned(
+    answers: dict[str, list[tuple[int, Any]]], *, slow_headers_s: float = 0
+) -> Iterator[str]:
+    """:func:`dynamic` answering POST ``path`` with the next ``(status, body)`` of
+    ``answers[path]`` (the last one repeats); ``canned.seen`` lists ``(path, body)``."""
+
+    def next_of(queue: list[tuple[int, Any]]) -> Callable[[dict[str, Any]], tuple[int, Any]]:
+        return lambda body: queue.pop(0) if len(queue) > 1 else queue[0]
+
+    seen: list[tuple[str, Any]] = []
+    routes = {path: next_of(queue) for path, queue in answers.items()}
+    with dynamic(routes, slow_headers_s=slow_headers_s, seen=seen) as url:
+        canned.seen = seen  # type: ignore[attr-defined]
+        yield url
 
 
 def replay(*names: str) -> dict[str, list[tuple[int, Any]]]:
@@ -324,36 +338,6 @@ def test_slow_headers_cannot_escape_the_deadline() -> None:
 
 
 # ---------------------------------------------------------------- flavours
-
-
-@contextmanager
-def dynamic(routes: dict[str, Callable[[dict[str, Any]], tuple[int, Any]]]) -> Iterator[str]:
-    """A canned server whose answer is computed from the request body."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
-            n = int(self.headers.get("content-length") or 0)
-            body = json.loads(self.rfile.read(n) or b"null")
-            fn = routes.get(self.path)
-            status, out = fn(body) if fn else (404, {"detail": "Not Found"})
-            data = json.dumps(out).encode()
-            self.send_response_only(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def shape(v: Any) -> Any:
