@@ -42,6 +42,7 @@ __all__ = [
     "http_url",
     "positive_int",
     "rate",
+    "reasoning_history",
     "repeats",
     "seconds",
     "stream_mode",
@@ -169,6 +170,19 @@ def boolean(value: str) -> bool:
     raise OptionValueError(f"{value!r} is not a boolean (use true/false)")
 
 
+#: the values of ``--reasoning-history`` (:data:`harness.runner.REASONING_HISTORY`)
+REASONING_HISTORY_MODES = ("keep", "drop", "auto")
+
+
+def reasoning_history(value: str) -> str:
+    """``keep``, ``drop`` or ``auto`` (any case): what later requests carry of the
+    reasoning the assistant turns produced (``--reasoning-history``)."""
+    low = value.strip().lower()
+    if low not in REASONING_HISTORY_MODES:
+        raise OptionValueError(f"{value!r} is not a reasoning history mode (keep, drop or auto)")
+    return low
+
+
 def stream_mode(value: str) -> str:
     """``"on"``, ``"off"`` or ``"both"``; a boolean word counts as on/off."""
     if value.strip().lower() == "both":
@@ -235,6 +249,11 @@ _TABLE = (
            "base of the per-run request seed (each run's seed is derived from it, the "
            "side, the scenario and the repeat, and recorded in its transcript) and of the "
            "verdict's permutations (default 0)", "N"),
+    Option("reasoning_history", "--reasoning-history", reasoning_history, None,
+           "the reasoning of earlier assistant turns in later requests: keep (sent back as "
+           "reasoning_content), drop (left out), auto (as the server documents it: kept on "
+           "turns that called tools, dropped once a turn answered); default: the scenario's "
+           "reasoning_history, else auto", "keep|drop|auto"),
     Option("api_key_env", "--api-key-env", text, "OPENAI_API_KEY",
            "environment variable holding the API key (default OPENAI_API_KEY)", "NAME"),
     Option("stream", "--stream", stream_mode, "off",

@@ -556,5 +556,9 @@ def _run_round(
         out_dir=folder,
         progress=progress,
         keep=False,
-        sampling=SamplingPolicy(settings.temperature, settings.seed),
+        sampling=SamplingPolicy(
+            settings.temperature,
+            settings.seed,
+            settings.reasoning_history,  # type: ignore[arg-type]  # checked by the option
+        ),
     )

@@ -81,6 +81,9 @@ class RecordingInfo(BaseModel):
     stream: str = "off"
     temperature: float | None = None
     seed: int | None = None
+    #: the reasoning of earlier turns sent back (``--reasoning-history``; None: each
+    #: scenario's, else ``auto``)
+    reasoning_history: str | None = None
     single_turn: bool = False
     harness_version: str = __version__
     side: SideInfo | None = None
@@ -378,11 +381,12 @@ def record(
         run_many_sync(
             scenarios, [target], repeats=info.repeats, stream=stream, concurrency=concurrency,
             out_dir=folder, progress=progress, keep=False,
-            sampling=SamplingPolicy(info.temperature, info.seed),
+            sampling=SamplingPolicy(info.temperature, info.seed, info.reasoning_history),  # type: ignore[arg-type]
         )  # fmt: skip
         settings = Settings(
             repeats=info.repeats, stream=stream, scenarios=[s.id for s in scenarios],
             temperature=info.temperature, seed=info.seed or 0,
+            reasoning_history=info.reasoning_history,
         )  # fmt: skip
         score_folder(folder, FolderContext(settings, {"baseline": side}, kind=RECORD_KIND))
     manifest = folder.manifest()

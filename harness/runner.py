@@ -18,6 +18,11 @@ and ``name`` from the first delta that has them, ``arguments`` concatenated, as 
 OpenAI Python SDK's stream helpers do; see :mod:`harness.client.completions`). The raw
 response body (or the list of chunk objects) is kept, and tool-call ``arguments`` are
 recorded exactly as received.
+The reasoning an assistant turn produced (``reasoning_content``, or vLLM's ``reasoning``)
+goes back to the server in later requests as :data:`REASONING_HISTORY` says (``keep``,
+``drop``, ``auto``; :func:`reasoning_kept`); the mode is recorded in
+``RunRecord.reasoning_history``. A history the server refuses (HTTP 400 on a later turn
+after a turn with reasoning) names that setting as the likely cause in its error line.
 Transient failures (HTTP 408/429/5xx, timeouts, reset connections) are retried with
 exponential backoff; what still fails becomes :class:`harness.transcript.InfraError`.
 
@@ -65,12 +70,15 @@ if TYPE_CHECKING:
     from harness.bfcl.backends import Referee
 
 __all__ = [
+    "REASONING_HISTORY",
+    "ReasoningHistory",
     "SamplingPolicy",
     "StreamMode",
     "run_key",
     "run_many",
     "run_many_sync",
     "run_scenario",
+    "reasoning_kept",
     "run_seed",
 ]
 
@@ -116,17 +124,99 @@ async def _request(
             await asyncio.sleep(wait)
 
 
+# ---------------------------------------------------------------- reasoning sent back
+
+#: what later requests carry of the reasoning an assistant turn produced
+ReasoningHistory = Literal["keep", "drop", "auto"]
+
+#: the modes, and what each sends back (``--reasoning-history``, a scenario's
+#: ``reasoning_history``; the command line's wins, then the scenario's, then ``auto``).
+#: What the servers document, and so what ``auto`` does:
+#:
+#: - DeepSeek's API, thinking mode (api-docs.deepseek.com/guides/thinking_mode, "Tool
+#:   calls"): the ``reasoning_content`` of a turn that made tool calls must be passed back
+#:   in every later request, else HTTP 400 ("The reasoning_content in the thinking mode must
+#:   be passed back to the API"); the reasoning of a turn that answered is not needed
+#:   (deepseek-reasoner's guide, "Multi-round conversation": the CoT of earlier rounds is
+#:   not concatenated into the context; that model answered HTTP 400 to a
+#:   ``reasoning_content`` in its input).
+#: - vLLM (docs/features/reasoning_outputs.md): its multi-turn example sends back only
+#:   ``content``; since its interleaved-thinking support (PR #33635) an assistant message's
+#:   ``reasoning`` reaches the chat template (``chat_utils._parse_chat_message_content``),
+#:   where templates such as Qwen3's render the reasoning of the turns after the last user
+#:   message; ``reasoning_content`` on input is not read (issue #38488), so ``keep`` also
+#:   sends it as ``reasoning`` when the server is vLLM.
+#: - SGLang (docs/advanced_features/separate_reasoning.md): the reasoning parser splits
+#:   ``reasoning_content`` out of the answer; an assistant message's ``reasoning_content``
+#:   is accepted on input and its use is the chat template's.
+#: - llama.cpp's server (``--reasoning-format``, tools/server/README.md): returns
+#:   ``reasoning_content`` and accepts it on input assistant messages
+#:   (``common_chat_msgs_parse_oaicompat``); models such as gpt-oss and MiniMax-M2 need it
+#:   in a tool loop (mistral-vibe PR #123).
+#:
+#: So ``auto`` keeps the reasoning of turns that called tools (a tool loop) and drops that
+#: of turns that answered (before the next user message): what DeepSeek requires and what
+#: the three servers' templates render; ``keep`` sends all of it back; ``drop`` none (the
+#: OpenAI SDK's own message objects, re-sent, carry no reasoning field).
+REASONING_HISTORY: tuple[ReasoningHistory, ...] = ("keep", "drop", "auto")
+
+
+def reasoning_kept(mode: ReasoningHistory, *, called_tools: bool) -> bool:
+    """Whether an assistant turn's reasoning is sent back under ``mode``: always under
+    ``keep``, never under ``drop``, under ``auto`` when the turn called tools."""
+    return mode == "keep" or (mode == "auto" and called_tools)
+
+
+def _reasoning_mode(scenario: Scenario, policy: SamplingPolicy | None) -> ReasoningHistory:
+    """The mode of a run: the command's, else the scenario's, else ``auto``."""
+    if policy is not None and policy.reasoning_history is not None:
+        return policy.reasoning_history
+    return scenario.reasoning_history or "auto"
+
+
+def _is_vllm(info: TargetInfo | None) -> bool:
+    """Whether ``GET /v1/models`` says vLLM (its models are ``owned_by: vllm``)."""
+    data = (
+        (info.models or {}).get("data")
+        if info is not None and isinstance(info.models, dict)
+        else None
+    )
+    return any(isinstance(m, dict) and m.get("owned_by") == "vllm" for m in data or [])
+
+
+def _refused_history(
+    error: InfraError, turns: Sequence[TurnRecord], mode: ReasoningHistory
+) -> InfraError:
+    """``error`` with, when the server refused a later turn's history (HTTP 400 on a turn
+    after one with reasoning), the likely cause and the flag that changes it."""
+    had = any(t.response is not None and t.response.reasoning_content for t in turns[:-1])
+    if error.status != 400 or error.turn in (None, 0) or not had:
+        return error
+    other = "drop" if mode == "keep" else "keep"
+    sent = {"keep": "sent back", "drop": "left out", "auto": "sent back on tool-call turns only"}[
+        mode
+    ]
+    hint = (
+        f" (likely cause: earlier turns' reasoning {sent} (reasoning_history {mode}); "
+        f"this server may require or refuse it: try --reasoning-history {other})"
+    )
+    return error.model_copy(update={"message": error.message + hint})
+
+
 # ---------------------------------------------------------------- the loop
 
 
 @dataclass(frozen=True)
 class SamplingPolicy:
     """What a command asks of every run's sampling: ``temperature`` unless the scenario
-    sets its own (None: the scenario's), and a request seed per run derived from
-    ``seed`` unless the scenario sets its own (None: no seed sent)."""
+    sets its own (None: the scenario's), a request seed per run derived from
+    ``seed`` unless the scenario sets its own (None: no seed sent), and the reasoning
+    sent back in later requests (:data:`REASONING_HISTORY`; over the scenario's)."""
 
     temperature: float | None = None
     seed: int | None = None
+    #: the reasoning sent back in later requests (None: each scenario's, else ``auto``)
+    reasoning_history: ReasoningHistory | None = None
 
 
 def run_seed(base: int, side: str, scenario_id: str, repeat: int) -> int:
@@ -180,9 +270,16 @@ class _Loop:
     """State of one run: the conversation so far, turns, and per-tool call counts."""
 
     def __init__(
-        self, scenario: Scenario, client: AsyncOpenAI, target: TargetConfig, params: dict[str, Any]
+        self,
+        scenario: Scenario,
+        client: AsyncOpenAI,
+        target: TargetConfig,
+        params: dict[str, Any],
+        reasoning: ReasoningHistory = "auto",
+        vllm: bool = False,
     ) -> None:
         self.scenario, self.client, self.target, self.params = scenario, client, target, params
+        self.reasoning, self.vllm = reasoning, vllm
         self.messages: list[dict[str, Any]] = [m.wire() for m in scenario.messages]
         self.pending: list[dict[str, Any]] = list(self.messages)
         self.body = ConversationBody(params, self.messages)  # each message encoded once
@@ -207,6 +304,7 @@ class _Loop:
             params = {**self.params, "messages": list(self.messages)}
             result = await _request(self.client, params, self.target, rec, self.body.content())
             if isinstance(result, InfraError):
+                result = _refused_history(result, self.turns, self.reasoning)
                 rec.error = result
                 return "error", None, result
             rec.response = result
@@ -233,7 +331,7 @@ class _Loop:
             return "empty_stop", resp.content
         if self.segment < len(self.scenario.followups):
             user = self.scenario.followups[self.segment].user
-            self._append({"role": "assistant", "content": resp.content})
+            self._append(self._assistant(resp, {"role": "assistant", "content": resp.content}))
             self._append({"role": "user", "content": user})
             self.check_segment()
             self.segment += 1
@@ -264,6 +362,16 @@ class _Loop:
             self.params = {**self.params, "tool_choice": choice}
             self.body = ConversationBody(self.params, self.messages)
             self.recorded_params = {k: v for k, v in self.params.items() if k != "tools"}
+
+    def _assistant(self, resp: ResponseRecord, msg: dict[str, Any]) -> dict[str, Any]:
+        """The assistant message sent back, with its reasoning when the mode keeps it
+        (:func:`reasoning_kept`; vLLM reads it as ``reasoning``)."""
+        called = bool(msg.get("tool_calls"))
+        if resp.reasoning_content and reasoning_kept(self.reasoning, called_tools=called):
+            msg["reasoning_content"] = resp.reasoning_content
+            if self.vllm:
+                msg["reasoning"] = resp.reasoning_content
+        return msg
 
     def _append(self, msg: dict[str, Any]) -> None:
         self.messages.append(msg)
@@ -303,7 +411,8 @@ class _Loop:
         # content "" rather than null: OpenAI accepts both with tool_calls, but
         # llama-cpp-python's server answers 500 to the null it sends itself (and to no key)
         content = resp.content if resp.content is not None else ""
-        self._append({"role": "assistant", "content": content, "tool_calls": wire_calls})
+        msg = {"role": "assistant", "content": content, "tool_calls": wire_calls}
+        self._append(self._assistant(resp, msg))
         for res in rec.tool_results:
             self._append({"role": "tool", "tool_call_id": res.tool_call_id, "content": res.content})
 
@@ -350,8 +459,9 @@ async def run_scenario(
     supplies the model name when ``target.model`` is ``None`` (else ``"default"``).
     ``facts`` is ``(scenario.content_hash(), scenario.model_dump(mode="json"))`` when the
     caller has them (:func:`run_many` computes them once per scenario, not once per run).
-    ``sampling``: the command's temperature and seed (:class:`SamplingPolicy`); the
-    record's ``sampling`` holds what was sent. Server failures do not raise: they end the
+    ``sampling``: the command's temperature, seed and reasoning history
+    (:class:`SamplingPolicy`); the record's ``sampling`` holds what was sent, its
+    ``reasoning_history`` the mode applied. Server failures do not raise: they end the
     run with ``stop_reason="error"``.
     """
     info = info or TargetInfo(
@@ -361,7 +471,8 @@ async def run_scenario(
     params = _params(scenario, target, model, repeat, stream, sampling)
     started = datetime.now(timezone.utc).isoformat()
     t0 = time.perf_counter()
-    loop = _Loop(scenario, client, target, params)
+    mode = _reasoning_mode(scenario, sampling)
+    loop = _Loop(scenario, client, target, params, mode, _is_vllm(info))
     stop, final, error = await loop.run()
     if stop != "error":
         loop.check_segment()
@@ -375,6 +486,7 @@ async def run_scenario(
         stream=stream,
         target=info,
         sampling=_sampling(scenario, repeat, target.name, sampling),
+        reasoning_history=mode,
         tools=params.get("tools", []),
         turns=loop.turns,
         stop_reason=stop,

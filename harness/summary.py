@@ -286,6 +286,11 @@ class Settings(_Model):
     temperature: float | None = None
     #: base of every run's request seed and of the permutations (same seed, same verdict)
     seed: int = 0
+    #: the reasoning of earlier turns sent back (``keep``/``drop``/``auto``; None: each
+    #: scenario's, else ``auto``: :data:`harness.runner.REASONING_HISTORY`)
+    reasoning_history: str | None = None
+    #: the contract pre-flight was skipped (``--skip-contract``)
+    skip_contract: bool = False
     #: Westfall-Young permutations
     permutations: int = 10_000
     #: sequential mode (:mod:`harness.stats.sequential`): ``repeats`` per round, at most

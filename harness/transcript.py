@@ -211,6 +211,9 @@ class RunRecord(_Model):
     stream: bool
     target: TargetInfo
     sampling: dict[str, Any] = Field(default_factory=dict)
+    #: what later requests carried of earlier turns' reasoning: ``keep``, ``drop`` or ``auto``
+    #: (:data:`harness.runner.REASONING_HISTORY`); None in records from before the setting
+    reasoning_history: str | None = None
     tools: list[dict[str, Any]] = Field(default_factory=list)  # the tools request field
     turns: list[TurnRecord] = Field(default_factory=list)
     stop_reason: StopReason

@@ -60,6 +60,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "target": ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1"),
     "baseline": ("https://gpu-box:30000", "https://gpu-box:30000"),
     "model": ("m1", "m1"),
+    "reasoning_history": ("Keep", "keep"),
     "repeats": ("4", 4),
     "api_key_env": ("MY_KEY", "MY_KEY"),
     "concurrency": ("3", 3),

@@ -44,6 +44,18 @@ def add_stream_argument(p: argparse.ArgumentParser) -> None:
     add_argument(p, "stream", type=None, metavar="MODE")
 
 
+def add_skip_contract(p: argparse.ArgumentParser) -> None:
+    """``--skip-contract``: no contract pre-flight before the scenarios
+    (:mod:`harness.preflight`)."""
+    p.add_argument(
+        "--skip-contract",
+        action="store_true",
+        help="skip the contract pre-flight (a few small requests per side before any "
+        "scenario: temperature and seed, max_tokens, n, stop, usage, streaming, "
+        "tool_choice and parallel_tool_calls honoured)",
+    )
+
+
 def stream_mode(args: argparse.Namespace) -> StreamMode:
     """The ``--stream`` value as a runner mode.
 

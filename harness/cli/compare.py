@@ -35,6 +35,7 @@ from typing import Any, Literal
 from harness.cli import ExitCode, interrupted_code
 from harness.cli._common import (
     add_launch_arguments,
+    add_skip_contract,
     add_stream_argument,
     check_resume,
     exit_code,
@@ -111,6 +112,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_argument(p, "model")
     add_argument(p, "temperature")
     add_argument(p, "sampling_seed")
+    add_argument(p, "reasoning_history")
+    add_skip_contract(p)
     add_argument(p, "concurrency")
     add_argument(p, "results")
     p.add_argument("--run-id", default=None, help="run folder name (resumes it if it exists)")
@@ -412,6 +415,8 @@ def _compare(
         decision_rule=DECISION_RULE,
         temperature=args.temperature,
         seed=args.sampling_seed,
+        reasoning_history=args.reasoning_history,
+        skip_contract=args.skip_contract,
         sequential=args.sequential,
         rounds=args.rounds,
     )

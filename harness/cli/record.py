@@ -33,6 +33,7 @@ from typing import Any
 from harness.cli import ExitCode, interrupted_code
 from harness.cli._common import (
     add_launch_arguments,
+    add_skip_contract,
     add_stream_argument,
     check_resume,
     launched_side,
@@ -82,8 +83,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"rounds recorded (default {ROUNDS}: every round a sequential compare may read)",
     )  # fmt: skip
     add_stream_argument(p)
-    for name in ("model", "temperature", "sampling_seed", "concurrency", "results"):
+    for name in (
+        "model",
+        "temperature",
+        "sampling_seed",
+        "reasoning_history",
+        "concurrency",
+        "results",
+    ):
         add_argument(p, name)
+    add_skip_contract(p)
     p.add_argument("--run-id", default=None, help="run folder name (resumes it if it exists)")
     p.add_argument("--resume", metavar="RUN_ID", help="finish the recording RUN_ID")
     p.add_argument(
@@ -137,6 +146,7 @@ def new_info(args: argparse.Namespace, url: str, label: str) -> RecordingInfo:
     return RecordingInfo(
         label=label, url=url, repeats_per_round=per_round, rounds=args.rounds,
         stream=args.stream, temperature=args.temperature, seed=args.sampling_seed,
+        reasoning_history=getattr(args, "reasoning_history", None),
         single_turn=bool(getattr(args, "single_turn", False)), model=args.model,
     )  # fmt: skip
 

@@ -22,6 +22,7 @@ import sys
 
 from harness.cli import ExitCode, interrupted_code
 from harness.cli._common import (
+    add_skip_contract,
     add_stream_argument,
     check_resume,
     exit_code,
@@ -55,6 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_stream_argument(p)
     for name in ("repeats", "concurrency", "min_pass_rate", "temperature", "sampling_seed"):
         add_argument(p, name)
+    add_argument(p, "reasoning_history")
+    add_skip_contract(p)
     add_argument(p, "results")
     p.add_argument("--run-id", help="name of the run folder (default: run-<time>-<pid>)")
     p.add_argument("--resume", metavar="RUN_ID", help="finish the run RUN_ID (skip recorded runs)")
@@ -88,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
             scenarios, [_target(args)], repeats=args.repeats, stream=stream,
             concurrency=args.concurrency, out_dir=folder, resume=True,
             progress=not args.no_progress, keep=False,
-            sampling=SamplingPolicy(args.temperature, args.sampling_seed),
+            sampling=SamplingPolicy(
+                args.temperature, args.sampling_seed, args.reasoning_history
+            ),
         )  # fmt: skip
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
         print(
@@ -127,4 +132,6 @@ def _settings(args: argparse.Namespace, stream: StreamMode, scenarios: list[Scen
         min_pass_rate=args.min_pass_rate,
         temperature=args.temperature,
         seed=args.sampling_seed,
+        reasoning_history=args.reasoning_history,
+        skip_contract=args.skip_contract,
     )

@@ -89,6 +89,7 @@ OPTIONS: tuple[Option, ...] = (
     SHARED["concurrency"],
     SHARED["temperature"],
     SHARED["sampling_seed"],
+    SHARED["reasoning_history"],
     SHARED["request_timeout"],
     SHARED["max_retries"],
     SHARED["max_response_bytes"],
@@ -158,6 +159,7 @@ class HarnessSettings:
     concurrency: int = 8
     temperature: float = 0.7
     sampling_seed: int = 0
+    reasoning_history: str | None = None
     request_timeout: float = 120.0
     max_retries: int = 3
     max_response_bytes: int = SHARED["max_response_bytes"].default

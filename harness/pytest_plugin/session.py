@@ -317,10 +317,12 @@ class HarnessState:
         return ScenarioRun(records, scores, summary if summary.kind == "compare" else None)
 
     def sampling(self) -> SamplingPolicy:
-        """``--temperature`` and ``--sampling-seed`` as the runner takes them."""
+        """``--temperature``, ``--sampling-seed`` and ``--reasoning-history`` as the runner
+        takes them."""
         from harness.runner import SamplingPolicy
 
-        return SamplingPolicy(self.settings.temperature, self.settings.sampling_seed)
+        s = self.settings
+        return SamplingPolicy(s.temperature, s.sampling_seed, s.reasoning_history)  # type: ignore[arg-type]
 
     def summary_settings(self) -> SummarySettings:
         """The ``settings`` block of ``summary.json`` for this session."""
@@ -332,6 +334,7 @@ class HarnessState:
             model=s.model, concurrency=s.concurrency, scenarios=sorted(self.scenario_ids),
             infra_error_limit=s.max_infra_error_rate, min_pass_rate=s.min_pass_rate,
             temperature=s.temperature, seed=s.sampling_seed,
+            reasoning_history=s.reasoning_history,
         )  # fmt: skip
 
     # ------------------------------------------------------------ end of session

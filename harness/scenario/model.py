@@ -346,6 +346,10 @@ class Scenario(_Strict):
     #: choice on every turn leaves no way to answer)
     tool_choice_after_result: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
+    #: what later requests carry of the reasoning the assistant turns produced
+    #: (``keep``, ``drop``, ``auto``; None: the command's, else ``auto``):
+    #: :data:`harness.runner.REASONING_HISTORY`
+    reasoning_history: Literal["keep", "drop", "auto"] | None = None
     expect: Expectation = Field(default_factory=Expectation)
     followups: list[Followup] = Field(default_factory=list)
     max_turns: int = Field(default=12, ge=1, le=MAX_TURNS)
@@ -392,8 +396,12 @@ class Scenario(_Strict):
         return [self.expect, *(f.expect for f in self.followups)]
 
     def content_hash(self) -> str:
-        """sha256 (hex, first 16) of the canonical JSON of the parsed scenario."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """sha256 (hex, first 16) of the canonical JSON of the parsed scenario (an unset
+        ``reasoning_history`` left out: hashes from before the field stay valid)."""
+        data = self.model_dump(mode="json")
+        if data.get("reasoning_history") is None:
+            data.pop("reasoning_history", None)
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

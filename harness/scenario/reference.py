@@ -73,6 +73,7 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "Scenario.tool_choice": ("`tool_choice` sent (`auto`, `none`, `required` or a named function)", "{tool_choice: required}"),
     "Scenario.tool_choice_after_result": ("`tool_choice` sent once a tool result is in the conversation (e.g. force the first call, then let the model answer)", "{tool_choice_after_result: none}"),
     "Scenario.parallel_tool_calls": ("`parallel_tool_calls` sent", "{parallel_tool_calls: false}"),
+    "Scenario.reasoning_history": ("the reasoning of earlier assistant turns sent back (`keep`), left out (`drop`), or as the server documents it (`auto`: kept on turns that called tools); `--reasoning-history` overrides it", "{reasoning_history: keep}"),
     "Scenario.expect": ("what a correct model does after the opening", "{expect: {calls: [{tool: add, arguments: {a: 2, b: 3}}]}}"),
     "Scenario.followups": ("user messages sent after each final answer", "{followups: [{user: Now add 4.}]}"),
     "Scenario.max_turns": ("requests per run at most (then `turn_cap`)", "{max_turns: 6}"),

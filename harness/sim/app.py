@@ -257,6 +257,31 @@ def _request_options(body: dict[str, Any]) -> RequestOptions:
     )
 
 
+def check_history(state: SimState, messages: list[Any]) -> None:
+    """The profile's demand on earlier turns' reasoning (``SimProfile.reasoning_history``),
+    worded as DeepSeek's API words it.
+
+    Raises:
+        BadRequest: a tool-call turn without its ``reasoning_content`` (``required``), or
+            an assistant turn with one (``refused``).
+    """
+    demand = state.profile.reasoning_history
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") != "assistant":
+            continue
+        has = bool(m.get("reasoning_content"))
+        if demand == "required" and m.get("tool_calls") and not has:
+            raise BadRequest(
+                f"Missing `reasoning_content` field in the assistant message at message index "
+                f"{i}: the reasoning_content in the thinking mode must be passed back to the API"
+            )
+        if demand == "refused" and has:
+            raise BadRequest(
+                f"The `reasoning_content` field in the assistant message at message index {i} "
+                "is not accepted in the input messages"
+            )
+
+
 def _required_keys(body: dict[str, Any], name: str) -> list[str]:
     for tool in body.get("tools") or []:
         fn = tool.get("function") or {}
@@ -437,6 +462,8 @@ async def chat_completions(request: Request) -> Response:
             state.profile, state.rng, body, MODEL_NAME,
             flavour=state.flavour, template=state.chat_template,
         )  # fmt: skip
+    if state.profile.reasoning_history and isinstance(body.get("messages"), list):
+        check_history(state, body["messages"])
     reply = chat_reply(state, body)
     n = reply.choices
     prompt = prompt_tokens(body["messages"], body.get("tools"))

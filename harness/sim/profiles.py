@@ -75,6 +75,11 @@ name                       behaviour
                            budget but counted in ``usage.completion_tokens``
 ``n-not-honoured``         one choice whatever ``n`` asks (healthy: ``n`` identical ones)
 ``stop-string-in-output``  ``stop`` strings left in content
+``reasoning-required``     reasoning model answering HTTP 400 when an assistant turn with
+                           tool_calls comes back without its ``reasoning_content``
+                           (DeepSeek's thinking mode)
+``reasoning-refused``      reasoning model answering HTTP 400 when an assistant turn comes
+                           back with ``reasoning_content`` (deepseek-reasoner)
 ``gsm8k-drop``             GSM8K accuracy 0.81, nothing else
 ``kv-cache-quant``         healthy; token logprobs shifted a tiny, benign amount (like a
                            KV-cache quantisation; :mod:`harness.sim.logprobs`)
@@ -189,6 +194,11 @@ class SimProfile:
     description: str = ""
     faults: tuple[Fault, ...] = ()
     reasoning: bool = False  # a reasoning model: emits reasoning_content
+    #: what the server demands of earlier assistant turns' reasoning in a request:
+    #: ``"required"`` (HTTP 400 when a turn with tool_calls lacks its ``reasoning_content``,
+    #: as DeepSeek's thinking mode), ``"refused"`` (HTTP 400 when any carries one, as
+    #: deepseek-reasoner), None (either is fine)
+    reasoning_history: str | None = None
     infra: InfraFault | None = None
     delay_s: float = 3.0  # for infra == "slow"
     noise_optional_rate: float = 0.25
@@ -289,6 +299,12 @@ def _contract_profiles() -> list[SimProfile]:
                 "reasoning outside the max_tokens budget, counted in usage", reasoning=True),
         _single("n-not-honoured", k.N_NOT_HONOURED, "one choice whatever n asks"),
         _single("stop-string-in-output", k.STOP_STRING_IN_OUTPUT, "stop strings left in content"),
+        SimProfile(name="reasoning-required", reasoning=True, reasoning_history="required",
+                   description="HTTP 400 when a tool-call turn's reasoning_content is not sent "
+                   "back"),
+        SimProfile(name="reasoning-refused", reasoning=True, reasoning_history="refused",
+                   description="HTTP 400 when an assistant turn's reasoning_content is sent "
+                   "back"),
     ]  # fmt: skip
 
 
