@@ -47,6 +47,7 @@ from harness.transcript import TargetInfo
 __all__ = [
     "SUMMARY_SCHEMA_VERSION",
     "Aggregate",
+    "ContractCheck",
     "CountStat",
     "Divergence",
     "MetricRow",
@@ -54,6 +55,7 @@ __all__ = [
     "RunOutcome",
     "ScenarioComparison",
     "Settings",
+    "SideContract",
     "SideInfo",
     "Summary",
     "Verdict",
@@ -245,6 +247,39 @@ class RunOutcome(_Model):
     infra_limited: list[str] = Field(default_factory=list)
 
 
+class ContractCheck(_Model):
+    """One check of the contract pre-flight (:mod:`harness.preflight`): ``status`` is
+    ``ok`` (honoured), ``failed`` (not honoured), ``unsupported`` (refused, or not
+    reproducible where that is the server's choice: a note, not a fault) or ``error``
+    (no answer); ``detail`` one line saying what was seen."""
+
+    name: str
+    status: Literal["ok", "failed", "unsupported", "error"]
+    detail: str = ""
+
+
+class SideContract(_Model):
+    """What one server honoured of a request's contract before any scenario ran
+    (:func:`harness.preflight.check_contract`): the checks, the requests spent, and
+    whether its repeats are independent trials (``sampling_ignored``: the same output at
+    temperature 0.7 whatever the seed; its repeats are then copies, counted once per
+    scenario as greedy ones are)."""
+
+    checks: list[ContractCheck] = Field(default_factory=list)
+    requests: int = 0
+    duration_s: float = 0.0
+
+    def check(self, name: str) -> ContractCheck | None:
+        """The check called ``name``, if it ran."""
+        return next((c for c in self.checks if c.name == name), None)
+
+    @property
+    def sampling_ignored(self) -> bool:
+        """Whether the server ignored temperature and seed (its repeats are copies)."""
+        found = self.check("temperature")
+        return found is not None and found.status == "failed"
+
+
 class SideInfo(_Model):
     """One side of the comparison: the target and what it says about itself.
 
@@ -266,6 +301,8 @@ class SideInfo(_Model):
     #: the boot checks when the harness launched this side (``--baseline-cmd``, ``harness
     #: record --cmd``): ``{"verdict", "url", "checks": [{name, verdict, detail}], "crash"}``
     boot: dict[str, Any] | None = None
+    #: the contract pre-flight of this side (None: skipped, or from before it existed)
+    contract: SideContract | None = None
 
 
 class Settings(_Model):

@@ -87,6 +87,7 @@ from harness.sim.model import (
     nonce_for,
     plan_for,
 )
+from harness.sim.probe import is_probe, probe_reply
 from harness.sim.profiles import InfraFault, SimProfile, get_profile, infra_fault
 from harness.sim.stats import STATS_PATH, SimStats
 from harness.sim.templates import check_template
@@ -324,9 +325,13 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
     profile = state.profile.for_scenario(sc.id if sc else None)
     # turn: assistant messages beyond the scenario's opening (few-shot ones do not count)
     turn = conv.turn - (sum(m.role == "assistant" for m in sc.messages) if sc else 0)
+    if profile.ignores_sampling:  # temperature and seed ignored: every request greedy
+        req = replace(req, temperature=0.0, seed=None)
     nonce = nonce_for(conv, req, server_seed=state.seed, rng=state.rng)
     req = misread_request(profile, req, nonce=nonce, turn=turn)
-    if sc is None:
+    if sc is None and is_probe(conv):
+        decision = probe_reply(req, nonce)
+    elif sc is None:
         decision = _unscripted(state, body)
     else:
         plan = plan_for(sc, conv, req, nonce, profile)

@@ -75,6 +75,8 @@ name                       behaviour
                            budget but counted in ``usage.completion_tokens``
 ``n-not-honoured``         one choice whatever ``n`` asks (healthy: ``n`` identical ones)
 ``stop-string-in-output``  ``stop`` strings left in content
+``sampling-ignored``       temperature and seed ignored: every request decoded greedily
+                           (the same run every repeat; the contract pre-flight says so)
 ``reasoning-required``     reasoning model answering HTTP 400 when an assistant turn with
                            tool_calls comes back without its ``reasoning_content``
                            (DeepSeek's thinking mode)
@@ -199,6 +201,8 @@ class SimProfile:
     #: as DeepSeek's thinking mode), ``"refused"`` (HTTP 400 when any carries one, as
     #: deepseek-reasoner), None (either is fine)
     reasoning_history: str | None = None
+    #: temperature and seed ignored: every request decoded greedily (repeats are copies)
+    ignores_sampling: bool = False
     infra: InfraFault | None = None
     delay_s: float = 3.0  # for infra == "slow"
     noise_optional_rate: float = 0.25
@@ -299,6 +303,8 @@ def _contract_profiles() -> list[SimProfile]:
                 "reasoning outside the max_tokens budget, counted in usage", reasoning=True),
         _single("n-not-honoured", k.N_NOT_HONOURED, "one choice whatever n asks"),
         _single("stop-string-in-output", k.STOP_STRING_IN_OUTPUT, "stop strings left in content"),
+        SimProfile(name="sampling-ignored", ignores_sampling=True,
+                   description="temperature and seed ignored: every request greedy"),
         SimProfile(name="reasoning-required", reasoning=True, reasoning_history="required",
                    description="HTTP 400 when a tool-call turn's reasoning_content is not sent "
                    "back"),
