@@ -359,8 +359,13 @@ def _string_content(messages: Any) -> list[dict[str, Any]]:
     """``messages`` with a ``null`` content (an assistant turn that only calls tools) sent
     as ``""``: llama.cpp's server parses chat messages strictly and answers HTTP 500
     "type must be string, but is null" otherwise (upstream ``tools/server/utils.hpp``
-    ``oaicompat_chat_params_parse``)."""
-    return [{**m, "content": ""} if m.get("content") is None else dict(m) for m in messages]
+    ``oaicompat_chat_params_parse``). Any other ``null`` field (``tool_call_id`` or
+    ``tool_calls`` on a system or user turn, as a scenario's reference conversation holds
+    them) is left out, for the same reason."""
+    return [
+        {**{k: v for k, v in m.items() if v is not None}, "content": m.get("content") or ""}
+        for m in messages
+    ]
 
 
 def _client_error(message: str) -> bool:
