@@ -246,7 +246,7 @@ class _Summarizer:
             base, cand, summary.sides,
             alpha=alpha, infra_error_limit=settings.infra_error_limit,
             permutations=settings.permutations, seed=settings.seed, greedy=sorted(self.greedy),
-            look=look,
+            look=look, copies=copied_sides(summary.sides),
         )  # fmt: skip
         summary.comparisons = [  # the evidence beside each decision; decisions unchanged
             c.model_copy(update={"first_divergence": self._divergence(c.scenario_id, fetch)})
@@ -324,6 +324,12 @@ def _unfinished(
     if absent:
         parts.append(f"{plural(len(absent), 'planned scenario')} not run on either side")
     return "; ".join(parts)
+
+
+def copied_sides(sides: Iterable[SideInfo]) -> list[str]:
+    """The sides whose contract pre-flight found temperature and seed ignored: their
+    repeats are copies, counted once per scenario (:mod:`harness.stats.family`)."""
+    return [s.side for s in sides if s.contract is not None and s.contract.sampling_ignored]
 
 
 def _greedy(record: RunRecord) -> bool:
@@ -470,8 +476,11 @@ def compare(
 ) -> Summary:
     """Run ``scenarios`` against both targets into ``folder``, score and decide.
 
-    Fusion engagement is collected first and saved in the manifest with the settings
-    (a comparison killed before its summary is re-scored with them).
+    Fusion engagement is collected first, then (unless ``settings.skip_contract``) each
+    live side's contract pre-flight (:func:`harness.preflight.check_sides`: ``contract.json``,
+    ``SideInfo.contract``; a recorded side brings its own; a difference between the sides
+    is a warning), and both are saved in the manifest with the settings (a comparison
+    killed before its summary is re-scored with them).
     ``baseline.side``/``candidate.side`` are set to ``"baseline"``/``"candidate"``.
     Repeats, stream mode, concurrency, A/A, the temperature and the seed come from
     ``settings``. Runs already in the folder are not made again (resume). With
@@ -488,6 +497,12 @@ def compare(
     """
     baseline.side, candidate.side = "baseline", "candidate"
     sides, warnings, diff = engagement(baseline, candidate, logs, aa=settings.aa)
+    if not settings.skip_contract:  # before any scenario: what each side honours
+        from harness.preflight import check_sides
+
+        live = {t.side: t for t in (baseline, candidate) if isinstance(t, TargetConfig)}
+        found = check_sides(folder, sides, live)  # type: ignore[arg-type]
+        warnings += [f"the contract differs between the sides: {d}" for d in found]
     context = FolderContext(settings, sides, warnings, diff, kind="compare")
     _save_context(folder, context)
     if not settings.sequential:

@@ -41,8 +41,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from harness.client.completions import RequestFailed, post_completion
 from harness.client.target import TargetConfig, fetch_target_info, make_client
+from harness.runfolder import RunFolder
 from harness.summary import ContractCheck, SideContract, SideInfo
 from harness.transcript import ResponseRecord
 
@@ -53,6 +56,8 @@ __all__ = [
     "TOOLS",
     "check_contract",
     "check_contract_sync",
+    "ContractReport",
+    "check_sides",
     "differences",
 ]
 
@@ -394,3 +399,32 @@ def differences(sides: list[SideInfo]) -> list[str]:
                 + ", ".join(f"{label} {c.status if c else 'not run'}" for label, c in found)
             )
     return out
+
+
+class ContractReport(BaseModel):
+    """``contract.json`` of a run folder: each side's pre-flight (side -> its checks) and
+    the checks whose status differs between the sides (:func:`differences`)."""
+
+    sides: dict[str, SideContract] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    differences: list[str] = Field(default_factory=list)
+
+
+def check_sides(
+    folder: RunFolder, sides: dict[str, SideInfo], live: dict[str, TargetConfig]
+) -> list[str]:
+    """Run the pre-flight of every live side (``live``: side -> target) whose
+    ``SideInfo.contract`` is not known yet (a recorded side brings its own), store each in
+    its ``SideInfo``, write ``contract.json`` into ``folder`` and return the differences
+    between the sides, one line each."""
+    for name, target in live.items():
+        if sides[name].contract is None:
+            sides[name].contract = check_contract_sync(target)
+    found = differences(list(sides.values()))
+    ran = {n: s.contract for n, s in sides.items() if s.contract is not None}
+    if ran:
+        report = ContractReport(
+            sides=ran, labels={n: sides[n].label for n in ran}, differences=found
+        )
+        folder.write_model(RunFolder.CONTRACT, report)
+    return found

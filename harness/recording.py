@@ -343,6 +343,7 @@ def record(
     concurrency: int = 8,
     progress: bool = True,
     extra_sequences: Sequence[Any] = (),
+    contract: bool = True,
 ) -> RecordingInfo:
     """Record ``target`` (a :class:`~harness.client.target.TargetConfig`) into ``folder``
     as a baseline (module docstring); returns the finished :class:`RecordingInfo`.
@@ -354,6 +355,9 @@ def record(
     GSM8K answers (None: not recorded); ``extra_sequences``: more numerics sequences
     (:class:`~harness.numerics.models.Sequence`, e.g. GSM8K prompts) after the
     conversations and the scenario references. Runs already in the folder are kept (resume).
+    ``contract``: run the contract pre-flight first (:mod:`harness.preflight`; kept in
+    ``info.side.contract`` and ``contract.json``, so a comparison against the recording
+    shows it and counts a server that ignores sampling once per scenario).
     A server without a logprobs API is said in ``info.numerics``, not raised.
 
     Raises:
@@ -375,6 +379,10 @@ def record(
     except Exception as exc:  # never let the engagement probe break a recording
         side.fusion = {"state": "UNKNOWN", "reason": f"not collected: {type(exc).__name__}: {exc}"}
     info.side = side
+    if contract and info.repeats > 0:
+        from harness.preflight import check_sides
+
+        check_sides(folder, {"baseline": side}, {"baseline": target})
     save_info(folder, info)
     stream: Any = "both" if info.stream == "both" else info.stream == "on"
     if info.repeats > 0:  # 0: a numerics-only recording (harness record --numerics-only)

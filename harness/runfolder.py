@@ -206,6 +206,8 @@ class RunFolder:
     #: harness compare --single-turn: a vendor verifier's figures (harness.scoring.trigger)
     VERIFIER = "verifier.json"
     LOGPROBS = "logprobs.json"
+    #: the contract pre-flight of each side (harness.preflight.ContractReport)
+    CONTRACT = "contract.json"
     #: harness matrix: the folder holding each deployment's GSM8K run folder
     GSM8K_DIR = "gsm8k"
     #: the manifest's ``extra`` key of the scenario set (id -> content hash)

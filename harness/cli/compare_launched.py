@@ -63,6 +63,7 @@ def _baseline(
             info = record(
                 scenarios, target, rec_folder, info, log=report.log_path, numerics=numerics,
                 concurrency=args.concurrency or 8, progress=not args.no_progress,
+                contract=not args.skip_contract,
             )  # fmt: skip
     boot = boot_summary(report)
     print_side_boot(console, "baseline", boot, label)

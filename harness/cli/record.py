@@ -211,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
                     scenarios, target, folder, info, log=args.log or _log(report),
                     numerics=numerics, gsm8k=gsm8k, concurrency=args.concurrency or 8,
                     progress=not args.no_progress, extra_sequences=_gsm8k_sequences(args),
+                    contract=not args.skip_contract,
                 )  # fmt: skip
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
         print(

@@ -35,12 +35,13 @@ from harness.cli._common import (
 from harness.client.target import TargetConfig
 from harness.options import add_argument
 from harness.pipeline import FolderContext, score_folder
+from harness.preflight import check_sides
 from harness.present.console import make_console, render_run
 from harness.present.views import first_drift
 from harness.runner import SamplingPolicy, StreamMode, run_many_sync
 from harness.scenario.model import Scenario, load_scenarios
 from harness.stats.verdict import INFRA_ERROR_LIMIT
-from harness.summary import Settings
+from harness.summary import Settings, SideInfo
 
 HELP = "Run scenarios against one OpenAI-compatible server; record, score and report."
 
@@ -86,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
         return _error(down, ExitCode.INFRA_ERROR)
     console = make_console()
     folder = open_run_folder("run", args, console, scenarios)
+    sides = {args.label: SideInfo(side=args.label, label=args.label)}
+    if not args.skip_contract:  # before any scenario: what the server honours
+        check_sides(folder, sides, {args.label: _target(args)})
     try:
         run_many_sync(
             scenarios, [_target(args)], repeats=args.repeats, stream=stream,
@@ -100,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
             f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
         )
         return interrupted_code(exc)
-    summary = score_folder(folder, FolderContext(settings=_settings(args, stream, scenarios)))
+    context = FolderContext(settings=_settings(args, stream, scenarios), sides=sides)
+    summary = score_folder(folder, context)
     traces = first_drift(s for _, s in folder.scores_with_offsets())
     render_run(summary, console, traces, verbose=args.verbose)
     write_report_or_warn(folder, console)

@@ -2,7 +2,9 @@
 
 A reviewer reads a comparison in this order (:func:`render_compare`):
 
-1. the verdict line and its reasons, the two servers (URL, fusion engagement), warnings;
+1. the verdict line and its reasons, the two servers (URL, fusion engagement), warnings,
+   and the contract pre-flight side by side (what each server honoured of a request; the
+   details of any check a side did not pass, or where the sides differ);
 2. the pooled table: sides as columns, the key rows and every decisive row;
 3. one compact table with a row per scenario (passed runs per side, the failure kinds
    only one side shows, the per-scenario verdict);
@@ -33,6 +35,7 @@ from harness.present.views import (
     ScenarioRow,
     TableRow,
     Trace,
+    contract_rows,
     divergence_lines,
     ending_text,
     headline,
@@ -253,6 +256,25 @@ def _detail(
 # ------------------------------------------------------------------ the commands
 
 
+def _contract(summary: Summary, console: Console) -> None:
+    """The contract pre-flight: one line per side with its checks passed, then a line per
+    check some side did not pass or the sides differ on (each side's status and detail)."""
+    rows = contract_rows(summary)
+    if not rows:
+        return
+    sides = [label for label, _, _ in rows[0].cells]
+    for i, side in enumerate(sides):
+        ok = sum(r.cells[i][1] == "ok" for r in rows if i < len(r.cells))
+        _print(console, f"contract pre-flight, {side}: {ok}/{len(rows)} checks honoured")
+    for r in rows:
+        if not (r.bad or r.differs or any(st == "unsupported" for _, st, _ in r.cells)):
+            continue
+        mark = " (the sides differ)" if r.differs else ""
+        cells = "; ".join(f"{label} {st}: {detail}" for label, st, detail in r.cells)
+        style = "yellow" if r.bad or r.differs else "dim"
+        _print(console, f"  {r.name}{mark}: {cells}", style=style)
+
+
 def render_compare(
     summary: Summary, console: Console, traces: Traces | None = None, *, verbose: bool = False
 ) -> None:
@@ -261,6 +283,7 @@ def render_compare(
     traces = traces or {}
     _verdict(summary, console)
     _sides(summary, console)
+    _contract(summary, console)
     if not summary.aggregates:
         return
     _pooled(summary, console)
@@ -292,6 +315,7 @@ def render_run(
     errors."""
     _verdict(summary, console)
     _sides(summary, console)
+    _contract(summary, console)
     rows = scenario_rows(summary)
     console.print(_scenario_table(summary, rows, console.width))
     for s in summary.sides:

@@ -12,6 +12,8 @@ only *drawn* by the renderers:
   table (pass rate per side, the failure kinds only one side shows, the verdict);
 - :class:`TraceLine` / :func:`drift_trace`: a drifting run call by call, turns that
   repeat the previous turn folded into one line;
+- :class:`ContractRow` / :func:`contract_rows`: one check of the contract pre-flight, a
+  status per side (a difference between the sides marked);
 - :func:`divergence_lines`, :func:`ending_text`, :func:`p_legend`: sentences.
 
 Nothing here scores or tests: views only arrange what the summary and scores hold.
@@ -32,6 +34,8 @@ __all__ = [
     "MAX_REASONS",
     "TRACE_WIDTH",
     "candidate_outcome",
+    "ContractRow",
+    "contract_rows",
     "ScenarioRow",
     "TableRow",
     "Trace",
@@ -55,6 +59,40 @@ MAX_REASONS = 6
 KEY_METRICS = ["tool_calls", "repeated_calls", "malformed_args", "drift", "final_answer", "passed"]
 #: longest line of a drifted-argument trace (longer ones end with "…")
 TRACE_WIDTH = 160
+
+
+# ------------------------------------------------------------------ contract pre-flight
+
+
+@dataclass
+class ContractRow:
+    """One check of the contract pre-flight: ``(label, status, detail)`` per side that ran
+    it (``"-"``: not run on that side); ``differs``: the sides' statuses differ (itself a
+    finding); ``bad``: some side did not honour it (``failed`` or ``error``)."""
+
+    name: str
+    cells: list[tuple[str, str, str]]
+    differs: bool
+    bad: bool
+
+
+def contract_rows(summary: Summary) -> list[ContractRow]:
+    """Every pre-flight check of the sides that ran it, in :data:`harness.preflight.CHECKS`
+    order; ``[]`` when no side did (``--skip-contract``, or an older folder)."""
+    ran = [s for s in summary.sides if s.contract is not None]
+    names: list[str] = []
+    for s in ran:
+        names += [c.name for c in s.contract.checks if c.name not in names]  # type: ignore[union-attr]
+    rows = []
+    for name in names:
+        cells = []
+        for s in ran:
+            c = s.contract.check(name)  # type: ignore[union-attr]
+            cells.append((s.label, c.status if c else "-", c.detail if c else ""))
+        statuses = {st for _, st, _ in cells}
+        bad = bool(statuses & {"failed", "error"})
+        rows.append(ContractRow(name, cells, len(ran) > 1 and len(statuses) > 1, bad))
+    return rows
 
 
 # ------------------------------------------------------------------ metric tables

@@ -327,6 +327,8 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
     turn = conv.turn - (sum(m.role == "assistant" for m in sc.messages) if sc else 0)
     if profile.ignores_sampling:  # temperature and seed ignored: every request greedy
         req = replace(req, temperature=0.0, seed=None)
+    elif profile.ignores_seed:
+        req = replace(req, seed=None)
     nonce = nonce_for(conv, req, server_seed=state.seed, rng=state.rng)
     req = misread_request(profile, req, nonce=nonce, turn=turn)
     if sc is None and is_probe(conv):

@@ -77,6 +77,8 @@ name                       behaviour
 ``stop-string-in-output``  ``stop`` strings left in content
 ``sampling-ignored``       temperature and seed ignored: every request decoded greedily
                            (the same run every repeat; the contract pre-flight says so)
+``seed-ignored``           look-alike: the seed ignored, temperature honoured (every sample
+                           new: not reproducible, still independent trials)
 ``reasoning-required``     reasoning model answering HTTP 400 when an assistant turn with
                            tool_calls comes back without its ``reasoning_content``
                            (DeepSeek's thinking mode)
@@ -89,6 +91,8 @@ name                       behaviour
 ``decode-fault``           healthy prefill logprobs; generation (decode) logits shifted, as a
                            decode-only kernel fault (teacher forcing cannot see it)
 ``experts-dup-shared``     routed experts: shared expert id in two columns (fusion on)
+``experts-drop-one``       routed experts: a fused path that drops one routed expert and
+                           writes the shared expert's id in its place (fusion on)
 ``capture-crash``          boot crash when capture is enabled (fusion on)
 ``fusion-on``              healthy, fusion reported and logged on
 ``fusion-unknown``         healthy, fusion state not reported
@@ -192,6 +196,9 @@ class SimProfile:
     fusion: str = "off"
     capture_crash: bool = False
     routed_experts_fault: bool = False
+    #: routed-experts columns the fault writes the shared expert's id into (each a routed
+    #: expert dropped)
+    routed_experts_replaced: int = 2
     gsm8k_accuracy: float = 0.88
     description: str = ""
     faults: tuple[Fault, ...] = ()
@@ -203,6 +210,9 @@ class SimProfile:
     reasoning_history: str | None = None
     #: temperature and seed ignored: every request decoded greedily (repeats are copies)
     ignores_sampling: bool = False
+    #: the request's seed ignored, temperature honoured (samples never reproducible, still
+    #: independent: not copies)
+    ignores_seed: bool = False
     infra: InfraFault | None = None
     delay_s: float = 3.0  # for infra == "slow"
     noise_optional_rate: float = 0.25
@@ -305,6 +315,8 @@ def _contract_profiles() -> list[SimProfile]:
         _single("stop-string-in-output", k.STOP_STRING_IN_OUTPUT, "stop strings left in content"),
         SimProfile(name="sampling-ignored", ignores_sampling=True,
                    description="temperature and seed ignored: every request greedy"),
+        SimProfile(name="seed-ignored", ignores_seed=True,
+                   description="the seed ignored, temperature honoured (still independent)"),
         SimProfile(name="reasoning-required", reasoning=True, reasoning_history="required",
                    description="HTTP 400 when a tool-call turn's reasoning_content is not sent "
                    "back"),
@@ -394,6 +406,13 @@ _LIST: list[SimProfile] = [
         fusion="on",
         routed_experts_fault=True,
         description="shared expert id in two routed-experts columns",
+    ),
+    SimProfile(
+        name="experts-drop-one",
+        fusion="on",
+        routed_experts_fault=True,
+        routed_experts_replaced=1,
+        description="fused path: one routed expert dropped, the shared expert's id in its place",
     ),
     SimProfile(
         name="capture-crash",

@@ -17,13 +17,17 @@ adjusted p-values, and the family's critical p-value at ``alpha``.
 - Greedy scenarios (temperature 0): the repeats of one side are copies of one transcript,
   not independent trials; each side's runs collapse to one unit (the most common outcome
   set) and the evidence comes from the test across scenarios.
+- Copies (a side that ignores temperature and seed: the contract pre-flight,
+  :mod:`harness.preflight`): that side's repeats of every scenario are one transcript
+  replayed, not trials; its runs collapse to one unit in every scenario (the other side's
+  stay as they are: they are independent), so no test counts a copy twice.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -72,13 +76,15 @@ class FamilyTest:
 class Family:
     """Every test, how many permutations adjusted them, the critical p-values (a test is
     significant iff its one-sided p is below ``critical_worse``/``critical_better``), and
-    the scenarios whose repeats collapsed to one unit (greedy)."""
+    the scenarios whose repeats collapsed to one unit (greedy), and the sides whose repeats
+    collapsed in every scenario (copies: they ignore temperature and seed)."""
 
     tests: list[FamilyTest]
     permutations: int
     critical_worse: float
     critical_better: float
     collapsed: list[str]
+    copies: list[str] = field(default_factory=list)
 
 
 def _comonotone(agg: Aggregate) -> dict[str, int]:
@@ -124,14 +130,15 @@ def _build(
     candidate: Mapping[str, Aggregate],
     metrics_by_id: Mapping[str, Sequence[str]],
     greedy: set[str],
+    copies: frozenset[str] = frozenset(),
 ) -> tuple[list[Stratum], list[FamilyTest], list[_Tables]]:
     """The strata, the tests (observed p-values) and their lookup tables."""
     ids = [s for s in metrics_by_id if s != "*"]
     cols = list(dict.fromkeys(m for ms in metrics_by_id.values() for m in ms))
     strata = []
     for s in ids:
-        rc = runs_of(candidate[s], s in greedy)
-        rb = runs_of(baseline[s], s in greedy)
+        rc = runs_of(candidate[s], s in greedy or "candidate" in copies)
+        rb = runs_of(baseline[s], s in greedy or "baseline" in copies)
         strata.append(Stratum(_events([*rc, *rb], cols), len(rc)))
     tests, tables = [], []
     for i, s in enumerate(ids):
@@ -185,11 +192,15 @@ def run_family(
     permutations: int = PERMUTATIONS,
     seed: int = 0,
     greedy: Sequence[str] = (),
+    copies: Sequence[str] = (),
 ) -> Family:
     """Test every (scenario, metric) of ``metrics_by_id`` (``"*"``: pooled, stratified)
     and adjust both directions by Westfall-Young over ``permutations`` within-scenario
-    relabellings drawn from ``seed`` (the same inputs give the same result)."""
-    strata, tests, tables = _build(baseline, candidate, metrics_by_id, set(greedy))
+    relabellings drawn from ``seed`` (the same inputs give the same result). ``greedy``:
+    scenarios whose runs collapse on both sides; ``copies``: sides (``"baseline"``,
+    ``"candidate"``) whose runs collapse in every scenario."""
+    copied = frozenset(copies) & {"baseline", "candidate"}
+    strata, tests, tables = _build(baseline, candidate, metrics_by_id, set(greedy), copied)
     counts = permuted_counts(strata, permutations, seed)
     pooled = np.sum([c for c in counts], axis=0) if counts else None
     fam = [i for i, t in enumerate(tests) if t.in_family]
@@ -205,4 +216,4 @@ def run_family(
             setattr(tests[i], f"adj_{direction}", float(adj))
         crit.append(_critical(perm.min(axis=1) if fam else np.ones(permutations), alpha))
     collapsed = [s for s in metrics_by_id if s in set(greedy)]
-    return Family(tests, permutations, crit[0], crit[1], collapsed)
+    return Family(tests, permutations, crit[0], crit[1], collapsed, sorted(copied))

@@ -9,7 +9,10 @@ Decision rule (documented in ``Settings.decision_rule`` of every summary):
 1. Each scored run gives binary outcomes: ``failed`` (not passed) and one per failure kind.
    Infrastructure errors are excluded. Runs are independent trials only when sampled:
    a greedy scenario (temperature 0) counts once per side (its most common outcome), so
-   the evidence comes from the test across scenarios (:mod:`harness.stats.family`).
+   the evidence comes from the test across scenarios (:mod:`harness.stats.family`); a
+   side that ignores temperature and seed (the contract pre-flight,
+   :mod:`harness.preflight`) counts once per scenario the same way, the verdict's message
+   says so, and its power is that of the units left.
 2. For every scenario a one-sided Fisher's exact test per outcome, and for all scenarios
    pooled (``"*"``) the exact conditional test stratified by scenario (Mantel-Haenszel's
    ``S``), each that the candidate's rate is higher (regression family) and, apart, lower
@@ -234,6 +237,7 @@ def decide(
     seed: int = 0,
     greedy: Sequence[str] = (),
     look: Look | None = None,
+    copies: Sequence[str] = (),
 ) -> Decision:
     """Test every scenario's outcomes and decide (pure; see the module docstring).
 
@@ -241,7 +245,9 @@ def decide(
     scenarios on one side only are left out. ``sides``: both sides' run and
     infrastructure-error counts, for the infrastructure-error limit (rule 6).
     ``permutations``/``seed``: the Westfall-Young relabellings (rule 3); ``greedy``: the
-    scenarios sampled at temperature 0, whose repeats count as one unit (rule 1).
+    scenarios sampled at temperature 0, whose repeats count as one unit (rule 1);
+    ``copies``: the sides (``"baseline"``/``"candidate"``) that ignore temperature and seed,
+    whose repeats count as one unit in every scenario (rule 1).
     ``look``: a sequential comparison's look (``alpha`` is then that look's level): the
     INCONCLUSIVE band (rule 5) and the power statement follow the rule's rounds.
     """
@@ -255,7 +261,7 @@ def decide(
     metrics = {s: [*SUCCESS_METRICS, *_kinds(baseline[s], candidate[s])] for s in tested}
     fam = run_family(
         baseline, candidate, metrics,
-        alpha=alpha, permutations=permutations, seed=seed, greedy=greedy,
+        alpha=alpha, permutations=permutations, seed=seed, greedy=greedy, copies=copies,
     )  # fmt: skip
     by_id: dict[str, list[FamilyTest]] = {}
     for t in fam.tests:
@@ -267,8 +273,22 @@ def decide(
     unjudged = _unjudged(baseline, candidate, sides, infra_error_limit)
     if unjudged is not None:  # the verdict says so and nothing else: no test was run
         return Decision(comps, unjudged)
-    verdict = _overall(comps, ctx)
+    verdict = _copies_note(_overall(comps, ctx), fam, sides)
     return Decision(comps, _with_infra_limit(verdict, sides, infra_error_limit))
+
+
+def _copies_note(verdict: Verdict, fam: Family, sides: Sequence[SideInfo]) -> Verdict:
+    """Rule 1: the verdict's message says which side's repeats are copies (it ignores
+    temperature and seed) and that they counted once per scenario."""
+    if not fam.copies:
+        return verdict
+    labels = {s.side: s.label for s in sides}
+    names = " and ".join(labels.get(c, c) for c in fam.copies)
+    note = (
+        f"; {names} ignored temperature and seed (contract pre-flight): its repeats are "
+        "copies, not trials, counted once per scenario"
+    )
+    return verdict.model_copy(update={"message": verdict.message + note})
 
 
 @dataclass(frozen=True)
@@ -429,7 +449,10 @@ def _scenario_comparison(
 def _more_repeats(
     sid: str, suggest: list[FamilyTest], base: Aggregate, cand: Aggregate, ctx: _Context
 ) -> int | None:
-    """About how many more repeats per scenario and side would settle the suggestive tests."""
+    """About how many more repeats per scenario and side would settle the suggestive tests;
+    None when a side's repeats are copies (more of them add no trial)."""
+    if ctx.family.copies:
+        return None
     pooled = ctx.n_scenarios if sid == "*" else 1
     have = min(base.scored, cand.scored) // pooled
     crit = ctx.family.critical_worse or ctx.alpha / max(1, len(ctx.family.tests))
@@ -570,6 +593,11 @@ def _budget(ctx: _Context) -> str:
         f"Westfall-Young over {plural(tests, 'test')}, {fam.permutations} permutations within "
         f"scenarios: significant at one-sided p < {format_p(fam.critical_worse)}"
     )
+    if fam.copies:
+        text += (
+            f"; the {' and '.join(fam.copies)}'s repeats counted once per scenario: they "
+            "are copies (temperature and seed ignored), not independent trials"
+        )
     if fam.collapsed:
         text += (
             f"; {plural(len(fam.collapsed), 'greedy scenario')} (temperature 0) counted once "
