@@ -1,13 +1,14 @@
-"""The README's detection table, regenerated from ``bench/power.json`` (``make bench``).
+"""The documentation's measured tables, regenerated from ``bench/power.json`` (``make bench``).
 
-Usage: ``python -m bench.power_table [bench/power.json] [README.md]``: replaces the text
-between ``<!-- power:begin -->`` and ``<!-- power:end -->`` in the README with the
-tables rendered from the JSON that ``python -m bench.power`` wrote, and the text between
-``<!-- power-recorded:begin -->`` and ``<!-- power-recorded:end -->`` with the recorded
-baselines' table (the ``recorded`` part; required once the JSON has it), and the text
-between ``<!-- numerics:begin -->`` and ``<!-- numerics:end -->`` with the numerics figures
-of ``bench/logprobs.json`` (``python -m bench.logprobs --json``), when it exists; ``--check``
-exits 1 when the README differs from what the JSON gives (tests/test_bench.py runs it).
+Usage: ``python -m bench.power_table [bench/power.json] [PAGE ...] [--check]`` (default
+pages: :data:`PAGES`): in each page, replaces the text between ``<!-- power:begin -->`` and
+``<!-- power:end -->`` with the tables rendered from the JSON that ``python -m bench.power``
+wrote, the text between ``<!-- power-recorded:begin -->`` and ``<!-- power-recorded:end -->``
+with the recorded baselines' table (the ``recorded`` part), and the text between
+``<!-- numerics:begin -->`` and ``<!-- numerics:end -->`` with the numerics figures of
+``bench/logprobs.json`` (``python -m bench.logprobs --json``). Every block the JSON has
+figures for must be in one of the pages. ``--check`` writes nothing and exits 1 when a
+page differs from what the JSON gives (``tests/test_power_bench.py`` runs it).
 """
 
 from __future__ import annotations
@@ -23,18 +24,23 @@ __all__ = [
     "END",
     "NUMERICS_BEGIN",
     "NUMERICS_END",
+    "PAGES",
     "RECORDED_BEGIN",
     "RECORDED_END",
     "render",
     "render_numerics",
     "render_recorded",
     "update",
+    "update_page",
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- power:begin -->", "<!-- power:end -->"
 RECORDED_BEGIN, RECORDED_END = "<!-- power-recorded:begin -->", "<!-- power-recorded:end -->"
 NUMERICS_BEGIN, NUMERICS_END = "<!-- numerics:begin -->", "<!-- numerics:end -->"
+#: the pages that hold the blocks (power: the verdict; recorded: the recordings; numerics)
+PAGES = [ROOT / "docs" / "verdict.md", ROOT / "docs" / "recorded-baselines.md",
+         ROOT / "docs" / "numerics.md"]  # fmt: skip
 
 
 def _rate(t: dict[str, Any]) -> str:
@@ -406,17 +412,17 @@ def _num(x: float | None) -> str:
 def _replace(readme: str, begin: str, end: str, text: Callable[[], str]) -> str:
     start, stop = readme.find(begin), readme.find(end)
     if start < 0 or stop < start:
-        raise ValueError(f"README.md: no {begin} ... {end} block (add the two markers)")
+        raise ValueError(f"no {begin} ... {end} block (add the two markers)")
     return readme[: start + len(begin)] + "\n" + text() + "\n" + readme[stop:]
 
 
 def update(readme: str, doc: dict[str, Any]) -> str:
     """``readme`` with the block between the markers replaced (and the recorded block,
-    when the README has its markers or the JSON its figures).
+    when the text has its markers or the JSON its figures).
 
     Raises:
-        ValueError: the README has no ``BEGIN``/``END`` markers, or the JSON has the
-            ``recorded`` figures and the README no ``RECORDED_BEGIN``/``RECORDED_END``.
+        ValueError: the text has no ``BEGIN``/``END`` markers, or the JSON has the
+            ``recorded`` figures and the text no ``RECORDED_BEGIN``/``RECORDED_END``.
     """
     out = _replace(readme, BEGIN, END, lambda: render(doc))
     if "recorded" in doc or RECORDED_BEGIN in out:
@@ -426,13 +432,28 @@ def update(readme: str, doc: dict[str, Any]) -> str:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    check = "--check" in args
-    args = [a for a in args if a != "--check"]
-    source = Path(args[0] if args else ROOT / "bench" / "power.json")
-    target = Path(args[1] if len(args) > 1 else ROOT / "README.md")
-    doc = json.loads(source.read_text(encoding="utf-8"))
+def _blocks(doc: dict[str, Any]) -> list[tuple[str, str, Callable[[], str]]]:
+    """The blocks the JSON has figures for: (begin marker, end marker, renderer)."""
+    out: list[tuple[str, str, Callable[[], str]]] = [(BEGIN, END, lambda: render(doc))]
+    if "recorded" in doc:
+        out.append((RECORDED_BEGIN, RECORDED_END, lambda: render_recorded(doc)))
+    if "numerics" in doc:
+        out.append((NUMERICS_BEGIN, NUMERICS_END, lambda: render_numerics(doc["numerics"])))
+    return out
+
+
+def update_page(text: str, doc: dict[str, Any]) -> tuple[str, set[str]]:
+    """``text`` with every block it has markers for replaced; and the markers it held."""
+    found = set()
+    for begin, end, render_block in _blocks(doc):
+        if begin in text:
+            text = _replace(text, begin, end, render_block)
+            found.add(begin)
+    return text, found
+
+
+def _load(source: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(source.read_text(encoding="utf-8"))
     recorded = source.with_name("power-recorded.json")  # `--parts recorded` written apart
     if "recorded" not in doc and recorded.is_file():
         doc["recorded"] = json.loads(recorded.read_text(encoding="utf-8"))["recorded"]
@@ -442,12 +463,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     numerics = source.with_name("logprobs.json")  # `python -m bench.logprobs --json`
     if "numerics" not in doc and numerics.is_file():
         doc["numerics"] = json.loads(numerics.read_text(encoding="utf-8"))
-    old = target.read_text(encoding="utf-8")
-    new = update(old, doc)
-    if check:
-        return 0 if new == old else 1
-    target.write_text(new, encoding="utf-8")
-    return 0
+    return doc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Write (or ``--check``) the pages; 0 written or fresh, 1 stale.
+
+    Raises:
+        ValueError: a block the JSON has figures for is in none of the pages.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    check = "--check" in args
+    args = [a for a in args if a != "--check"]
+    source = Path(args[0] if args else ROOT / "bench" / "power.json")
+    targets = [Path(a) for a in args[1:]] or PAGES
+    doc = _load(source)
+    found: set[str] = set()
+    stale = []
+    for target in targets:
+        old = target.read_text(encoding="utf-8")
+        new, held = update_page(old, doc)
+        found |= held
+        if new != old:
+            stale.append(target)
+            if not check:
+                target.write_text(new, encoding="utf-8")
+    missing = [b for b, _, _ in _blocks(doc) if b not in found]
+    if missing:
+        names = ", ".join(str(t) for t in targets)
+        raise ValueError(f"{', '.join(missing)}: in none of {names} (add the markers)")
+    for target in stale:
+        verb = "stale: run `python -m bench.power_table`" if check else "written"
+        print(f"{target}: {verb}", file=sys.stderr)
+    return 1 if check and stale else 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The detection-power benchmark (bench/power.py) and the README table made from it."""
+"""The detection-power benchmark (bench/power.py) and the documentation tables made from it."""
 
 from __future__ import annotations
 
@@ -37,12 +37,25 @@ def test_table_replaces_only_the_marked_block() -> None:
         power_table.update("no markers", doc)
 
 
-def test_readme_table_is_the_committed_figures() -> None:
-    """README.md's detection table is what bench/power.json gives (make bench writes both)."""
-    assert (
-        power_table.main([str(ROOT / "bench" / "power.json"), str(ROOT / "README.md"), "--check"])
-        == 0
-    )
+def test_doc_tables_are_the_committed_figures() -> None:
+    """The pages' measured tables are what bench/*.json give (make bench writes both)."""
+    assert power_table.main([str(ROOT / "bench" / "power.json"), "--check"]) == 0
+
+
+def test_a_stale_page_is_found_and_rewritten(tmp_path: Path) -> None:
+    """A page whose block differs from the JSON fails --check, and is rewritten to pass."""
+    pages = []
+    for page in power_table.PAGES:
+        copy = tmp_path / page.name
+        text = page.read_text(encoding="utf-8")
+        copy.write_text(text.replace(power_table.END, "a hand edit\n" + power_table.END, 1))
+        pages.append(str(copy))
+    args = [str(ROOT / "bench" / "power.json"), *pages]
+    assert power_table.main([*args, "--check"]) == 1
+    assert power_table.main(args) == 0
+    assert power_table.main([*args, "--check"]) == 0
+    with pytest.raises(ValueError, match="in none of"):
+        power_table.main([str(ROOT / "bench" / "power.json"), pages[0], "--check"])
 
 
 # ------------------------------------------------------------- recorded baselines (issue 27)

@@ -1,4 +1,4 @@
-"""The README's scenario reference is generated from the model and cannot drift from it."""
+"""The scenario reference page is generated from the model and cannot drift from it."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from harness.scenario.reference import (
 )
 from harness.scenario.tools import simulate
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "scenario.md"
 
 #: the required keys of each model, merged under every example of its fields
 MINIMAL: dict[str, dict[str, Any]] = {
@@ -44,12 +44,11 @@ MINIMAL: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 
-def test_readme_block_is_the_generated_reference() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_page_holds_the_generated_reference() -> None:
+    text = PAGE.read_text(encoding="utf-8")
     block = text[text.index(BEGIN) : text.index(END) + len(END) + 1]
     assert block == reference_markdown(), (
-        "README.md's scenario reference is stale: "
-        "run `python -m harness.scenario.reference --write README.md`"
+        "docs/reference/scenario.md is stale: run `python -m harness.docgen`"
     )
 
 
