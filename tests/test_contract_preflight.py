@@ -227,6 +227,12 @@ def test_a_side_that_ignores_temperature_end_to_end(
     stored = json.loads(folder.file(RunFolder.CONTRACT).read_text(encoding="utf-8"))
     assert stored["differences"][0].startswith("temperature: baseline ok, candidate failed")
     assert any("contract differs" in w for w in summary.warnings)
+    report = folder.file(RunFolder.REPORT_MD).read_text(encoding="utf-8")
+    assert (
+        "**Contract pre-flight**" in report
+        and "| temperature **(differs)** | ok | failed" in report
+    )
+    assert "Contract pre-flight" in folder.file(RunFolder.REPORT_HTML).read_text(encoding="utf-8")
     # the pooled test counted one unit per scenario on the candidate's side: (1/6)^6
     row = _row(summary.comparison("*"), "unexpected_keys")
     assert row is not None and row.p_value == pytest.approx(6.0**-6, rel=1e-6)

@@ -28,10 +28,12 @@ from harness.present.report.view import (
     runs_by_scenario,
 )
 from harness.present.views import (
+    ContractRow,
     ScenarioRow,
     TableRow,
     TraceLine,
     candidate_outcome,
+    contract_rows,
     headline,
     metric_rows,
     p_legend,
@@ -141,6 +143,8 @@ class Report:
     p_legend: str = ""  # legend of the p columns and of "*" (comparisons only)
     #: BFCL tasks grouped by backend (harness.present.report.backends); [] without BFCL tasks
     backends: list[BackendRow] = field(default_factory=list)
+    #: the contract pre-flight, a row per check and a cell per side ([]: not run)
+    contract: list[ContractRow] = field(default_factory=list)
 
 
 def kind_title(rf: ReportInput) -> str:
@@ -518,4 +522,5 @@ def build_report(rf: ReportInput) -> Report:
         kind_title=kind,
         p_legend=p_legend(rf.summary) if rf.summary is not None and rf.summary.comparisons else "",
         backends=backend_rows(rf, sides),
+        contract=contract_rows(rf.summary) if rf.summary is not None else [],
     )
