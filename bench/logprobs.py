@@ -2,7 +2,7 @@
 
 Run: ``python -m bench.logprobs [--aa 200] [--regression 200] [--benign 200] [--sequences N]
 [--json bench/logprobs.json]`` (also ``make bench``, benchmark 5, with these sizes); the
-JSON regenerates the README's numerics figures (``python -m bench.power_table``).
+JSON regenerates the numerics figures of docs/numerics.md (``python -m bench.power_table``).
 
 Each comparison is :func:`harness.numerics.run.compare_logprobs` at its defaults (API
 auto-detected: vLLM's ``prompt_logprobs``; top-5; tolerance 0.01 nats per token; alpha

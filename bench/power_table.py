@@ -365,7 +365,7 @@ def _per_recording(spread: dict[str, Any], det: dict[str, Any]) -> list[str]:
 
 
 def render_numerics(m: dict[str, Any]) -> str:
-    """The README's numerics figures from ``bench/logprobs.json`` (``python -m
+    """The numerics figures of docs/numerics.md from ``bench/logprobs.json`` (``python -m
     bench.logprobs --json``)."""
     n, aa, reg, ben = m["sequences"], m["aa"], m["regression"], m["benign"]
     lp, beh = reg["requests_per_verdict"], m["behavioural"]

@@ -1,4 +1,4 @@
-"""``make bench``: the harness's own speed and scale, against the targets the README states.
+"""``make bench``: the harness's own speed and scale, against the targets docs/benchmarks.md states.
 
 Runs the benchmarks (one module each), prints one table (benchmark, measured, target,
 ratio, pass/fail) and writes ``results/bench/bench-<UTC timestamp>.json`` with every

@@ -21,7 +21,7 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
 5. The same against B, A with the chat template that drops tool results
    (``e2e/templates/chatml-tools-drops-results.jinja``), over ``--catch-repeats``
    (required: REGRESSION; the kinds it names are reported, ``repeat_loop`` among them or
-   not: see the README), and against C, A with a wrong RoPE base (``--rope-freq-base
+   not: see docs/e2e.md), and against C, A with a wrong RoPE base (``--rope-freq-base
    10000``; SmolLM2 is trained with 100000), reported whatever it says (``--no-rope``
    skips it).
 6. ``harness report --markdown`` for each run folder.
@@ -168,7 +168,7 @@ def _harness(step: Step) -> Step:
 
 
 def _quirks(rec: RunRecord) -> dict[str, int]:
-    """Counts of llama-cpp-python's wire quirks in one run (see the README)."""
+    """Counts of llama-cpp-python's wire quirks in one run (see docs/e2e-llama-cpp-python.md)."""
     out = {"function_call_colon": 0, "null_content_with_tool_calls": 0}
     for t in rec.turns:
         r = t.response
@@ -281,7 +281,7 @@ def _parser() -> argparse.ArgumentParser:
         default=16,
         help="the broken-template compare's repeats (16: at 8 the healthy side passed 8-15 "
         "of 48 runs, so the required REGRESSION rested on pooled adjusted p 0.007-0.009 "
-        "in some runs; see the README)",
+        "in some runs; see docs/e2e.md)",
     )
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight (4)")
     p.add_argument(

@@ -14,7 +14,7 @@ and stopped; then each candidate is started and compared with the recording:
   (``--rope_freq_base 10000``; SmolLM2-135M's is 100000): must be REGRESSION, else the job
   fails (:func:`failed`): the fault the behavioural compare missed;
 - ``logprobs A/B kv-q4_0``: a q4_0 K and V cache (with flash attention): reported
-  whatever it is (README, observed figures).
+  whatever it is (docs/e2e-figures.md).
 
 llama-cpp-python computes its top-k by sorting the whole vocabulary in Python for every
 prompt token (and detokenises every prefix), so scoring costs 0.1-0.3 s a token on one

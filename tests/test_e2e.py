@@ -43,7 +43,7 @@ def test_llama_server_scenarios_need_the_tool_result_and_allow_an_answer() -> No
         assert sc.expect.final_answer.required, sc.id  # a written answer is possible
         assert 2 <= sc.max_turns <= 4, sc.id
         # sampled (independent repeats), cool enough that the healthy server passes
-        # e2e_weather_city in most runs: 12/16 at 0.4 against 5/16 at 0.7 (see the README)
+        # e2e_weather_city in most runs: 12/16 at 0.4 against 5/16 at 0.7 (see docs/e2e.md)
         assert sc.sampling.temperature == pytest.approx(0.4), sc.id
         # the answer must quote the tool result: it passes only if the result got through
         assert sc.expect.final_answer.regex or sc.expect.final_answer.contains, sc.id
@@ -348,7 +348,7 @@ def test_real_server_runs_are_recorded_and_scored(
     records = list(RunFolder(tmp_path).records())
     assert len(records) == 2 * len(scenarios)
     assert records[0].target.models  # what GET /v1/models answered was recorded
-    # llama-cpp-python cannot stream tool calls (README); llama-server can
+    # llama-cpp-python cannot stream tool calls (docs/e2e-llama-cpp-python.md); llama-server can
     judged = [r for r in records if name == "llama-server" or not r.stream]
     assert all(not r.is_infra_error for r in judged), [r.error for r in judged]
     for r in records:

@@ -1,5 +1,5 @@
 """The fault matrix (issue 18): every server fault of the reference server x {stream, no
-stream} x {harness run, harness compare} -> the classification and exit code the README
+stream} x {harness run, harness compare} -> the classification and exit code docs/misbehaving-servers.md's
 table "What the harness does when the server misbehaves" documents, no traceback, and the
 command returns within its deadline: (retries + 1) x --request-timeout + the backoff
 waits (+ Retry-After) + a margin for a loaded machine.
@@ -34,7 +34,7 @@ class Expect(NamedTuple):
 
 
 def _expect(fault: str, stream: bool) -> Expect:
-    """The README table, as data."""
+    """docs/misbehaving-servers.md's table, as data."""
     infra = 3  # every run lost to the server: too many infrastructure errors
     table = {
         "http-500": Expect("http_status", 2, infra),
@@ -152,7 +152,7 @@ def test_bad_input_is_one_line_and_exit_2(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The README's "Bad input is one line and exit 2", before anything runs."""
+    """docs/misbehaving-servers.md's "Bad input is one line and exit 2", before anything runs."""
     scenarios = write_scenarios(CLOCK)
     target = ["--target", "http://127.0.0.1:9", "--results", str(tmp_path / "res")]
     if case == "run-id":

@@ -240,7 +240,7 @@ def test_bad_scenario_file_is_a_one_line_collection_error(
 
 
 def test_readme_line_runs_the_repository_scenarios(pytester: pytest.Pytester) -> None:
-    """``pytest scenarios/ --target <url>`` as the README writes it, on two repo scenarios."""
+    """``pytest scenarios/ --target <url>`` as docs/pytest-plugin.md writes it, on two repo scenarios."""
     files = sorted((REPO / "scenarios").glob("*.yaml"))[:2]
     assert files, "the repository has scenario files"
     (pytester.path / "scenarios").mkdir()

@@ -74,7 +74,7 @@ def test_content_parts_are_joined() -> None:
 def test_unusable_bodies_are_infra_errors(raw: bytes, kind: str) -> None:
     with pytest.raises(RequestFailed) as exc:
         parse_completion(raw)
-    assert exc.value.kind == kind and exc.value.transient  # retried (README)
+    assert exc.value.kind == kind and exc.value.transient  # retried (docs/misbehaving-servers.md)
 
 
 async def _lines(text: str) -> AsyncIterator[str]:

@@ -55,7 +55,7 @@ from harness.scenario.parse import MAX_FILE_BYTES, parse_text
 from harness.scenario.schemas import schema_problem
 from harness.scenario.schemas import validator as schema_validator
 
-#: Bounds of the numeric fields (the JSON Schema carries them; README "Scenario files:
+#: Bounds of the numeric fields (the JSON Schema carries them; docs/scenarios.md "Scenario files:
 #: limits"): ``max_turns`` 1-100, ``repeats`` 1-1000, ``sampling.max_tokens``
 #: 1-1,000,000, ``sampling.temperature`` 0-2, ``sampling.top_p`` (0, 1],
 #: ``simulator.pad_tokens`` 0-200,000.
@@ -516,7 +516,7 @@ def scenario_from_data(data: Any, path: str | Path | None = None) -> Scenario:
         elif err["type"] == "missing":
             msg = "required key missing; add it (`harness schema` prints the format)"
         elif err["type"] in ("less_than_equal", "greater_than_equal", "less_than", "greater_than"):
-            msg += " (the bounds: `harness schema`; README, scenario limits)"
+            msg += " (the bounds: `harness schema`; docs/scenarios.md)"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
         raise ScenarioError(path, field, msg) from None
