@@ -65,7 +65,7 @@ def _main_rows(doc: dict[str, Any]) -> list[str]:
         modes = {
             "fixed": ("fixed", "REGRESSION <= 1%"),
             "sequential": ("sequential", "REGRESSION <= 1%, INCONCLUSIVE <= 2%"),
-            "sequential_before_31": ("sequential, futility as before issue 31 (same "
+            "sequential_before_31": ("sequential, the earlier futility rule (same "
                                      "comparisons, same band)",
                                      "-"),
         }  # fmt: skip
@@ -128,7 +128,7 @@ def _aa_note(doc: dict[str, Any]) -> list[str]:
         "fixed comparison's band, and "
         f"{_share(seq, 'INCONCLUSIVE')} one "
         "within the last look's band (0.1 x 7/16 = 0.044): INCONCLUSIVE. The futility rule "
-        "of issue 31 (a kind no baseline run shows earns another round) costs the A/A "
+        "(a kind no baseline run shows earns another round) costs the A/A "
         f"{seq['mean_runs'] - old['mean_runs']:.0f} runs on average ({old['mean_runs']:.0f} "
         f"-> {seq['mean_runs']:.0f}; comparisons stopped at round 1: "
         f"{old['rounds'].get('1', 0)} -> {seq['rounds'].get('1', 0)} of {seq['n']}) and "
@@ -185,13 +185,13 @@ def _drift(doc: dict[str, Any]) -> list[str]:
         "",
         "Argument drift in a share of all candidate runs (`KIND@RATE`: only the scenarios "
         "whose arguments the fault can change can show it), REGRESSION verdicts "
-        f"({first['n']} comparisons each); sequential is the default; the rule before issue "
-        "31 let futility stop while the candidate showed a kind no baseline run showed; "
+        f"({first['n']} comparisons each); sequential is the default; the earlier "
+        "rule let futility stop while the candidate showed a kind no baseline run showed; "
         '"NO CHANGE, candidate-only": NO CHANGE verdicts whose message names a kind only the '
         "candidate shows:",
         "",
         "| fault | scenarios that can show it | in | sequential (runs spent) | NO CHANGE, "
-        "candidate-only | rule before issue 31 | NO CHANGE, candidate-only | 20 repeats fixed "
+        "candidate-only | the earlier rule | NO CHANGE, candidate-only | 20 repeats fixed "
         "(the early-stop case) | target (sequential) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -222,13 +222,13 @@ def _early(doc: dict[str, Any]) -> list[str]:
     fixed = by.get("20")
     return [
         "",
-        f"The early-stop case of issue 31 on the library it was found on ({e['library']}: "
+        f"The early-stop case on the library it was found on ({e['library']}: "
         f"`{kind}` can show in {e['early_stop_scenarios']} of its scenarios; `{e['command']}`, "
         f"`bench/power-early-stop.json`), `{kind}@{rate}`, {seq['n']} comparisons: "
         f"sequential {_rate(seq)}, {seq['flags'].get('only', 0)} NO CHANGE naming a "
         f"candidate-only kind, {seq['mean_runs']:.0f} runs (rounds "
         + ", ".join(f"{k}: {v}" for k, v in seq["rounds"].items())
-        + f"); the rule before issue 31 on the same comparisons {_rate(old)}, "
+        + f"); the earlier rule on the same comparisons {_rate(old)}, "
         f"{old['flags'].get('only', 0)} NO CHANGE naming a candidate-only kind, "
         f"{old['mean_runs']:.0f} runs (rounds "
         + ", ".join(f"{k}: {v}" for k, v in old["rounds"].items())
