@@ -332,6 +332,7 @@ RESUME_KEYS = (
     "stream",
     "temperature",
     "sampling_seed",
+    "reasoning_history",
 )
 
 

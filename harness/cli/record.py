@@ -60,7 +60,7 @@ HELP = "Record one server as a baseline (runs, numerics, GSM8K, facts) to compar
 #: manifest arguments that must match when a recording is resumed
 RESUME_KEYS = ("target", "cmd", "model", "label", "repeats", "rounds", "stream", "temperature",
                "sampling_seed", "single_turn", "numerics_only", "no_logprobs",
-               "logprobs_gsm8k", "logprobs_max_tokens", "gsm8k")  # fmt: skip
+               "logprobs_gsm8k", "logprobs_max_tokens", "gsm8k", "reasoning_history")  # fmt: skip
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -46,7 +46,10 @@ from harness.summary import Settings, SideInfo
 HELP = "Run scenarios against one OpenAI-compatible server; record, score and report."
 
 #: manifest arguments that must match when a run folder is resumed
-RESUME_KEYS = ("target", "model", "label", "repeats", "stream", "temperature", "sampling_seed")
+RESUME_KEYS = (
+    "target", "model", "label", "repeats", "stream", "temperature", "sampling_seed",
+    "reasoning_history",
+)  # fmt: skip
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
