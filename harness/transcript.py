@@ -15,6 +15,7 @@ opening), so a transcript grows linearly with the conversation.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -35,6 +36,7 @@ __all__ = [
     "TurnRecord",
     "ResponseRecord",
     "TRANSCRIPT_SCHEMA_VERSION",
+    "render",
 ]
 
 TRANSCRIPT_SCHEMA_VERSION = 1
@@ -47,6 +49,17 @@ TRANSCRIPT_SCHEMA_VERSION = 1
 StopReason = Literal["final_answer", "turn_cap", "length", "empty_stop", "error"]
 
 InfraErrorKind = Literal["http_status", "timeout", "connection", "invalid_body", "other"]
+
+
+def render(value: Any) -> str:
+    """A value as message text: strings unchanged, anything else compact JSON, keys sorted.
+
+    How a tool result is sent as a ``tool`` message, an object's arguments as the wire's
+    ``arguments`` string, and a server's error object shown in one line.
+    """
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class _Model(BaseModel):

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-import harness.bfcl.scoring
+import harness.scoring.bfcl
 import harness.present.report.annotate
 import harness.scoring.contract
 import harness.scoring.drift
@@ -72,7 +72,7 @@ def test_no_module_spells_a_kind_as_a_string(module: ModuleType) -> None:
 
 def test_every_kind_has_scoring_code_that_finds_it() -> None:
     source = inspect.getsource(harness.scoring.score) + inspect.getsource(harness.scoring.drift)
-    source += inspect.getsource(harness.bfcl.scoring)  # state_mismatch: BFCL tasks only
+    source += inspect.getsource(harness.scoring.bfcl)  # state_mismatch: BFCL tasks only
     source += inspect.getsource(harness.scoring.contract)  # what the request asked for
     missing = [k.name for k in FailureKind if f"FailureKind.{k.name}" not in source]
     assert not missing, f"no scoring code emits {missing}"

@@ -3,7 +3,7 @@
 One OpenAI chat-completions request per line, bare or in a K2-Vendor-Verifier /
 LiteLLM envelope (:mod:`harness.scenario.importer`), becomes ``<out>/<id>.yaml``. With
 ``--golden URL`` each scenario is played once against that trusted server and its calls
-and finish_reason become the expectation, under ``--match`` (:mod:`harness.scenario.golden`);
+and finish_reason become the expectation, under ``--match`` (:mod:`harness.golden`);
 without it only the schema and protocol checks apply.
 
 Prints one line per line that could not be imported (``requests.jsonl:7: reason``, on
@@ -30,7 +30,7 @@ from harness.client.target import TargetConfig
 from harness.errors import ScenarioError
 from harness.options import add_argument, http_url
 from harness.redaction import redact_url
-from harness.scenario.golden import POLICIES, expectation, golden_runs
+from harness.golden import POLICIES, expectation, golden_runs
 from harness.scenario.importer import (
     ImportReport,
     LineProblem,

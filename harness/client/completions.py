@@ -50,8 +50,7 @@ from openai import (
 )
 
 from harness.errors import TRANSIENT_STATUS, RequestFailed
-from harness.scenario.tools import render
-from harness.transcript import ResponseRecord, ToolCallRecord
+from harness.transcript import ResponseRecord, ToolCallRecord, render
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",

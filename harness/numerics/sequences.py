@@ -3,7 +3,8 @@
 - :func:`from_scenario`: a scenario's reference conversation: its messages, then per
   expected step an assistant message with the reference tool calls, the tool results its
   simulators give them, and the reference final answer (as the reference server plays
-  it, :func:`harness.sim.model.final_answer_text`); the follow-ups the same way.
+  it: :meth:`harness.scenario.model.FinalAnswerExpectation.reference_text`); the
+  follow-ups the same way.
 - :func:`from_record`: a recorded run (``transcripts.jsonl``): the conversation the
   server actually had (what a compare run's baseline said, turn by turn).
 - :func:`from_gsm8k`: GSM8K few-shot prompts (SGLang's format,
@@ -36,8 +37,6 @@ def _steps(expect: Expectation) -> list[list[ExpectedCall]]:
 
 
 def _segment(sc: Scenario, expect: Expectation, counts: dict[str, int], sid: str) -> list[Any]:
-    from harness.sim.model import final_answer_text
-
     msgs: list[dict[str, Any]] = []
     tools = {t.name: t for t in sc.tools}
     for s, step in enumerate(_steps(expect)):
@@ -53,7 +52,7 @@ def _segment(sc: Scenario, expect: Expectation, counts: dict[str, int], sid: str
             result = "ok" if tool is None else simulate(tool, a, counts.get(c.tool, 0)).content
             counts[c.tool] = counts.get(c.tool, 0) + 1
             msgs.append({"role": "tool", "tool_call_id": call_id, "content": result})
-    msgs.append({"role": "assistant", "content": final_answer_text(expect.final_answer)})
+    msgs.append({"role": "assistant", "content": expect.final_answer.reference_text()})
     return msgs
 
 

@@ -24,7 +24,7 @@ Each request becomes a scenario (:func:`scenario_data`):
   recorded arguments per result, else ``default_error`` (the simulator's syntax);
 - without a golden run the expectation is empty (no expected calls, no final answer
   required), so only the schema, drift and protocol checks apply;
-  :mod:`harness.scenario.golden` adds one from a trusted server;
+  :mod:`harness.golden` adds one from a trusted server;
 - the id is ``imported-`` and 12 hex digits of the sha256 of the request as imported
   (canonical JSON of the scenario's messages, tools and request fields; ``stream`` and
   ``model`` left out), so the same request always gets the same id and a repeated

@@ -281,6 +281,18 @@ class FinalAnswerExpectation(_Strict):
         _check_regex(self.regex)
         return self
 
+    def reference_text(self) -> str:
+        """The reference final answer: ``example``, else a sentence with every ``contains``.
+
+        What the reference server answers and what the numerics score as the healthy
+        final turn of a scenario's reference conversation.
+        """
+        if self.example:
+            return self.example
+        if self.contains:
+            return "Here is what I found: " + "; ".join(self.contains) + "."
+        return "Done. The task is complete."
+
 
 class Expectation(_Strict):
     """Expected behaviour of one segment of the conversation."""

@@ -28,6 +28,7 @@ from jsonschema.exceptions import best_match
 from harness.errors import ToolInputError
 from harness.scenario.model import SimulatorSpec, Tool
 from harness.scenario.schemas import validator
+from harness.transcript import render
 
 __all__ = ["BUILTINS", "ToolInputError", "ToolOutcome", "parse_arguments", "render", "simulate"]
 
@@ -38,13 +39,6 @@ class ToolOutcome:
 
     content: str
     error: bool = False
-
-
-def render(value: Any) -> str:
-    """A result as message text: strings unchanged, anything else compact sorted JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _validator(schema_json: str) -> Any:

@@ -40,7 +40,7 @@ from typing import Any
 
 import jsonschema
 
-from harness.bfcl.scoring import bfcl_sequence
+from harness.scoring.bfcl import bfcl_sequence
 from harness.kinds import FailureKind, failure_kind
 from harness.scenario.model import ArgMatcher, Expectation, ExpectedCall, Scenario
 from harness.scenario.schemas import validator
@@ -578,7 +578,7 @@ def score_run(record: RunRecord) -> RunScore:
     sc = _scenario(record)
     calls = _parse_all(record, sc)
     reps, streak = _repeats(calls)
-    if sc.bfcl is not None:  # BFCL's own tolerance: state and results (harness.bfcl.scoring)
+    if sc.bfcl is not None:  # BFCL's own tolerance: state and results (harness.scoring.bfcl)
         seq, kinds = bfcl_sequence(sc, calls, record.state_checks)
     else:
         seq, kinds = _sequence(sc, calls)

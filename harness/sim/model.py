@@ -343,12 +343,8 @@ def make_plan(
 
 
 def final_answer_text(fa: FinalAnswerExpectation) -> str:
-    """The reference final answer: ``example``, else a sentence with every ``contains``."""
-    if fa.example:
-        return fa.example
-    if fa.contains:
-        return "Here is what I found: " + "; ".join(fa.contains) + "."
-    return "Done. The task is complete."
+    """The reference final answer (:meth:`FinalAnswerExpectation.reference_text`)."""
+    return fa.reference_text()
 
 
 def _as_calls(step: list[ExpectedCall]) -> list[PlannedCall]:
