@@ -33,7 +33,7 @@ from harness.numerics.models import LogprobsResult, Sequence, SequenceResult
 from harness.numerics.run import DEFAULT_TOP_K, LogprobsOptions, compare_logprobs
 from harness.options import add_argument, http_url, positive_int, url_or_recording
 from harness.present.console import make_console
-from harness.present.logprobs import scored_with
+from harness.present.logprobs import class_rows, largest_class_line, scored_with
 from harness.recording import is_recording_ref
 from harness.runfolder import RunFolder
 
@@ -171,7 +171,20 @@ def print_result(res: LogprobsResult) -> None:
     print(f"{'  sequence':<30} {'tokens':>5} {'A/B KL':>8} {'A/A KL':>8} {'top1':>5}")
     for r in res.sequences:
         print(_line(r))
+    rows = class_rows(res)
+    if rows:
+        head = ("  token class", "positions", "A/B mean KLD ± SE", "A/A KLD", "A/B 99.0%",
+                "RMS Δp", "same top A/B", "A/A")  # fmt: skip
+        print(f"{head[0]:<14} {head[1]:>9} {head[2]:>21} {head[3]:>9} {head[4]:>9} "
+              f"{head[5]:>7} {head[6]:>12} {head[7]:>7}")  # fmt: skip
+        for c in rows:
+            v = c.cells
+            print(f"  {c.token_class:<12} {c.positions:>9} {v[0]:>21} {v[1]:>9} {v[2]:>9} "
+                  f"{v[3]:>7} {v[4]:>12} {v[5]:>7}")  # fmt: skip
     print(f"logprobs ({scored_with(res)}): {res.message}")
+    where = largest_class_line(res)
+    if where:
+        print(f"  {where}")
     for note in res.notes:
         print(f"  note: {note}")
 

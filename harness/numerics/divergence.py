@@ -24,10 +24,18 @@ import math
 import numpy as np
 
 from harness.errors import TokenizationMismatch
+from harness.numerics.classes import CLASSES
 from harness.numerics.kld import KldStats, kld_stats
-from harness.numerics.models import ScoredSequence, SequenceDivergence, TopToken, WorstToken
+from harness.numerics.models import (
+    ClassStats,
+    ScoredSequence,
+    SequenceDivergence,
+    TopToken,
+    WorstToken,
+)
 
 __all__ = [
+    "pooled_by_class",
     "pooled_kld",
     "STRIP_BINS",
     "TOKEN_TOLERANCE",
@@ -202,6 +210,33 @@ def sequence_divergence(
     )
     out._values = (kls, dps, agree)
     return out
+
+
+def pooled_by_class(
+    pairs: list[tuple[SequenceDivergence, SequenceDivergence]],
+) -> list[ClassStats]:
+    """llama-perplexity's statistics per token class over ``(A/B, A/A)`` divergences
+    (their in-memory values and classes), in :data:`~harness.numerics.classes.CLASSES`
+    order; classes no A/B position has are left out."""
+    out = []
+    for cls in CLASSES:
+        ab, aa = (_class_stats([p[j] for p in pairs], cls) for j in (0, 1))
+        if ab is not None:
+            out.append(ClassStats(token_class=cls, ab=ab, aa=aa))
+    return out
+
+
+def _class_stats(divs: list[SequenceDivergence], cls: str) -> KldStats | None:
+    kls: list[float] = []
+    dps: list[float] = []
+    same: list[bool] = []
+    for d in divs:
+        for i, c in enumerate(d._classes):
+            if c == cls and i < len(d._values[0]):
+                kls.append(d._values[0][i])
+                dps.append(d._values[1][i])
+                same.append(d._values[2][i])
+    return kld_stats(kls, dps, same)
 
 
 def pooled_kld(divs: list[SequenceDivergence]) -> KldStats | None:

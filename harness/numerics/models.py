@@ -23,6 +23,7 @@ from harness.numerics.kld import KldStats
 
 __all__ = [
     "LOGPROBS_VERSION",
+    "ClassStats",
     "LogprobsResult",
     "PairStats",
     "ScoredSequence",
@@ -141,6 +142,9 @@ class SequenceDivergence(_Model):
     #: per position (1..n-1): KL, Δp of the forced token, same top token; kept in memory
     #: to pool the comparison's statistics, not written
     _values: tuple[list[float], list[float], list[bool]] = PrivateAttr(default=([], [], []))
+    #: per position (1..n-1): the forced token's class (:mod:`harness.numerics.classes`),
+    #: in memory only (``SequenceResult.classes`` counts them)
+    _classes: list[str] = PrivateAttr(default_factory=list)
 
 
 class SequenceResult(_Model):
@@ -157,9 +161,26 @@ class SequenceResult(_Model):
     #: the A/A paths part (None: they never part within the tokens generated)
     parted_at: int | None = None
     aa_parted_at: int | None = None
+    #: generation-aligned only: the class of the baseline's token where the A/B paths part
+    #: (:mod:`harness.numerics.classes`)
+    parted_class: str | None = None
+    #: scored positions (1..n-1) per token class (:mod:`harness.numerics.classes`)
+    classes: dict[str, int] = Field(default_factory=dict)
+    #: segments of the conversation its rendered text did not hold (their tokens are
+    #: labelled ``markup``)
+    unlabelled: int = 0
     #: a digest of the compared token keys: sequences with one digest are one
     #: independent sequence to the paired test (counterfeit copies count once)
     span: str | None = None
+
+
+class ClassStats(_Model):
+    """llama-perplexity's statistics of one token class (:mod:`harness.numerics.classes`)
+    over the independent sequences: A/B and the A/A floor."""
+
+    token_class: str
+    ab: KldStats | None
+    aa: KldStats | None
 
 
 class PairStats(_Model):
@@ -208,6 +229,14 @@ class LogprobsResult(_Model):
     #: A/B and the A/A floor (:mod:`harness.numerics.kld`)
     kld: KldStats | None = None
     kld_aa: KldStats | None = None
+    #: the same statistics per token class, in :data:`~harness.numerics.classes.CLASSES`
+    #: order (classes with no position left out)
+    by_class: list[ClassStats] = Field(default_factory=list)
+
+    def largest_class(self) -> ClassStats | None:
+        """The class whose A/B mean KLD is largest (None without classes)."""
+        scored = [c for c in self.by_class if c.ab is not None]
+        return max(scored, key=lambda c: c.ab.kld_mean if c.ab else 0.0, default=None)
 
 
 class _Lenient(BaseModel):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, replace
@@ -29,11 +30,13 @@ from harness.numerics.adapters import (
     comparable,
     make_adapter,
 )
+from harness.numerics.classes import Labels, label_conversation, label_generated, label_plain
 from harness.numerics.decide import ALPHA, TOLERANCE, decide, independent
 from harness.numerics.divergence import (
     TOKEN_TOLERANCE,
     align_generated,
     check_aligned,
+    pooled_by_class,
     pooled_kld,
     sequence_divergence,
 )
@@ -213,6 +216,7 @@ def _pair_result(
     cut = [x.unreadable_from for x in (b1, b2, cs) if x.unreadable_from is not None]
     if cut and not generation:  # a side could not send past a non-finite value
         b1, b2, cs = (_first(x, min(cut)) for x in (b1, b2, cs))
+    labels = _labels(seq, b1, generation=generation)
     parted, b_aa, at, aa_at = None, b1, None, None
     if generation:  # greedy paths: each pair compared along its common prefix
         b_aa, b2, aa_at = align_generated(b1, b2)
@@ -229,17 +233,35 @@ def _pair_result(
     check_aligned(seq.id, b1, cs)
     check_aligned(seq.id, b_aa, b2)
     tol = opts.token_tolerance
+    ab = sequence_divergence(b1, cs, token_tolerance=tol)
+    aa = sequence_divergence(b_aa, b2, token_tolerance=tol)
+    ab._classes, aa._classes = labels.classes[1 : len(b1)], labels.classes[1 : len(b_aa)]
     return SequenceResult(
         id=seq.id,
         source=seq.source,
         tokens=len(b1),
-        ab=sequence_divergence(b1, cs, token_tolerance=tol),
-        aa=sequence_divergence(b_aa, b2, token_tolerance=tol),
+        ab=ab,
+        aa=aa,
         parted=parted,
         parted_at=at,
         aa_parted_at=aa_at,
+        parted_class=labels.classes[at] if at is not None else None,
+        classes=dict(Counter(ab._classes)),
+        unlabelled=labels.missing,
         span=hashlib.sha256("\x1f".join(b1.keys).encode()).hexdigest()[:16],
     )
+
+
+def _labels(seq: Sequence, scored: ScoredSequence, *, generation: bool) -> Labels:
+    """The class of each of ``scored``'s tokens (:mod:`harness.numerics.classes`): from
+    the rendered conversation (teacher-forced), the generated text (greedy: position 0 is
+    the prompt, markup), or prose (a plain prompt)."""
+    if generation:
+        gen = label_generated(scored.texts[1:])
+        return Labels(["markup", *gen.classes])
+    if seq.messages is None:
+        return label_plain(scored.texts)
+    return label_conversation(seq.messages, scored.texts)
 
 
 #: at the first greedy divergence: is each side's token in the other's top N (vLLM's model
@@ -423,7 +445,7 @@ def compare_recorded(
         rows, b_info, c_info, "recorded baseline, scored twice", settings, counts,
         generation=baseline.generation,
     )  # fmt: skip
-    out.notes = list(dict.fromkeys(notes))
+    out.notes = list(dict.fromkeys([*notes, *out.notes]))
     return out
 
 
@@ -445,7 +467,7 @@ def _result(
         counts,
         generation=b.generation,
     )
-    out.notes = list(dict.fromkeys([*b.notes, *c.notes]))
+    out.notes = list(dict.fromkeys([*b.notes, *c.notes, *out.notes]))
     return out
 
 
@@ -464,6 +486,16 @@ def _decided(
     )
     units = independent(rows)
     kld, kld_aa = pooled_kld([r.ab for r in units]), pooled_kld([r.aa for r in units])
+    missing = [r for r in rows if r.unlabelled]
+    notes = (
+        [
+            f"token classes: {sum(r.unlabelled for r in missing)} segments of {len(missing)} "
+            f"sequences (first {missing[0].id!r}) not found in the rendered text: their "
+            "tokens counted as markup"
+        ]
+        if missing
+        else []
+    )
     return LogprobsResult(
         baseline=b_info,
         candidate=c_info,
@@ -483,4 +515,6 @@ def _decided(
         requests=counts,
         kld=kld,
         kld_aa=kld_aa,
+        by_class=pooled_by_class([(r.ab, r.aa) for r in units]),
+        notes=notes,
     )

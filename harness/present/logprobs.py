@@ -17,7 +17,15 @@ from harness.numerics.experts_ab import ExpertsComparison
 from harness.numerics.kld import DP_PERCENTILES, KLD_PERCENTILES, KldStats
 from harness.numerics.models import LogprobsResult, SequenceResult, TopToken, WorstToken
 
-__all__ = ["LogprobsView", "logprobs_line", "logprobs_view", "scored_with"]
+__all__ = [
+    "ClassRow",
+    "LogprobsView",
+    "class_rows",
+    "largest_class_line",
+    "logprobs_line",
+    "logprobs_view",
+    "scored_with",
+]
 
 STRIP_W, STRIP_H = 560.0, 40.0
 _LOG_LO = -6.0  # 1e-6 nats at the bottom of the strip, 1 nat at the top
@@ -50,6 +58,55 @@ class SeqView:
     worst: list[dict[str, Any]]
     nonfinite: str
     parted: str = ""  # generation-aligned: where the two greedy paths part
+    parted_class: str = ""  # generation-aligned: the class of the token there
+
+
+@dataclass
+class ClassRow:
+    """One token class's row of the report's per-class table."""
+
+    token_class: str
+    positions: int
+    cells: list[str]  # A/B mean ± SE, A/A mean, A/B 99.0%, A/B RMS Δp, same top p A/B, A/A
+    largest: bool = False
+
+
+def class_rows(res: LogprobsResult) -> list[ClassRow]:
+    """The per-class statistics of ``res`` as table rows (KLD in nats, Δp and same top p
+    in %), the class with the largest A/B mean KLD flagged."""
+    top = res.largest_class()
+    out = []
+    for c in res.by_class:
+        ab, aa = c.ab, c.aa
+        if ab is None:
+            continue
+        out.append(ClassRow(
+            token_class=c.token_class,
+            positions=ab.positions,
+            cells=[
+                f"{ab.kld_mean:.6f} ± {ab.kld_mean_se:.6f}",
+                f"{aa.kld_mean:.6f}" if aa is not None else "–",
+                f"{ab.kld['99.0%']:.6f}",
+                f"{100 * ab.dp_rms:.3f}%",
+                f"{100 * ab.same_top_p:.2f}%",
+                f"{100 * aa.same_top_p:.2f}%" if aa is not None else "–",
+            ],
+            largest=top is not None and c.token_class == top.token_class,
+        ))  # fmt: skip
+    return out
+
+
+def largest_class_line(res: LogprobsResult) -> str:
+    """Where the divergence is largest, for the console: the token class with the largest
+    A/B mean KLD, its A/A floor and its positions ("" without classes)."""
+    top = res.largest_class()
+    if top is None or top.ab is None:
+        return ""
+    aa = f" vs A/A {top.aa.kld_mean:.3g}" if top.aa is not None else ""
+    return (
+        f"largest in {top.token_class} tokens: KLD mean {top.ab.kld_mean:.3g}{aa}, same top p "
+        f"{100 * top.ab.same_top_p:.1f}% ({top.ab.positions} positions)"
+    )
 
 
 @dataclass
@@ -70,6 +127,9 @@ class LogprobsView:
     generation: bool = False
     #: routed experts A/B (:class:`~harness.numerics.experts_ab.ExpertsComparison`), when compared
     experts: ExpertsComparison | None = None
+    #: per token class: (class, positions, A/B KLD mean ± SE, A/A KLD mean, A/B 99.0% KLD,
+    #: A/B RMS Δp, A/B same top p, A/A same top p, largest); the largest A/B mean flagged
+    class_rows: list[ClassRow] = field(default_factory=list)
 
 
 def _height(kl: float) -> float:
@@ -132,6 +192,7 @@ def _seq(r: SequenceResult, tol: float) -> SeqView:
         worst=[_worst(w) for w in ab.worst],
         nonfinite=", ".join(f"{k} {v}" for k, v in nf.items() if v),
         parted=r.parted or "",
+        parted_class=r.parted_class or "",
     )
 
 
@@ -160,6 +221,7 @@ def logprobs_view(res: LogprobsResult) -> LogprobsView:
         decode=logprobs_view(res.decode) if res.decode is not None else None,
         generation=bool(res.settings.get("generation")),
         experts=res.experts,
+        class_rows=class_rows(res),
     )
 
 
@@ -203,7 +265,12 @@ def logprobs_line(res: LogprobsResult) -> str:
             f" [KLD mean {k.kld_mean:.3g}, 99.0% {k.kld['99.0%']:.3g}, same top p "
             f"{100 * k.same_top_p:.1f}%]"
         )
-    lines = [line, *(f"  note: {note}" for note in res.notes)]
+    where = largest_class_line(res)
+    parted = [r.parted_class for r in res.sequences if r.parted_class is not None]
+    if parted:
+        most = max(sorted(set(parted)), key=parted.count)
+        where += f"{'; ' if where else ''}greedy paths part most at {most} tokens ({parted.count(most)}/{len(parted)})"
+    lines = [line, *([f"  {where}"] if where else []), *(f"  note: {note}" for note in res.notes)]
     if res.experts is not None:
         lines.append(res.experts.line())
     if res.decode is not None:
