@@ -14,7 +14,7 @@ AA ?=
 STREAM ?=
 SCENARIOS ?= scenarios
 
-.PHONY: install bfcl test check lint typecheck shellcheck compare record bench e2e clean
+.PHONY: install bfcl test check lint typecheck shellcheck compare record bench e2e docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -102,14 +102,16 @@ record: $(STAMP)
 # BENCH_ARGS="--quick" for a smoke run, "--only 1,3" for some benchmarks (~5 min in full).
 # Then the decision rule's false alarms and detection power at the shipped defaults
 # (bench/power.py, JSON in bench/power.json, ~60 min of CPU with the recorded-baseline part;
-# POWER_ARGS="--workers 2" for two processes, "--parts aa" for one part) and the README's
-# detection tables from it.
+# POWER_ARGS="--workers 2" for two processes, "--parts aa" for one part). The run's
+# figures go to the documentation: docs/benchmarks.md (bench/bench.json, the latest run),
+# docs/verdict.md, docs/recorded-baselines.md and docs/numerics.md (bench/*.json).
 BENCH_ARGS ?=
 POWER_ARGS ?=
 bench: $(STAMP)
-	$(BIN)/python -m bench.run $(BENCH_ARGS)
+	$(BIN)/python -m bench.run $(BENCH_ARGS) --out results/bench
+	$(BIN)/python -m bench.bench_table --from "$$(ls -t results/bench/bench-*.json | head -n 1)"
 	$(BIN)/python -m bench.power --json bench/power.json $(POWER_ARGS) > /dev/null
-	$(BIN)/python -m bench.power_table bench/power.json README.md
+	$(BIN)/python -m bench.power_table bench/power.json
 
 # End to end on a real server: upstream llama-server + SmolLM2-135M on the CPU (scripts/e2e.sh).
 # The llama-cpp-python wheel and llama-server (from the llama.cpp tree in its sdist) are
@@ -118,5 +120,11 @@ bench: $(STAMP)
 e2e: $(STAMP)
 	VENV=$(VENV) bash scripts/e2e.sh
 
+# The documentation site (mkdocs.yml, docs/) into site/: the generated pages first
+# (commands, failure kinds, scenario reference), then `mkdocs build --strict`.
+docs: $(STAMP)
+	$(BIN)/python -m harness.docgen docs
+	$(BIN)/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf site $(VENV) .pytest_cache .mypy_cache .ruff_cache
