@@ -25,18 +25,18 @@ Parts:
   (sim profile ``repeat-loop@enum_units``);
 - ``curve``: a loop in 5/10/20/30% of all candidate runs (``repeat-loop@RATE``) at 5, 10
   and 20 repeats fixed, and sequential; the baseline runs are shared by the rates;
-- ``drift`` (issue 31): argument drift in 10% and 20% of all candidate runs, one profile
+- ``drift``: argument drift in 10% and 20% of all candidate runs, one profile
   per kind of :data:`DRIFT` (``KIND@RATE``; only the scenarios whose arguments the fault
   can change can show it: ``drift_scenarios`` counts them), sequential; every sequential
-  figure (here and in ``aa``) is also decided by the rule before issue 31
-  (:func:`stop_before_31`: futility while the candidate shows a kind no baseline run
-  shows), paired, from the same looks (:func:`decide_both`); the early-stop case of
-  issue 31 (:data:`EARLY_STOP_CASE`) is also decided fixed at 20 repeats. Each figure
+  figure (here and in ``aa``) is also decided by the earlier futility rule
+  (:func:`stop_earlier_rule`: futility also while the candidate shows a kind no baseline run
+  shows), paired, from the same looks (:func:`decide_both`); the early-stop case
+  (:data:`EARLY_STOP_CASE`) is also decided fixed at 20 repeats. Each figure
   counts ``flags`` (:data:`Outcome`): NO CHANGE verdicts naming a candidate-only kind,
   loop headlines, A/A verdicts the fixed INCONCLUSIVE band (0.1) would have made
   INCONCLUSIVE;
-- ``early``: issue 31's early-stop case alone (:data:`EARLY_STOP_CASE`, the same seeds as
-  ``drift``), for another library (``--scenarios``: the 19 scenarios the issue ran on);
+- ``early``: the early-stop case alone (:data:`EARLY_STOP_CASE`, the same seeds as
+  ``drift``), for another library (``--scenarios``: the 19-scenario library it was found on);
 - ``fused``: the ``fused-regression`` profile (the seed case), fixed and sequential;
 - ``gsm8k``: GSM8K-500, 0.88 against 0.81 and 0.88 against 0.88, correctness drawn per
   question and side as the sim's GSM8K model draws it (a hash of server seed and
@@ -115,7 +115,8 @@ BANDS = (0.1, 0.044, 0.03, 0.02)
 #: change can show) and their shares of candidate runs
 DRIFT = ("container-as-string", "string-as-scalar", "scalar-as-string")
 DRIFT_RATES = (0.1, 0.2)
-#: issue 31's early-stop case, also decided fixed at 20 repeats
+#: the early-stop case: a drift the earlier futility rule stopped at NO CHANGE while the
+#: candidate showed a kind no baseline run showed; also decided fixed at 20 repeats
 EARLY_STOP_CASE = ("container-as-string", 0.2)
 
 
@@ -293,8 +294,8 @@ def decide_fixed(base: Side, cand: Side, repeats: int) -> Summary:
     return _summarize(base, cand, records, settings)
 
 
-def stop_before_31(summary: Summary, look: int, rounds: int) -> bool:
-    """The stopping rule before issue 31: futility also while the candidate shows a kind
+def stop_earlier_rule(summary: Summary, look: int, rounds: int) -> bool:
+    """The earlier stopping rule: futility also while the candidate shows a kind
     no baseline run shows (measured beside the shipped rule, paired)."""
     if summary.verdict is not None and summary.verdict.candidate_only_kinds:
         summary = summary.model_copy(
@@ -333,7 +334,7 @@ def decide_sequential(
 
 
 def decide_both(base: Side, cand: Side) -> tuple[tuple[Summary, int], tuple[Summary, int]]:
-    """``(shipped rule, rule before issue 31)``, each ``(summary, round decided)``, from one
+    """``(shipped rule, earlier futility rule)``, each ``(summary, round decided)``, from one
     pass: the looks are the same until the earlier rule stops (it stops wherever the
     shipped one does, and also on futility with a kind only the candidate shows)."""
     looks: list[Summary] = []
@@ -343,7 +344,7 @@ def decide_both(base: Side, cand: Side) -> tuple[tuple[Summary, int], tuple[Summ
         return should_stop(summary, look, rounds)
 
     shipped = decide_sequential(base, cand, stop=keep)
-    old = next(k for k, s in enumerate(looks, start=1) if stop_before_31(s, k, ROUNDS))
+    old = next(k for k, s in enumerate(looks, start=1) if stop_earlier_rule(s, k, ROUNDS))
     return shipped, (looks[old - 1], old)
 
 
@@ -500,7 +501,7 @@ class Bench:
         self, base: Side, seed: int, cases: Sequence[tuple[str, float]] = ()
     ) -> list[Outcome]:
         """One index of the drift figures: every drift kind at every rate, sequential (the
-        default), the rule before issue 31 (paired) and fixed at 20 repeats
+        default), the earlier futility rule (paired) and fixed at 20 repeats
         (``--no-sequential --repeats 20``)."""
         out: list[Outcome] = []
         for kind, rate in cases or [(k, r) for k in DRIFT for r in DRIFT_RATES]:
@@ -510,7 +511,7 @@ class Bench:
             for how, (s, look) in zip(("sequential", "before_31"), both, strict=True):
                 out.append((f"{key}/{how}", _verdict(s), look, self.runs(look * REPEATS),
                             _flags(s)))  # fmt: skip
-            if (kind, rate) == EARLY_STOP_CASE:  # issue 31's --no-sequential --repeats 20
+            if (kind, rate) == EARLY_STOP_CASE:  # --no-sequential --repeats 20
                 s = decide_fixed(base, cand, 20)
                 out.append((f"{key}/20", _verdict(s), 4, self.runs(20), _flags(s)))
         return out
@@ -591,7 +592,7 @@ def gsm8k_part(n: int, questions: int = 500, alpha: float = 0.05) -> dict[str, A
     return out
 
 
-# ------------------------------------------------------------- recorded baselines (issue 27)
+# ------------------------------------------------------------------------ recorded baselines
 
 #: seeds of the recordings: ``(a)`` one per comparison, ``(b)``/``(c)`` shared
 RECORDED_AA_SEEDS, RECORDED_SEEDS = 600_000, 700_000
@@ -773,7 +774,7 @@ RECORDED_OPTIONS: tuple[tuple[str, int | str, str], ...] = (
 
 
 def recorded_part(args: argparse.Namespace) -> dict[str, Any]:
-    """Issue 27: one recording (``harness record``) judging many candidates.
+    """Recorded baselines: one recording (``harness record``) judging many candidates.
 
     ``aa``: each comparison against its own fresh recording (``--recorded-aa``);
     ``spread``: ``--recorded-baselines`` recordings x ``--recorded-candidates`` healthy
@@ -853,7 +854,7 @@ def run_parts(args: argparse.Namespace) -> dict[str, Any]:
         drift = [(sc, "drift", 500_000 + i, True) for i in range(args.drift)]
         doc["drift"] = _timed("drift", lambda: _drift(_run_jobs(drift, w)))
         doc["drift_scenarios"] = {kind: _can_show(sc, kind) for kind in DRIFT}
-    if "early" in parts:  # issue 31's case alone (the drift part has it too)
+    if "early" in parts:  # the early-stop case alone (the drift part has it too)
         early = [(sc, "early", 500_000 + i, True) for i in range(args.early)]
         doc["early_stop"] = _timed("early", lambda: _drift(_run_jobs(early, w)))
         doc["early_stop_scenarios"] = _can_show(sc, EARLY_STOP_CASE[0])

@@ -211,7 +211,7 @@ def _drift(doc: dict[str, Any]) -> list[str]:
 
 
 def _early(doc: dict[str, Any]) -> list[str]:
-    """Issue 31's early-stop case on the library it was found on (``bench/power-early-
+    """The early-stop case on the library it was found on (``bench/power-early-
     stop.json``: ``python -m bench.power --parts early --scenarios <that library>``)."""
     e = doc.get("early_stop_doc")
     if not e:

@@ -6,7 +6,7 @@ A folder of N runs holds copies of them, in two layouts:
 
 - ``runs`` (the target): the same 17 scenarios, more repeats (repeat numbers shifted so
   every ``run_key`` is new). What grows is only the number of runs, as when a user raises
-  ``--repeats``: the issue's target, peak memory at 10,000 runs at most 1.2x the peak at
+  ``--repeats``: the target is peak memory at 10,000 runs at most 1.2x the peak at
   1,000, and time linear.
 - ``scenarios`` (reported): each copy renamed to a new scenario (``<id>-c<k>``), so the
   scenarios grow with the runs (1,666 at 10,000), as a suite imported from traffic would.

@@ -1,4 +1,4 @@
-"""Issue 30's tests: one scenario run by the harness against the reference server over a
+"""The protocol contract tests' driver: one scenario run by the harness against the reference server over a
 real socket (``sim_url``), streamed or not, and its score; and a record of one response
 scored alone. Each test builds its own scenario with :func:`tool` and :func:`scenario`."""
 
@@ -35,7 +35,7 @@ def scenario(sid: str, user: str, tools: list[dict[str, Any]], **fields: Any) ->
     """A scenario file's dict: ``fields`` (``expect``, ``tool_choice``, ...) over defaults."""
     return {
         "id": sid,
-        "description": f"issue 30 test scenario {sid}",
+        "description": f"protocol contract test scenario {sid}",
         "messages": [{"role": "user", "content": user}],
         "tools": tools,
         "repeats": 1,

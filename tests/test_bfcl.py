@@ -342,7 +342,7 @@ def test_sim_noise_fails_a_bfcl_task_about_as_often_as_a_one_turn_scenario() -> 
 def test_a_backend_call_past_its_time_limit_is_the_tools_error_off_the_event_loop(
     sim_url: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 32 row 9: a backend call runs off the loop within a limit; one that overruns
+    """A backend call runs off the loop within a limit; one that overruns
     is the tool's error result, and the other runs' requests are not stalled."""
     import asyncio
     import time

@@ -365,7 +365,7 @@ def test_check_status_is_not_a_comparison_verdict() -> None:
         Check.model_validate({"name": "h", "verdict": "REGRESSION"})
 
 
-# ------------------------------------------------------------------ a log out of bounds (issue 32)
+# ----------------------------------------------------------------------------- a log out of bounds
 
 
 def test_log_scanner_reads_only_what_was_appended_and_keeps_a_bounded_tail(

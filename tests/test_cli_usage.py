@@ -1,5 +1,5 @@
 """Command-line usage across commands: URL and count types, preflight, boot's executable,
-A/A labels, server arguments a side does not report (reviewer findings 10, 11, 12, 16, 19)."""
+A/A labels, server arguments a side does not report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A side that cannot be judged (issue 32, row 18): two reference servers that do not
+"""A side that cannot be judged: two reference servers that do not
 know the scenarios compared (every run HTTP 404 "unknown scenario") give a verdict that
 says so and nothing else; no test is run on 0 scored runs against 0."""
 

@@ -127,7 +127,7 @@ def test_one_sided_outcome_names_the_side_of_each_failing_scenario() -> None:
 
 
 def test_a_loop_sharing_the_significant_kinds_runs_is_named() -> None:
-    # issue 31: the candidate loops and never answers (missing_final_answer + repeat_loop
+    # the candidate loops and never answers (missing_final_answer + repeat_loop
     # in the same runs); the baseline's noise loops answer (repeat_loop alone), so the
     # loop's own test is not significant: the headline still names the loop
     loops = [["missing_final_answer", "repeat_loop"]] * 4 + [[]] * 6
@@ -147,7 +147,7 @@ def test_a_loop_sharing_the_significant_kinds_runs_is_named() -> None:
 
 
 def test_an_early_stop_states_the_power_of_the_rule_as_it_ran() -> None:
-    # issue 31: after round 1 of 4 (5 runs a scenario) a scenario failing every candidate
+    # after round 1 of 4 (5 runs a scenario) a scenario failing every candidate
     # run is not significant at the runs spent, but the rounds left would have run
     from harness.stats.permutation import min_detectable_rate
     from harness.stats.sequential import Look

@@ -1,4 +1,4 @@
-"""MoE conformance with the released servers (issue 28): routed experts, MoE geometry,
+"""MoE conformance with the released servers: routed experts, MoE geometry,
 fusion evidence, server arguments.
 
 Each fixture in ``tests/conformance/fixtures/<flavour>/`` is what a released server's code

@@ -1,4 +1,4 @@
-"""Issue 30 item 3: a reply that breaks what its request asked for is a protocol failure
+"""A reply that breaks what its request asked for is a protocol failure
 named as such: calls under ``tool_choice: "none"``, several calls under
 ``parallel_tool_calls: false``, a named ``tool_choice`` answered with another tool,
 ``"required"`` answered with text, ``max_tokens`` exceeded, ``n`` not honoured, a ``stop``

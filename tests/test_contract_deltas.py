@@ -1,4 +1,4 @@
-"""Issue 30 item 4: streamed tool calls assembled as the OpenAI Python SDK assembles them.
+"""Streamed tool calls assembled as the OpenAI Python SDK assembles them.
 
 The reference is the SDK's own accumulator, ``openai.lib.streaming.chat
 .ChatCompletionStreamState`` (``lib/streaming/_deltas.py`` ``accumulate_delta``: the string

@@ -1,4 +1,4 @@
-"""Issue 30 item 5: a chat template's token left inside a string argument is
+"""A chat template's token left inside a string argument is
 ``markup_in_arguments``, even where the scenario's matcher (a loose regex on a free-text
 query) accepts the value; ordinary punctuation in a value is not."""
 

@@ -1,4 +1,4 @@
-"""Issue 30 item 1: calls written into the reasoning channel (``reasoning_content`` /
+"""Calls written into the reasoning channel (``reasoning_content`` /
 ``reasoning``) with ``tool_calls: []`` are ``tool_call_in_reasoning``, in every dialect the
 content leak check reads; prose in the reasoning about a call that is sent right is not."""
 

@@ -1,4 +1,4 @@
-"""The fault matrix (issue 18): every server fault of the reference server x {stream, no
+"""The fault matrix: every server fault of the reference server x {stream, no
 stream} x {harness run, harness compare} -> the classification and exit code docs/misbehaving-servers.md's
 table "What the harness does when the server misbehaves" documents, no traceback, and the
 command returns within its deadline: (retries + 1) x --request-timeout + the backoff
@@ -133,7 +133,7 @@ def test_retry_after_is_read_and_capped() -> None:
     assert t.retry_delay_s(1, 3600) == MAX_RETRY_AFTER_S == 60.0  # capped
 
 
-# ------------------------------------------------------------------ bad input (issue 32)
+# ----------------------------------------------------------------------------- bad input
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Acceptance of ``harness gsm8k`` against the reference server (harness.sim, in-process).
 
-Issue 5: on the first 500 questions of ../shared/data/gsm8k/test.jsonl, a server
+On the first 500 questions of ../shared/data/gsm8k/test.jsonl, a server
 answering at 0.81 against one at 0.88 is a REGRESSION by McNemar's test; two healthy
 servers are not; infrastructure errors are left out, never scored as wrong. (Retries,
 per-question failures and the thread pool: tests/test_gsm8k_runner.py and

@@ -394,7 +394,7 @@ def test_the_reference_server_plays_an_imported_mid_conversation_scenario(
                  "--run-id", "r", "--no-progress", str(out)]) == 0  # fmt: skip
 
 
-# ------------------------------------------------------------------ hostile input (issue 32)
+# ----------------------------------------------------------------------------- hostile input
 
 
 def _import(src: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -1,4 +1,4 @@
-"""``harness import`` redacts key-shaped text in every field it copies (issue 32, row 16):
+"""``harness import`` redacts key-shaped text in every field it copies:
 tool parameter schemas (``default``, ``description``, ...), ``stop`` and
 ``response_format`` as message text is, each counted in the report line."""
 

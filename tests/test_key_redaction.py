@@ -1,4 +1,4 @@
-"""Keys are never written or shown (issue 32, row 15): a key in a server URL's userinfo
+"""Keys are never written or shown: a key in a server URL's userinfo
 (``boot --target``, matrix ``url:``, the plugin's ``--target``, ``import --golden``) and
 the value of a key flag or a secret-looking variable in a launch command (``--api-key
 KEY``, ``--api-key=KEY``, ``OPENAI_API_KEY=KEY``; ``boot --cmd``, matrix ``launch:``).

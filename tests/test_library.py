@@ -1,4 +1,4 @@
-"""The scenario library (issue 9): every scenario passes on the healthy reference server
+"""The scenario library: every scenario passes on the healthy reference server
 and fails, with the failure kind named, on the fault profile(s) of the kinds it targets.
 
 Mapping scenario -> profiles: a ``targets:`` kind with a single-fault profile of the same

@@ -561,7 +561,7 @@ def test_gsm8k_against_a_baseline_uses_the_drop_or_the_paired_verdict(
 def test_the_models_terminal_escapes_are_not_printed_in_the_evidence(
     pytester: pytest.Pytester, sim_url: Any, write_scenarios: Any
 ) -> None:
-    """Issue 32 row 17: a final answer that sets the window title and clears the screen
+    """A final answer that sets the window title and clears the screen
     is shown as text, its escape sequences stripped (as the command line does)."""
     escapes = {
         **NO_TOOLS,

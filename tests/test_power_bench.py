@@ -58,7 +58,7 @@ def test_a_stale_page_is_found_and_rewritten(tmp_path: Path) -> None:
         power_table.main([str(ROOT / "bench" / "power.json"), pages[0], "--check"])
 
 
-# ------------------------------------------------------------- recorded baselines (issue 27)
+# ------------------------------------------------------------------------ recorded baselines
 
 
 def _in_unit(t: dict[str, object]) -> None:
@@ -151,7 +151,7 @@ def test_recorded_block_needs_its_markers() -> None:
         power_table.update(f"{power_table.BEGIN}\n{power_table.END}\n", recorded)
 
 
-# ---------------------------------------------------- drift kinds and the early stop (issue 31)
+# ------------------------------------------------------------ drift kinds and the early stop
 
 
 def test_tiny_drift_part_writes_every_kind_rate_and_rule(tmp_path: Path) -> None:
@@ -170,12 +170,12 @@ def test_tiny_drift_part_writes_every_kind_rate_and_rule(tmp_path: Path) -> None
     assert "| `string-as-scalar` |" in text and "candidate-only" in text
 
 
-def test_rule_before_31_stops_where_the_shipped_rule_goes_on() -> None:
+def test_earlier_futility_rule_stops_where_the_shipped_rule_goes_on() -> None:
     from harness.summary import Summary, Verdict
 
     only = Verdict(verdict="NO CHANGE", message="m", candidate_only_kinds=["collapse"])
     s = Summary(run_id="s", verdict=only)  # type: ignore[arg-type]
-    assert power.stop_before_31(s, 1, 4) and not power.should_stop(s, 1, 4)
+    assert power.stop_earlier_rule(s, 1, 4) and not power.should_stop(s, 1, 4)
 
 
 def test_numerics_block_from_the_logprobs_figures() -> None:

@@ -1,4 +1,4 @@
-"""Recorded baselines (issue 27): ``harness record``, then ``harness compare``/``logprobs``
+"""Recorded baselines: ``harness record``, then ``harness compare``/``logprobs``
 against the recording once its server is gone, over real sockets to the reference server.
 
 The recordings are made once per module (``recordings``): each inside its own

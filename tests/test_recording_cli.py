@@ -1,4 +1,4 @@
-"""Recorded baselines (issue 27), the launched forms: ``harness record --cmd`` and
+"""Recorded baselines, the launched forms: ``harness record --cmd`` and
 ``harness compare --baseline-cmd ... --candidate-cmd ...`` (the reference server as a
 subprocess, ``python -m harness sim``, one at a time on the same port), and GSM8K answers
 recorded then compared (``harness gsm8k --baseline <recording>``)."""

@@ -1,4 +1,4 @@
-"""Command line and run folders under misuse (issue 18): option validation, one writer
+"""Command line and run folders under misuse: option validation, one writer
 per run folder, a cut transcript line said, SIGTERM's resume hint, no secret from a URL
 in any file of a run folder."""
 

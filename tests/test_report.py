@@ -1,4 +1,4 @@
-"""The HTML/Markdown report: content, escaping, one-sided folders, the CLI (issue 7)."""
+"""The HTML/Markdown report: content, escaping, one-sided folders, the CLI."""
 
 from __future__ import annotations
 

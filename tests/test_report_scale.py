@@ -1,4 +1,4 @@
-"""A report of a large folder renders a bounded number of runs turn by turn (issue 10, item 4)."""
+"""A report of a large folder renders a bounded number of runs turn by turn."""
 
 from __future__ import annotations
 

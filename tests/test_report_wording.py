@@ -1,4 +1,4 @@
-"""Verdict wording in the console, HTML and Markdown (review findings 5, 6, 7, 17, 23, 24)."""
+"""Verdict wording in the console, HTML and Markdown."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Loader hardening (issue 18): deep nesting, recursive and expanding YAML aliases,
+"""Loader hardening: deep nesting, recursive and expanding YAML aliases,
 duplicate keys, numeric bounds, and a fuzz of 240 mutated scenario files through
 ``harness list``: each exits 2 with one line naming the file, or loads; never a
 traceback, a hang or unbounded memory."""
@@ -236,7 +236,7 @@ def test_fuzzed_scenario_files_load_or_give_one_line(
     assert outcomes[0] > 10 and outcomes[2] > 100, outcomes  # both outcomes exercised
 
 
-# ------------------------------------------------------------------ harness import (issue 32)
+# ----------------------------------------------------------------------------- harness import
 
 N_LINES = 120
 

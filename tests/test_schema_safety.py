@@ -1,4 +1,4 @@
-"""Tool schemas are checked without the network and in bounded time (issue 32, rows 7-8):
+"""Tool schemas are checked without the network and in bounded time:
 a ``$ref`` that is not local is refused at load and never fetched; a ``pattern`` is
 matched by RE2, so a backtracking pattern cannot block the event loop."""
 

@@ -99,7 +99,7 @@ def test_rounds_are_whole_and_capped(scenarios: Path, tmp_path: Path) -> None:
 
 
 def test_futility_never_drops_a_kind_only_the_candidate_shows() -> None:
-    # issue 31: every worse test far from significant, but the candidate shows a kind no
+    # every worse test far from significant, but the candidate shows a kind no
     # baseline run shows: the rounds go on (the stop would drop the evidence it prints)
     s = _summary("NO CHANGE", FUTILITY + 0.3)
     assert s.verdict is not None

@@ -65,7 +65,7 @@ def call(index: int | None, cid: str | None, name: str | None, args: str) -> dic
 
 
 def test_one_chunk_without_index_is_a_protocol_failure() -> None:
-    resp = assembled(call(None, "call_x", "lookup_order", ARGS))  # the issue's example
+    resp = assembled(call(None, "call_x", "lookup_order", ARGS))  # one chunk, no index
     (c,) = resp.tool_calls
     assert (c.index, c.id, c.name, c.arguments) == (None, "call_x", "lookup_order", ARGS)
     assert "missing_call_index" in scored(resp)
@@ -120,7 +120,7 @@ def test_repeated_empty_name_is_tolerated_and_noted() -> None:
 
 def test_a_fresh_id_per_chunk_without_a_name_continues_the_call() -> None:
     """One call; but the SDK's accumulator concatenates the ids (``call_acall_b``) where a
-    first-fragment client keeps ``call_a``: two readings (issue 30 item 4)."""
+    first-fragment client keeps ``call_a``: two readings."""
     resp = assembled(
         call(0, "call_a", "lookup_order", ARGS[:9]),
         call(0, "call_b", None, ARGS[9:]),

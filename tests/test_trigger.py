@@ -71,7 +71,7 @@ def fixture_records() -> list[RunRecord]:
 
 def test_figures_match_a_hand_computation() -> None:
     fig = verifier_figures(fixture_records())
-    # by hand: TP 4 (rows 0,1,2,7), FP 1 (row 4), FN 1 (row 3), TN 2 (rows 5,6)
+    # by hand: TP 4 (records 0,1,2,7), FP 1 (record 4), FN 1 (record 3), TN 2 (records 5,6)
     t = fig.trigger
     assert (t.tp, t.fp, t.fn, t.tn) == (4, 1, 1, 2)
     assert t.precision == pytest.approx(4 / 5)  # TP / (TP + FP)

@@ -454,7 +454,7 @@ def _quote_once(checks: list[Check]) -> None:
 def _finish(report: BootReport, folder: Path, t0: float) -> BootReport:
     report.timings["total_s"] = round(time.monotonic() - t0, 3)
     report.run_dir = str(folder)
-    # no key written or shown from here on: URL userinfo, --api-key values (issue 32)
+    # no key written or shown from here on: URL userinfo, --api-key values
     report.url = redact_url(report.url) if report.url else None
     report.command = redact_argv(report.command) if report.command else None
     for c in report.checks:

@@ -521,7 +521,7 @@ def collect_engagement(
         model_info=model_info,
         models=models,
         endpoints=endpoints,
-        base_url=redact_url(base_url) if base_url else None,  # no key written (issue 18)
+        base_url=redact_url(base_url) if base_url else None,  # no key written to disk
         log_path=str(log_path) if log_path is not None else None,
     )
 

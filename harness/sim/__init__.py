@@ -1,6 +1,6 @@
 """The reference OpenAI-compatible server with fault injection (``harness sim``).
 
-Owned by issue 3. Public API (stable, others build on it):
+Public API (stable, the tests and the other packages build on it):
 
 - ``SimProfile`` / ``PROFILES`` / ``get_profile(name)`` in :mod:`harness.sim.profiles`
   (the table of profiles is in that module's docstring; ``harness sim --list-profiles``).
@@ -28,6 +28,6 @@ Layout: :mod:`~harness.sim.model` (plays scenarios, stateless per request),
 faults: HTTP errors, bad bodies, dropped connections), :mod:`~harness.sim.wire` (OpenAI
 JSON and SSE shapes), :mod:`~harness.sim.stats` (what the server has seen),
 :mod:`~harness.sim.tokens` (approximate token counts),
-:mod:`~harness.sim.moe` (boot log, server info, routed experts; issue 6),
-:mod:`~harness.sim.gsm8k_model` (GSM8K answers; issue 5).
+:mod:`~harness.sim.moe` (boot log, server info, routed experts),
+:mod:`~harness.sim.gsm8k_model` (GSM8K answers).
 """

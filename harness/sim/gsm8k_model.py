@@ -1,6 +1,6 @@
 """GSM8K side of the reference server: answers few-shot prompts like a model would.
 
-The sim app (issue 3) calls :func:`answer` for ``/v1/completions`` prompts and, via
+The reference server's app (:mod:`harness.sim.app`) calls :func:`answer` for ``/v1/completions`` prompts and, via
 :func:`prompt_from_messages`, for chat requests. The prompt is SGLang's few-shot format
 (``Question: ...\\nAnswer: ...`` blocks, see harness.gsm8k.data); the *last* question
 is looked up in a GSM8K jsonl (``gsm8k_path``, else the harness download cache).

@@ -1,7 +1,7 @@
 """Transport faults of the reference server: answers that break the HTTP or SSE contract.
 
 The infrastructure faults of :mod:`harness.sim.infra` that misbehave below the JSON
-level, each as a real server or proxy was seen to (issue 18):
+level, each as real servers and proxies were seen to send it:
 
 ===================  ===================================================================
 ``endless``          HTTP 200 that never ends: streaming, a content chunk every
@@ -37,7 +37,7 @@ __all__ = ["HUGE_BYTES", "RETRY_AFTER_S", "TRANSPORT_FAULTS", "TRICKLE_S", "tran
 TRICKLE_S = 0.1
 #: the ``Retry-After`` of ``rate-limit`` (seconds)
 RETRY_AFTER_S = 1
-#: the content size of ``huge`` (10 MB, as seen in issue 18)
+#: the content size of ``huge`` (10 MB, as real proxies were seen to send)
 HUGE_BYTES = 10_000_000
 #: the faults of this module (a part of ``harness.sim.profiles.INFRA_FAULTS``)
 TRANSPORT_FAULTS = ("endless", "cut-stream", "bad-utf8", "rate-limit", "huge", "error-200")

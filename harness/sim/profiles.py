@@ -289,7 +289,7 @@ def _leak_profiles() -> list[SimProfile]:
 
 
 def _contract_profiles() -> list[SimProfile]:
-    """Issue 30: calls in the reasoning channel, markup in arguments, call deltas two
+    """Contract profiles: calls in the reasoning channel, markup in arguments, call deltas two
     clients assemble differently, and request constraints not honoured."""
     k = FailureKind
     return [
