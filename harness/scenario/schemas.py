@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 import jsonschema
-import re2  # type: ignore[import-untyped]
+import re2
 import referencing
 import referencing.exceptions
 from jsonschema import ValidationError
