@@ -112,7 +112,12 @@ def command_page(name: str) -> str:
         actions = [a for a in actions if not isinstance(a, argparse._HelpAction)]
         if not actions:
             continue
-        lines += [f"## {group.title[:1].upper()}{group.title[1:]}", "", "| argument | default | meaning |", "|---|---|---|"]
+        lines += [
+            f"## {group.title[:1].upper()}{group.title[1:]}",
+            "",
+            "| argument | default | meaning |",
+            "|---|---|---|",
+        ]
         for action in actions:
             lines.append(f"| {_cell(_flags(action))} | {_cell(_default(action))} | "
                          f"{_cell(_help(parser, action))} |")  # fmt: skip
