@@ -1,4 +1,4 @@
-"""The multi-turn agent loop: run scenarios against a server and record transcripts.
+r"""The multi-turn agent loop: run scenarios against a server and record transcripts.
 
 One run (:func:`run_scenario`) sends the scenario's opening messages and tools; while
 the assistant answers with ``tool_calls`` it appends that assistant message and one
@@ -28,7 +28,7 @@ exponential backoff; what still fails becomes :class:`harness.transcript.InfraEr
 
 :func:`run_many` runs scenarios x repeats x targets (x stream modes) concurrently and
 appends each finished :class:`~harness.transcript.RunRecord` to
-the run folder's transcripts as it ends; with ``resume`` it skips ``run_key``\\ s
+the run folder's transcripts as it ends; with ``resume`` it skips ``run_key``\ s
 already there, so a killed run can be finished later without losing or repeating work.
 """
 
@@ -527,7 +527,7 @@ async def run_many(
     keep: bool = True,
     sampling: SamplingPolicy | None = None,
 ) -> list[RunRecord]:
-    """Run every scenario x repeat x target (x stream mode) and record each run.
+    r"""Run every scenario x repeat x target (x stream mode) and record each run.
 
     Args:
         repeats: runs per scenario (default: each scenario's ``repeats``).
@@ -536,7 +536,7 @@ async def run_many(
         out_dir: the run folder (a :class:`~harness.runfolder.RunFolder` or its path);
             each record is appended to its transcripts as the run ends, and the targets'
             self-description is added to its manifest.
-        resume: skip ``run_key``\\ s already recorded there.
+        resume: skip ``run_key``\ s already recorded there.
         progress: show a rich progress bar on a terminal (stderr).
         keep: return the records; ``False`` keeps none in memory once written (a long
             run's records are read back from the folder, one at a time).

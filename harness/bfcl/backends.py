@@ -1,4 +1,4 @@
-"""BFCL's stateful tool backends for one run, and BFCL's per-turn state check.
+r"""BFCL's stateful tool backends for one run, and BFCL's per-turn state check.
 
 A :class:`World` holds one instance of each backend class a task involves (from the
 installed ``bfcl-eval``), each loaded from the task's initial state as BFCL does
@@ -7,7 +7,7 @@ stateless). Both sides of a comparison start from the same state and the backend
 are seeded, so identical calls give identical results.
 
 A call's arguments are parsed with :func:`json.loads` (model output is never
-evaluated as code, unlike BFCL's executor, which ``eval``\\ s a call string) and the
+evaluated as code, unlike BFCL's executor, which ``eval``\ s a call string) and the
 method is called with them as keyword arguments; only public methods of the task's
 backends can be called. Results are rendered as
 ``bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils.execute_multi_turn_func_call``

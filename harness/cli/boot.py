@@ -1,9 +1,9 @@
-"""``harness boot``: launch a server (or check a running one) and judge its start.
+r"""``harness boot``: launch a server (or check a running one) and judge its start.
 
 Examples::
 
-    harness boot --cmd "python -m sglang.launch_server --model-path M --port 30000 \\
-        --enable-return-routed-experts" --probe routed-experts --boot-timeout 1800 \\
+    harness boot --cmd "python -m sglang.launch_server --model-path M --port 30000 \
+        --enable-return-routed-experts" --probe routed-experts --boot-timeout 1800 \
         --forbid-log "Shared experts fusion optimization is disabled"
     harness boot --target http://127.0.0.1:30000 --log server.log --expect-fusion on
 

@@ -152,7 +152,7 @@ def _decode_line(line: bytes, offset: int) -> str:
 
 
 async def sse_lines(chunks: AsyncIterator[bytes], budget: _Budget) -> AsyncIterator[str]:
-    """The lines of an SSE body (``\\n`` or ``\\r\\n`` ended), each decoded as strict
+    r"""The lines of an SSE body (``\n`` or ``\r\n`` ended), each decoded as strict
     UTF-8 (the SSE format, WHATWG HTML section 9.2.5); at most ``budget.max_bytes`` read.
 
     Raises:

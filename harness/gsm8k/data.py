@@ -1,4 +1,4 @@
-"""GSM8K test split: loading, download with a sha256 check, few-shot prompts.
+r"""GSM8K test split: loading, download with a sha256 check, few-shot prompts.
 
 Data comes from ``--data PATH`` (jsonl, one ``{"question": ..., "answer": ...}`` per
 line) or is downloaded once from the official grade-school-math repository
@@ -6,7 +6,7 @@ line) or is downloaded once from the official grade-school-math repository
 ``$HARNESS_CACHE/gsm8k/test.jsonl`` (default ``~/.cache/harness/gsm8k/``) and checked
 against :data:`GSM8K_TEST_SHA256`.
 
-Prompts follow SGLang's ``few_shot_gsm8k.py``: ``"Question: " + q + "\\nAnswer:"``, the
+Prompts follow SGLang's ``few_shot_gsm8k.py``: ``"Question: " + q + "\nAnswer:"``, the
 first ``k`` test items with their answers (``" " + answer``) each followed by a blank
 line, then the question. Quirk kept for comparability: SGLang's shots are the first
 ``k`` *test* questions and those are asked and scored too; ``exclude_shots`` drops
@@ -170,9 +170,9 @@ def question_prompt(questions: list[Question], k: int, index: int) -> str:
 
 
 def chat_messages(questions: list[Question], k: int, index: int) -> list[dict[str, str]]:
-    """The same few shots as chat turns, for ``--api chat``.
+    r"""The same few shots as chat turns, for ``--api chat``.
 
-    Each shot is a user turn ``"Question: q\\nAnswer:"`` and an assistant turn with the
+    Each shot is a user turn ``"Question: q\nAnswer:"`` and an assistant turn with the
     dataset answer; the last user turn is the question. The text a model sees is
     SGLang's few-shot text split at the turn boundaries.
     """

@@ -1,19 +1,19 @@
-"""Answer extraction for GSM8K, matching two reference implementations.
+r"""Answer extraction for GSM8K, matching two reference implementations.
 
 * ``sglang``: SGLang's few-shot GSM8K benchmark (``python/sglang/test/few_shot_gsm8k.py``
   and ``benchmark/gsm8k/bench_sglang.py``, ``get_answer_value``): remove commas, take the
-  last run of digits (``\\d+``: no sign, no decimals, so ``3.50`` reads as ``50`` and
+  last run of digits (``\d+``: no sign, no decimals, so ``3.50`` reads as ``50`` and
   ``-4`` as ``4``); no digits at all is *invalid*. SGLang parses the digits with
   ``ast.literal_eval``, which rejects leading zeros (``"05"``), so those are invalid too.
   The dataset's label is the same function applied to the reference answer. This is the
   headline accuracy, comparable with the figures in SGLang's CI and pull requests.
 * ``strict``: lm-evaluation-harness ``gsm8k`` task, filter ``strict-match``: regex
-  ``#### (\\-?[0-9\\.\\,]+)``, first match (``take_first``).
+  ``#### (\-?[0-9\.\,]+)``, first match (``take_first``).
 * ``flexible``: same task, filter ``flexible-extract``: regex
   ``(-?[$0-9.,]{2,})|(-?[0-9]+)``, ``group_select: -1`` (last match), first non-empty group.
 
 lm-evaluation-harness scores both filters with ``exact_match`` (``ignore_case``,
-``regexes_to_ignore``: ``,`` ``\\$`` ``(?s).*#### `` ``\\.$``) applied to the extracted
+``regexes_to_ignore``: ``,`` ``\$`` ``(?s).*#### `` ``\.$``) applied to the extracted
 string and to the full reference answer; :func:`lm_eval_normalize` does the same.
 Model output is untrusted text: it is only matched with regexes, never evaluated.
 """

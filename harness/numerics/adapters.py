@@ -85,7 +85,7 @@ ENABLE_HINT = (
 
 
 def chatml(messages: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> str:
-    """A conversation as ChatML text (``<|im_start|>role\\ncontent<|im_end|>\\n``), tool
+    r"""A conversation as ChatML text (``<|im_start|>role\ncontent<|im_end|>\n``), tool
     calls as ``<tool_call>{json}</tool_call>`` (Qwen/Hermes style; SmolLM2's template is
     ChatML). Used for servers without a chat-template tokenize endpoint."""
     out = []

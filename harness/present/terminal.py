@@ -25,6 +25,6 @@ _CONTROL = re.compile(
 
 
 def printable(text: str) -> str:
-    """``text`` without terminal escape sequences and control characters (but ``\\n``,
-    ``\\t``): ``"a\\x1b]0;owned\\x07b\\x1b[2Jc"`` -> ``"abc"``."""
+    r"""``text`` without terminal escape sequences and control characters (but ``\n``,
+    ``\t``): ``"a\x1b]0;owned\x07b\x1b[2Jc"`` -> ``"abc"``."""
     return _CONTROL.sub("", text)

@@ -407,8 +407,8 @@ def drift_trace(run: RunScore, limit: int = 12) -> list[TraceLine]:
 
 @dataclass
 class Trace:
-    """The drifted-argument trace of one run: its ``run_key``, (repeat, stream) and its
-    :class:`TraceLine`\\ s."""
+    r"""The drifted-argument trace of one run: its ``run_key``, (repeat, stream) and its
+    :class:`TraceLine`\ s."""
 
     run_key: str
     lines: list[TraceLine]

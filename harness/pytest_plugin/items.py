@@ -1,4 +1,4 @@
-"""Collection: scenario files become :class:`ScenarioFile` collectors of :class:`ScenarioItem`\\ s.
+r"""Collection: scenario files become :class:`ScenarioFile` collectors of :class:`ScenarioItem`\ s.
 
 Which files are scenarios (:func:`is_scenario_file`): a ``.yaml``, ``.yml`` or ``.json``
 file that

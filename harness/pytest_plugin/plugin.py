@@ -1,4 +1,4 @@
-"""pytest plugin: harness scenarios as tests in CI against a live server.
+r"""pytest plugin: harness scenarios as tests in CI against a live server.
 
 Registered through the ``pytest11`` entry point (``harness = "harness.pytest_plugin.plugin"``), so it
 is active wherever the package is installed; ``-p no:harness`` turns it off.
@@ -37,7 +37,7 @@ Usage::
 Fixtures for your own tests: ``harness_settings``, ``harness_target``
 (:class:`harness.client.target.TargetConfig`), ``harness_baseline``, ``harness_client``
 (a configured synchronous ``openai.OpenAI``) and ``run_scenario`` (runs a scenario or
-a scenario file and returns its :class:`ScoredRun`\\ s).
+a scenario file and returns its :class:`ScoredRun`\ s).
 """
 
 from __future__ import annotations

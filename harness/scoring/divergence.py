@@ -1,6 +1,6 @@
-"""First divergence: the first turn at which a baseline run and a candidate run differ.
+r"""First divergence: the first turn at which a baseline run and a candidate run differ.
 
-Pure functions of two :class:`~harness.transcript.RunRecord`\\ s. Calls within a turn
+Pure functions of two :class:`~harness.transcript.RunRecord`\ s. Calls within a turn
 compare as a set of ``tool canonical-arguments``; two final answers compare equal
 whatever their text (the models may word them differently); a call written into
 ``content`` (:func:`harness.scoring.leaks.find_leaks`) is neither a call nor an answer,

@@ -1,4 +1,4 @@
-"""Tool calls leaked into ``content``: a call written as text instead of sent as ``tool_calls``.
+r"""Tool calls leaked into ``content``: a call written as text instead of sent as ``tool_calls``.
 
 When a server's tool-call parser does not recognise what the model wrote (a new chat
 template, a special token the detokenizer kept, a call after a sentence of prose), the
@@ -20,7 +20,7 @@ these dialects (``Leak.dialect``):
 ``pythonic``    ``[T(a="x"), U(b=1)]`` or a call alone on its line, keyword arguments with
                 literal values (Llama 3.2/4 pythonic, vLLM's ``pythonic`` parser); parsed
                 with :mod:`ast` and :func:`ast.literal_eval`, never evaluated
-``name_json``   ``T{...}``, ``T\\n{...}``, ``functions.T:0 {...}``, ``to=functions.T ...json
+``name_json``   ``T{...}``, ``T\n{...}``, ``functions.T:0 {...}``, ``to=functions.T ...json
                 {...}``: the tool's name, then a JSON object whose keys are all parameters
                 of the tool, or any object when the name starts its line (as it does
                 between special tokens) (Kimi K2, DeepSeek V3, gpt-oss harmony, LFM2)

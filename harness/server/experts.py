@@ -230,9 +230,9 @@ def _load_npy(raw: bytes) -> np.ndarray:
 
 
 def decode_routed_experts_array(payload: Any, *, dtype: str | None = None) -> np.ndarray:
-    """base64 -> array of expert ids, as the server encoded it.
+    r"""base64 -> array of expert ids, as the server encoded it.
 
-    ``.npy`` bytes (vLLM, recognised by numpy's magic ``\\x93NUMPY``) come back with
+    ``.npy`` bytes (vLLM, recognised by numpy's magic ``\x93NUMPY``) come back with
     their own shape and dtype (``uint8``/``uint16``); raw bytes (SGLang) come back flat,
     read as little-endian int32 unless ``dtype`` names another integer type (a caller's
     choice; no server sends one).

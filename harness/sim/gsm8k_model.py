@@ -1,8 +1,8 @@
-"""GSM8K side of the reference server: answers few-shot prompts like a model would.
+r"""GSM8K side of the reference server: answers few-shot prompts like a model would.
 
 The reference server's app (:mod:`harness.sim.app`) calls :func:`answer` for ``/v1/completions`` prompts and, via
 :func:`prompt_from_messages`, for chat requests. The prompt is SGLang's few-shot format
-(``Question: ...\\nAnswer: ...`` blocks, see harness.gsm8k.data); the *last* question
+(``Question: ...\nAnswer: ...`` blocks, see harness.gsm8k.data); the *last* question
 is looked up in a GSM8K jsonl (``gsm8k_path``, else the harness download cache).
 :func:`question_index` gives that question's index in the file, by which the server
 counts requests per question (``GET /sim/stats``) and applies per-question
@@ -72,7 +72,7 @@ def load_questions(path: str | Path | None = None) -> dict[str, Question]:
 
 
 def find_question(prompt: str) -> str | None:
-    """The text of the last ``Question: `` in ``prompt`` (up to ``\\nAnswer:``), or None."""
+    r"""The text of the last ``Question: `` in ``prompt`` (up to ``\nAnswer:``), or None."""
     start = prompt.rfind("Question: ")
     if start < 0:
         return None

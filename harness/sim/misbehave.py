@@ -1,4 +1,4 @@
-"""Transport faults of the reference server: answers that break the HTTP or SSE contract.
+r"""Transport faults of the reference server: answers that break the HTTP or SSE contract.
 
 The infrastructure faults of :mod:`harness.sim.infra` that misbehave below the JSON
 level, each as real servers and proxies were seen to send it:
@@ -10,7 +10,7 @@ level, each as real servers and proxies were seen to send it:
 ``cut-stream``       streaming: one chunk ``"Hel"`` without ``finish_reason``, then the
                      body ends cleanly without ``[DONE]``; not streaming: the body ends
                      cleanly halfway through its JSON
-``bad-utf8``         HTTP 200 whose content holds bytes that are not UTF-8 (``\\xff\\xfe``)
+``bad-utf8``         HTTP 200 whose content holds bytes that are not UTF-8 (``\xff\xfe``)
 ``rate-limit``       HTTP 429 with ``Retry-After:`` :data:`RETRY_AFTER_S` on the first try
                      of a conversation's first request, the model's answer on the next
 ``huge``             HTTP 200 whose content is :data:`HUGE_BYTES` bytes (streaming: in
@@ -84,7 +84,7 @@ def _huge(obj: str, model: str, stream: bool) -> Iterator[bytes]:
 
 
 def _bad_utf8(obj: str, model: str, stream: bool) -> bytes:
-    """The answer ``caf\\xff\\xfe`` (not UTF-8) in its JSON, as bytes."""
+    r"""The answer ``caf\xff\xfe`` (not UTF-8) in its JSON, as bytes."""
     if not stream:
         return json.dumps(_message(obj, model, "caf@@")).encode().replace(b"@@", b"\xff\xfe")
     first = _chunk(obj, model, {"role": "assistant", "content": "caf@@"})

@@ -1,4 +1,4 @@
-"""Chat templates the reference server renders conversations with (its ``/tokenize`` with
+r"""Chat templates the reference server renders conversations with (its ``/tokenize`` with
 ``messages`` and its chat logprobs), as a real server renders the model's own template.
 
 Each is a Jinja template run in a sandbox, as Hugging Face ``transformers``
@@ -7,7 +7,7 @@ structure and special tokens of the model family's published template (roles, tu
 delimiters, tool-call markup), shortened to what the harness's conversations use:
 
 - ``chatml``: ChatML with Hermes/Qwen ``<tool_call>{json}</tool_call>`` (SmolLM2, Qwen2.5).
-- ``llama3``: Llama 3.1's ``<|start_header_id|>role<|end_header_id|>\\n\\n...<|eot_id|>``,
+- ``llama3``: Llama 3.1's ``<|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>``,
   tool calls as ``{"name", "parameters"}`` JSON, tool results in the ``ipython`` role.
 - ``deepseek-v3``: DeepSeek-V3's ``<｜User｜>``/``<｜Assistant｜>`` turns and
   ``<｜tool▁calls▁begin｜>...`` markup.

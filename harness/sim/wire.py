@@ -1,4 +1,4 @@
-"""OpenAI chat-completions wire format of the reference server.
+r"""OpenAI chat-completions wire format of the reference server.
 
 Shapes follow the OpenAI API reference (``chat.completion`` and
 ``chat.completion.chunk`` objects) as served by vLLM and SGLang:
@@ -6,7 +6,7 @@ Shapes follow the OpenAI API reference (``chat.completion`` and
 - non-streaming: ``{"id", "object": "chat.completion", "created", "model",
   "choices": [{"index": 0, "message": {"role": "assistant", "content",
   "tool_calls"?, "reasoning_content"?}, "finish_reason", "logprobs": null}], "usage"}``;
-- streaming (SSE, ``data: <json>\\n\\n`` then ``data: [DONE]``): a first delta with
+- streaming (SSE, ``data: <json>\n\n`` then ``data: [DONE]``): a first delta with
   the role, reasoning and content pieces, then per tool call a first delta carrying
   ``index``, ``id``, ``type`` and ``function.name`` (with ``arguments: ""``) followed
   by the arguments in several pieces, a last chunk with an empty delta and the

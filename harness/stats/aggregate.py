@@ -1,6 +1,6 @@
-"""Aggregates over repeats: one side x one scenario, built one score at a time.
+r"""Aggregates over repeats: one side x one scenario, built one score at a time.
 
-:class:`AggregateBuilder` takes :class:`~harness.scoring.models.RunScore`\\ s one by one
+:class:`AggregateBuilder` takes :class:`~harness.scoring.models.RunScore`\ s one by one
 (``scores.jsonl`` is streamed through it) and keeps only counters: per outcome the runs
 showing it, per count metric a histogram of values, how runs ended. Its memory is
 bounded by the number of distinct failure kinds and values, never by the number of runs.
