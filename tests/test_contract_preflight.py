@@ -299,3 +299,21 @@ def test_record_then_compare_against_the_recording_shows_the_contract(
     assert sides["baseline"].contract.sampling_ignored
     assert "baseline ignored temperature and seed" in summary.verdict.message
     assert "contract pre-flight, baseline: 10/12 checks honoured" in out
+
+
+def test_run_checks_its_one_side_first_unless_skipped(
+    sim_url: Callable[..., str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scs = _ledger(tmp_path / "scenarios")
+    url = sim_url("n-not-honoured", scenarios_dir=scs)
+    argv = ["run", str(scs), "--target", url, "--results", str(tmp_path / "r"), "--no-progress",
+            "--repeats", "1", "--temperature", "0"]  # fmt: skip
+    assert main([*argv, "--run-id", "checked"]) == 0  # n is not asked by these scenarios
+    out = capsys.readouterr().out
+    assert "contract pre-flight, target: 11/12 checks honoured" in out
+    assert "n: target failed: n 2: 1 choices" in out
+    stored = json.loads((tmp_path / "r/checked/contract.json").read_text(encoding="utf-8"))
+    assert [c["name"] for c in stored["sides"]["target"]["checks"] if c["status"] != "ok"] == ["n"]
+    assert main([*argv, "--run-id", "skipped", "--skip-contract"]) == 0
+    assert "contract pre-flight" not in capsys.readouterr().out
+    assert not (tmp_path / "r/skipped/contract.json").exists()
