@@ -70,6 +70,7 @@ class FailureKind(str, Enum):
     description: str
 
     def __new__(cls, value: str, family: Family, label: str, description: str) -> FailureKind:
+        """A member from its value and its family, label and description."""
         member = str.__new__(cls, value)
         member._value_ = value
         member.family = family

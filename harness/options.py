@@ -223,10 +223,12 @@ class Option:
 
     @property
     def env(self) -> str:
+        """The environment variable that sets the option (``HARNESS_<NAME>``)."""
         return "HARNESS_" + self.name.upper()
 
     @property
     def ini(self) -> str:
+        """The pytest ini key that sets the option (``harness_<name>``)."""
         return "harness_" + self.name
 
 

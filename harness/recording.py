@@ -125,6 +125,7 @@ class Recording:
 
     @property
     def path(self) -> Path:
+        """The recording's folder."""
         return self.folder.path
 
     @classmethod
@@ -316,10 +317,12 @@ class RecordedSide:
 
     @property
     def base_url(self) -> str:
+        """The recorded server's URL."""
         return self.recording.info.url
 
     @property
     def name(self) -> str:
+        """The side's key in the comparison (``baseline``), else its label."""
         return self.side or self.label
 
 

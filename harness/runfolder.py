@@ -327,18 +327,22 @@ class RunFolder:
 
     @property
     def manifest_path(self) -> Path:
+        """``manifest.json`` of the folder."""
         return self.path / self.MANIFEST
 
     @property
     def transcripts(self) -> Path:
+        """``transcripts.jsonl`` of the folder."""
         return self.path / self.TRANSCRIPTS
 
     @property
     def scores_path(self) -> Path:
+        """``scores.jsonl`` of the folder."""
         return self.path / self.SCORES
 
     @property
     def summary_path(self) -> Path:
+        """``summary.json`` of the folder."""
         return self.path / self.SUMMARY
 
     @property

@@ -530,6 +530,8 @@ async def run_many(
     r"""Run every scenario x repeat x target (x stream mode) and record each run.
 
     Args:
+        scenarios: the scenarios to run.
+        targets: the servers to run them on (each a side of the run folder).
         repeats: runs per scenario (default: each scenario's ``repeats``).
         stream: ``False``, ``True`` or ``"both"`` (each run in both modes).
         concurrency: runs in flight at once (one request each).

@@ -186,6 +186,7 @@ class StateCheck(_Model):
 
     @property
     def passed(self) -> bool:
+        """The BFCL segment passed: the state matches and no expected result is missing."""
         return self.state_ok and not self.missing_results
 
 
@@ -238,6 +239,7 @@ class RunRecord(_Model):
 
     @property
     def is_infra_error(self) -> bool:
+        """Whether the run ended on an infrastructure error."""
         return self.stop_reason == "error"
 
     @property

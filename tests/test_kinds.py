@@ -13,8 +13,8 @@ from types import ModuleType
 
 import pytest
 
-import harness.scoring.bfcl
 import harness.present.report.annotate
+import harness.scoring.bfcl
 import harness.scoring.contract
 import harness.scoring.drift
 import harness.scoring.score

@@ -26,6 +26,9 @@ __all__ = ["COMMANDS", "ExitCode", "catch_sigterm", "interrupted_code", "main"]
 
 
 class ExitCode(IntEnum):
+    """The command line's exit codes: 0 passed, 1 regression, 2 usage error, 3 infrastructure
+    error."""
+
     OK = 0
     REGRESSION = 1
     USAGE_ERROR = 2

@@ -37,6 +37,7 @@ HELP = "Launch a server command (or check a running server): health, log, fusion
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``harness boot``, added to ``p``."""
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
         "--cmd", "--boot-cmd", help="server launch command (split like a shell, no shell)"
@@ -163,6 +164,8 @@ def _usage_error(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``harness boot``: launch or reach the server, run the boot checks, write boot.json; the exit
+    code."""
     problem = _usage_error(args)
     shape = _shape(args)
     if isinstance(shape, str):

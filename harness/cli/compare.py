@@ -67,6 +67,7 @@ DEFAULT_REPEATS = 5
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``harness compare``, added to ``p``."""
     p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
     add_argument(
         p, "baseline",
@@ -350,6 +351,8 @@ def _preflight(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``harness compare``: both sides' runs into one run folder, then the verdict; the exit
+    code."""
     problem = _check(args)
     if problem:
         return _usage_error(problem)

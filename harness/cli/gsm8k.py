@@ -26,6 +26,7 @@ HELP = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``harness gsm8k``, added to ``p``."""
     add_argument(p, "target", required=True)
     add_argument(
         p, "baseline",
@@ -109,6 +110,8 @@ def _check(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``harness gsm8k``: the GSM8K questions against the target (and the baseline, paired); the
+    exit code."""
     problem = _check(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)

@@ -28,9 +28,9 @@ from harness.cli import ExitCode
 from harness.cli._common import preflight
 from harness.client.target import TargetConfig
 from harness.errors import ScenarioError
+from harness.golden import POLICIES, expectation, golden_runs
 from harness.options import add_argument, http_url
 from harness.redaction import redact_url
-from harness.golden import POLICIES, expectation, golden_runs
 from harness.scenario.importer import (
     ImportReport,
     LineProblem,
@@ -48,6 +48,7 @@ HELP = "Import recorded chat-completions requests (JSONL) as scenario files."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``harness import``, added to ``p``."""
     p.add_argument("requests", help="JSONL file: one request body (or envelope) per line")
     p.add_argument(
         "-o", "--out", required=True, metavar="DIR", help="folder for the scenario files"
@@ -151,6 +152,7 @@ def _write_all(report: ImportReport, out: Path, source: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``harness import``: scenario files from logged request bodies; the exit code."""
     out = Path(args.out)
     problem = _out_problem(out)
     if problem:

@@ -23,6 +23,7 @@ HELP = "List scenarios (id, targeted failure kinds, tools, tags); --kinds: the f
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``harness list``, added to ``p``."""
     p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
     p.add_argument(
         "--kinds",
@@ -97,6 +98,8 @@ def suites_table(paths: list[str]) -> Table:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``harness list``: the scenarios' table, or the failure kinds with ``--kinds``; the exit
+    code."""
     if args.kinds and args.scenarios:
         print("error: --kinds lists the vocabulary; give it no scenario files", file=sys.stderr)
         return ExitCode.USAGE_ERROR

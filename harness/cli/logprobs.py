@@ -77,6 +77,7 @@ def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, prefix:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``harness logprobs``, added to ``p``."""
     p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
     add_argument(p, "baseline")
     p.add_argument(
@@ -130,6 +131,7 @@ def sequences_for(args: argparse.Namespace) -> list[Sequence]:
 
 
 def options_for(args: argparse.Namespace) -> LogprobsOptions:
+    """The :class:`LogprobsOptions` of the parsed command line ``args``."""
     return LogprobsOptions(
         api=args.logprobs_api,
         model=args.model,
@@ -190,6 +192,8 @@ def print_result(res: LogprobsResult) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``harness logprobs``: the two servers' logprobs of the same sequences compared; the exit
+    code."""
     if bool(args.baseline) != bool(args.candidate):
         print(
             "error: give both --baseline URL and --candidate URL (or neither: the built-in server)",

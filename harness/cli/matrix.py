@@ -46,6 +46,7 @@ HELP = "Run several deployments and name the configuration attribute that carrie
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``harness matrix``, added to ``p``."""
     p.add_argument("matrix", help="matrix file (YAML/JSON), e.g. examples/matrix-seed-case.yaml")
     add_argument(p, "repeats", help="runs per scenario (default: the matrix file's repeats)")
     add_argument(p, "results")
@@ -71,6 +72,7 @@ def print_result(result: MatrixResult, console: Console) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``harness matrix``: every deployment of the matrix file run and compared; the exit code."""
     spec = load_matrix(args.matrix)  # MatrixError -> exit 2 via harness.cli
     if args.repeats is not None:  # harness.options refused anything below 1
         spec.repeats = args.repeats

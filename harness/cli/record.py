@@ -64,6 +64,7 @@ RESUME_KEYS = ("target", "cmd", "model", "label", "repeats", "rounds", "stream",
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``harness record``, added to ``p``."""
     from harness.cli.compare import DEFAULT_REPEATS
 
     p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
@@ -180,6 +181,7 @@ def _served(
 
 
 def run(args: argparse.Namespace) -> int:
+    """``harness record``: one server's runs kept as a recorded baseline; the exit code."""
     stream = stream_mode(args)
     args.stream = "both" if stream == "both" else ("on" if stream else "off")  # as recorded
     args.scenarios = args.scenarios or ["scenarios"]

@@ -14,6 +14,7 @@ HELP = "Write report.html (and report.md with --markdown) for a run folder."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``harness report``, added to ``p``."""
     p.add_argument(
         "run_dir", metavar="RUN_DIR", help="a run folder, e.g. results/compare-20260101-120000-1"
     )
@@ -24,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``harness report``: report.html (and report.md) of a run folder; the exit code."""
     try:
         html = write_report(args.run_dir, markdown=args.markdown)
     except ReportInputError as exc:

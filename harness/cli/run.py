@@ -53,6 +53,7 @@ RESUME_KEYS = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``harness run``, added to ``p``."""
     p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
     add_argument(p, "target", required=True)
     add_argument(p, "model")
@@ -77,6 +78,8 @@ def _error(msg: str, code: int = ExitCode.USAGE_ERROR) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``harness run``: the scenarios against one server, each scenario's pass rate judged; the exit
+    code."""
     stream = stream_mode(args)
     args.stream = "both" if stream == "both" else ("on" if stream else "off")  # as recorded
     scenarios = load_scenarios(args.scenarios or ["scenarios"])

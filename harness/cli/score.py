@@ -32,6 +32,7 @@ HELP = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``harness score``, added to ``p``."""
     p.add_argument("run_dir", help="the run folder, e.g. results/compare-20260101-120000-1234")
     p.add_argument("--quiet", action="store_true", help="print only the verdict line")
     p.add_argument("--strict", action="store_true", help="exit 1 on INCONCLUSIVE too")
@@ -41,6 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``harness score``: re-score a run folder from its transcripts and print the verdict; the exit
+    code."""
     folder = Path(args.run_dir)
     if not folder.is_dir():
         print(f"error: {folder}: no such run folder (give results/<run-id>)", file=sys.stderr)

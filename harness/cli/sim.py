@@ -27,6 +27,7 @@ HELP = "Run the built-in reference server (OpenAI-compatible, with fault profile
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``harness sim``, added to ``p``."""
     p.add_argument(
         "--profile",
         default="healthy",
@@ -146,6 +147,8 @@ def _profile(args: argparse.Namespace) -> SimProfile | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``harness sim``: serve the reference server with a fault profile until stopped; the exit
+    code."""
     from harness.sim import moe
     from harness.sim.server import make_server
 

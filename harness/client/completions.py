@@ -302,6 +302,8 @@ class StreamAssembler:
         self.choice_indices: set[Any] = set()
 
     def add(self, chunk: Any) -> None:
+        """Take one parsed stream chunk; :class:`RequestFailed` when it is not an object, is an
+        error, or has no choices."""
         self.chunks.append(chunk)
         if not isinstance(chunk, dict):
             raise RequestFailed(
@@ -372,6 +374,8 @@ class StreamAssembler:
             self.notes.append(note)
 
     def record(self) -> ResponseRecord:
+        """The assembled response; :class:`RequestFailed` when the stream had no chunk or no
+        choice."""
         if not self.chunks:
             raise RequestFailed("invalid_body", "stream ended without any chunk")
         if not self.saw_choice:

@@ -54,6 +54,8 @@ GSM8K_STOP = ["Question", "Assistant:", "<|separator|>"]
 
 @dataclass(frozen=True)
 class Question:
+    """One GSM8K question: its 0-based index in the file, text, full answer and label."""
+
     index: int
     question: str
     answer: str  # the dataset's full answer text (working + "#### n")
@@ -62,12 +64,15 @@ class Question:
 
 @dataclass(frozen=True)
 class GSM8KDataset:
+    """The questions of a GSM8K jsonl file, where they came from and the file's sha256."""
+
     questions: list[Question]
     source: str  # path or URL
     sha256: str
 
     @property
     def official(self) -> bool:
+        """Whether the file is the official GSM8K test split (its sha256 matches)."""
         return self.sha256 == GSM8K_TEST_SHA256
 
 

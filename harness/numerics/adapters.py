@@ -324,6 +324,7 @@ class Adapter:
         return ids
 
     def score(self, seq: Sequence) -> ScoredSequence:
+        """The server's logprobs of ``seq``'s tokens (each adapter's own API)."""
         raise NotImplementedError
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -423,6 +424,7 @@ class VLLMAdapter(Adapter):
         return self._token_ids(seq, self._post("/tokenize", body))
 
     def score(self, seq: Sequence) -> ScoredSequence:
+        """``seq`` tokenised once (``/tokenize``), its logprobs from vLLM's prompt_logprobs."""
         before = self.sent
         ids = self._ids.get(seq.id) or self._tokenize(seq)
         self._ids[seq.id] = ids  # a sequence scored again (A/A) is not tokenised again
@@ -521,6 +523,7 @@ class SGLangAdapter(Adapter):
     name, label = "sglang", "SGLang /generate return_logprob"
 
     def score(self, seq: Sequence) -> ScoredSequence:
+        """``seq`` tokenised once, its logprobs from SGLang's input-token logprobs."""
         before = self.sent
         ids = self._ids.get(seq.id)
         if ids is None:
@@ -638,6 +641,7 @@ class EchoAdapter(Adapter):
         return self._cut(seq, prompt, CHARS_PER_TOKEN_BOUND * self.max_tokens)
 
     def score(self, seq: Sequence) -> ScoredSequence:
+        """``seq``'s logprobs from ``/v1/completions`` with ``echo`` and one token generated."""
         before = self.sent
         body = {"prompt": self._prompt(seq), "max_tokens": 1, "temperature": 0, "echo": True}
         out = self._post("/v1/completions", {**body, "logprobs": self.top_k})
@@ -714,6 +718,8 @@ class GreedyAdapter(Adapter):
     keyed = "text"
 
     def score(self, seq: Sequence) -> ScoredSequence:
+        """The logprobs of the server's greedy reply (chat completions, temperature 0) to ``seq`` up
+        to its last assistant message."""
         msgs = _string_content(seq.messages or [{"role": "user", "content": seq.text or ""}])
         while len(msgs) > 1 and msgs[-1].get("role") == "assistant":
             msgs.pop()

@@ -89,6 +89,7 @@ class ExpertsParting(_Model):
     candidate: list[int]
 
     def line(self) -> str:
+        """The parting in one line: sequence, token, layer and both sides' expert ids."""
         return (
             f"{self.sequence} token {self.token}, layer {self.layer}: "
             f"{self.baseline} vs {self.candidate}"

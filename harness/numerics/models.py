@@ -257,6 +257,7 @@ class ScoredPass(_Lenient):
     unreadable_from: int | None = None
 
     def scored(self) -> ScoredSequence:
+        """This pass as a :class:`ScoredSequence` (copies of its fields)."""
         return ScoredSequence(
             keys=list(self.keys), texts=list(self.texts), logprobs=list(self.logprobs),
             top=[dict(t) for t in self.top], names=dict(self.names), requests=self.requests,
@@ -277,6 +278,7 @@ class RecordedSequence(_Lenient):
 
     @classmethod
     def of(cls, seq: Sequence, first: ScoredSequence, second: ScoredSequence) -> RecordedSequence:
+        """The recorded form of ``seq`` and the baseline's two passes over it."""
         return cls(
             id=seq.id, source=seq.source,
             messages=list(seq.messages) if seq.messages is not None else None, text=seq.text,
@@ -284,10 +286,12 @@ class RecordedSequence(_Lenient):
         )  # fmt: skip
 
     def sequence(self) -> Sequence:
+        """The :class:`Sequence` that was scored."""
         msgs = tuple(self.messages) if self.messages is not None else None
         return Sequence(id=self.id, source=self.source, messages=msgs, text=self.text)
 
     def first_pass(self) -> ScoredSequence:
+        """The baseline's first pass (what an A/B comparison reads)."""
         return self.first.scored()
 
     def unpack(self) -> tuple[Sequence, ScoredSequence, ScoredSequence]:

@@ -78,6 +78,8 @@ class GSM8KItem(_CheckItem):
     check = "gsm8k"
 
     def runtest(self) -> None:
+        """Run GSM8K on the target (paired with the baseline when one is set) and judge it; skipped
+        without a target, failed when the data or a recording is missing."""
         from harness.errors import RecordingError
         from harness.gsm8k.data import GSM8KDataError
 
@@ -168,6 +170,8 @@ class BootItem(_CheckItem):
     check = "boot"
 
     def runtest(self) -> None:
+        """Launch ``--boot-cmd``, or check the running ``--target``, and fail on a check that
+        fails."""
         from harness.server.boot import boot, check_running
 
         state, s = self.state, self.state.settings

@@ -108,6 +108,8 @@ class ScenarioFile(pytest.File):
     """A scenario file: one :class:`ScenarioItem` per stream mode."""
 
     def collect(self) -> Iterator[pytest.Item]:
+        """One item per stream mode of the file's scenario; a collection error naming the file when
+        it does not load or its id is taken."""
         where = self._shown_path()
         try:
             scenario = load_scenario(self.path)
@@ -147,9 +149,12 @@ class ScenarioItem(pytest.Item):
 
     @property
     def state(self) -> HarnessState:
+        """The session's harness state (targets, settings, run folder)."""
         return self.config.stash[state_key()]
 
     def setup(self) -> None:
+        """The scenario's runs (the session runs the planned scenarios together) judged; an
+        infrastructure error fails here, not as a model failure."""
         state = self.state
         state.targets()  # skips with the one NO_TARGET reason when no target is set
         state.run_planned()
@@ -164,6 +169,8 @@ class ScenarioItem(pytest.Item):
             pytest.fail(f"{msg}\n{j.evidence}", pytrace=False)
 
     def runtest(self) -> None:
+        """Record the judgement; :class:`ScenarioFailure` with its reasons and evidence when it
+        failed."""
         j = self.judgement
         assert j is not None, "setup did not run"
         self._record(j)
@@ -183,5 +190,6 @@ class ScenarioItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
+        """The scenario file, no line, and ``scenario <id>`` (with the stream mode)."""
         mode = " (stream)" if self.stream else ""
         return self.path, None, f"scenario {self.scenario.id}{mode}"

@@ -77,6 +77,7 @@ class Judgement:
 
     @property
     def headline(self) -> str:
+        """The reasons in one line, or the outcome when there are none."""
         return "; ".join(self.reasons) if self.reasons else self.outcome
 
 

@@ -225,6 +225,7 @@ class ScoredRun:
 
     @property
     def passed(self) -> bool:
+        """Whether the run passed its scenario's checks."""
         return self.score.passed
 
 

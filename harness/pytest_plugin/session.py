@@ -173,6 +173,7 @@ class HarnessState:
 
     @property
     def has_run_dir(self) -> bool:
+        """Whether the session's run folder was created yet."""
         return self._run_dir is not None
 
     def run_dir(self) -> Path:

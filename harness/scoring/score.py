@@ -40,10 +40,10 @@ from typing import Any
 
 import jsonschema
 
-from harness.scoring.bfcl import bfcl_sequence
 from harness.kinds import FailureKind, failure_kind
 from harness.scenario.model import ArgMatcher, Expectation, ExpectedCall, Scenario
 from harness.scenario.schemas import validator
+from harness.scoring.bfcl import bfcl_sequence
 from harness.scoring.contract import contract_checks, reasoning_calls
 from harness.scoring.drift import canonical_json, excerpt, find_drift, matcher_accepts
 from harness.scoring.leaks import (

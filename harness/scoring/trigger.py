@@ -57,16 +57,19 @@ class TriggerAgreement(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def precision(self) -> float | None:
+        """TP / (TP + FP); None when nothing was predicted."""
         return self.tp / (self.tp + self.fp) if self.tp + self.fp else None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def recall(self) -> float | None:
+        """TP / (TP + FN); None when nothing was expected."""
         return self.tp / (self.tp + self.fn) if self.tp + self.fn else None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def f1(self) -> float | None:
+        """2 TP / (2 TP + FP + FN); None when TP, FP and FN are all 0."""
         denominator = 2 * self.tp + self.fp + self.fn
         return 2 * self.tp / denominator if denominator else None
 
@@ -81,6 +84,7 @@ class SchemaAccuracy(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def accuracy(self) -> float | None:
+        """Valid tool_calls responses / all tool_calls responses; None without any."""
         return self.valid / self.tool_call_responses if self.tool_call_responses else None
 
 

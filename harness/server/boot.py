@@ -105,6 +105,7 @@ class BootReport(BaseModel):
         return self.url if ok else None
 
     def finish(self) -> BootReport:
+        """The report with its verdict set from the checks (any FAIL, else any WARN, else PASS)."""
         verdicts = {c.verdict for c in self.checks}
         self.verdict = "FAIL" if "FAIL" in verdicts else "WARN" if "WARN" in verdicts else "PASS"
         return self

@@ -117,6 +117,7 @@ class Violation(BaseModel):
     detail: str
 
     def line(self) -> str:
+        """The violation in one line, its token and layer first when known."""
         where = "" if self.token is None else f"token {self.token}, layer {self.layer}: "
         return f"{where}{self.detail}"
 

@@ -13,6 +13,7 @@ from harness.cli import sim
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.sim``: the ``harness sim`` command alone; the exit code."""
     parser = argparse.ArgumentParser(prog="python -m harness.sim", description=sim.HELP)
     sim.add_arguments(parser)
     return sim.run(parser.parse_args(argv))

@@ -116,6 +116,8 @@ class Conversation:
 
     @classmethod
     def parse(cls, messages: Any) -> Conversation:
+        """The conversation state of an OpenAI ``messages`` list; ValueError when it is not a non-
+        empty list of messages."""
         if not isinstance(messages, list) or not messages:
             raise ValueError("'messages' must be a non-empty list")
         system, turn, position = "", 0, 0
@@ -183,6 +185,7 @@ class RequestOptions:
 
     @property
     def greedy(self) -> bool:
+        """Whether the request samples greedily (no or zero temperature)."""
         return not self.temperature
 
 

@@ -43,6 +43,7 @@ def prompt_tokens(messages: list[dict[str, Any]], tools: list[Any] | None = None
 
 
 def text_of(content: Any) -> str:
+    """The text of a message's ``content``: a string, or its text parts joined; else ``""``."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]

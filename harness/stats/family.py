@@ -69,6 +69,7 @@ class FamilyTest:
 
     @property
     def in_family(self) -> bool:
+        """Whether the test is in the multiple-testing family (every metric but final_answer)."""
         return self.metric != "final_answer"
 
 

@@ -59,6 +59,7 @@ class Stratum:
 
     @property
     def runs(self) -> int:
+        """The number of runs (rows of ``events``)."""
         return int(self.events.shape[0])
 
     def observed(self) -> Ints:

@@ -48,6 +48,8 @@ class SummaryAnnotator:
         return next((c.turn for c in score.calls if c.call_index == call_index), None)
 
     def call_badges(self, rec: RunRecord, turn: int, index: int) -> list[Badge]:
+        """Labels of call ``index`` of ``turn`` from the run's score (drift, repeats, schema
+        errors)."""
         score = self.scores.get(rec.run_key)
         if score is None:
             return []
@@ -69,6 +71,7 @@ class SummaryAnnotator:
         return out
 
     def arg_badges(self, rec: RunRecord, turn: int, index: int) -> dict[str, list[Badge]]:
+        """Labels of the call's arguments by key, from the run's score."""
         score = self.scores.get(rec.run_key)
         out: dict[str, list[Badge]] = {}
         if score is None:
@@ -89,6 +92,8 @@ class SummaryAnnotator:
         return out
 
     def run_badges(self, rec: RunRecord) -> list[Badge]:
+        """Labels of the whole run: passed or failed and each failure kind, or not scored (an
+        infrastructure error)."""
         score = self.scores.get(rec.run_key)
         if score is None:
             return []
@@ -103,6 +108,7 @@ class SummaryAnnotator:
         return out
 
     def first_divergence(self, scenario_id: str, repeat: int) -> int | None:
+        """The turn where the run first parts from the other side, from the summary; else None."""
         comp = self.summary.comparison(scenario_id) if self.summary else None
         if comp is None or comp.first_divergence is None:
             return None
@@ -117,6 +123,8 @@ class FactsAnnotator:
     """Labels of raw facts only (no summary.json): unparseable arguments, identical strings."""
 
     def call_badges(self, rec: RunRecord, turn: int, index: int) -> list[Badge]:
+        """Labels from the call's raw facts: arguments that are not JSON, a call identical to an
+        earlier one."""
         out: list[Badge] = []
         call = rec.turns[turn].response.tool_calls[index]  # type: ignore[union-attr]
         if isinstance(call.arguments, str):
@@ -136,12 +144,15 @@ class FactsAnnotator:
         return out
 
     def arg_badges(self, rec: RunRecord, turn: int, index: int) -> dict[str, list[Badge]]:
+        """None without a summary: an empty mapping."""
         return {}
 
     def run_badges(self, rec: RunRecord) -> list[Badge]:
+        """None without a summary: an empty list."""
         return []
 
     def first_divergence(self, scenario_id: str, repeat: int) -> int | None:
+        """Not known without a summary: None."""
         return None
 
 

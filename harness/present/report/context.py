@@ -62,6 +62,8 @@ class OverviewBlock:
 
 @dataclass
 class ScenarioBlock:
+    """One scenario's part of the report: its runs, overview, charts, traces and divergence."""
+
     view: ScenarioView
     overview: OverviewBlock
     calls_chart: charts.Chart
@@ -108,6 +110,8 @@ class ScenarioBlocks:
 
 @dataclass
 class Report:
+    """Everything the report's template renders, computed from the run folder."""
+
     title: str
     run_id: str
     folder: str  # the run folder's path, as given (what `harness score`/`report` take)

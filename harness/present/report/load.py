@@ -66,6 +66,7 @@ class ReportInput:
 
     @property
     def path(self) -> Path:
+        """The run folder's path."""
         return self.folder.path
 
 

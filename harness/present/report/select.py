@@ -63,6 +63,7 @@ class RunFacts:
 
     @property
     def is_infra_error(self) -> bool:
+        """Whether the run ended on an infrastructure error."""
         return self.stop_reason == "error"
 
     @property
@@ -79,6 +80,7 @@ class RunFacts:
         passed: bool | None = None,
         score_offset: int | None = None,
     ) -> RunFacts:
+        """The facts of ``rec``, whose line starts at byte ``offset`` of ``transcripts.jsonl``."""
         calls = tuple(len(t.response.tool_calls) if t.response else 0 for t in rec.turns)
         return cls(
             rec.run_key, rec.scenario_id, rec.side, rec.target.label, rec.repeat, rec.stream,

@@ -65,6 +65,8 @@ class ArgView:
 
 @dataclass
 class CallView:
+    """One tool call as shown: name, arguments by key (or raw text) and labels."""
+
     index: int
     name: str
     args: list[ArgView]  # empty when the arguments are not a JSON object
@@ -83,6 +85,8 @@ class ResultView:
 
 @dataclass
 class TurnView:
+    """One turn as shown: the user messages, the reply's content, reasoning, calls and results."""
+
     index: int
     segment: int
     user_messages: list[str]
@@ -102,6 +106,8 @@ class TurnView:
 
 @dataclass
 class RunView:
+    """One run as shown: its side, key, turns, final answer, error and labels."""
+
     side: str
     label: str
     run_key: str
@@ -128,6 +134,8 @@ class PairView:
 
 @dataclass
 class SideView:
+    """One column of the report: a side's key, label, role and server."""
+
     key: str  # "baseline" / "candidate" / a target label
     label: str
     role: str | None
@@ -137,6 +145,8 @@ class SideView:
 
 @dataclass
 class ScenarioView:
+    """One scenario as shown: its pairs of runs rendered turn by turn and the runs only listed."""
+
     id: str
     description: str
     kinds: list[str]
@@ -151,13 +161,17 @@ class ScenarioView:
 class Annotator(Protocol):
     """Source of per-call/turn/run labels (summary.json, or raw facts only)."""
 
-    def call_badges(self, rec: RunRecord, turn: int, index: int) -> list[Badge]: ...
+    def call_badges(self, rec: RunRecord, turn: int, index: int) -> list[Badge]:
+        """Labels of call ``index`` of turn ``turn`` of ``rec``."""
 
-    def arg_badges(self, rec: RunRecord, turn: int, index: int) -> dict[str, list[Badge]]: ...
+    def arg_badges(self, rec: RunRecord, turn: int, index: int) -> dict[str, list[Badge]]:
+        """Labels of that call's arguments, by argument key."""
 
-    def run_badges(self, rec: RunRecord) -> list[Badge]: ...
+    def run_badges(self, rec: RunRecord) -> list[Badge]:
+        """Labels of the whole run."""
 
-    def first_divergence(self, scenario_id: str, repeat: int) -> int | None: ...
+    def first_divergence(self, scenario_id: str, repeat: int) -> int | None:
+        """The turn where repeat ``repeat`` of the scenario first parts between sides, or None."""
 
 
 def pretty_json(value: Any, *, limit: int = RAW_LIMIT, indent: int | None = 2) -> str:
