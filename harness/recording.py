@@ -189,9 +189,11 @@ class Recording:
         seed: int | None,
         model: str | None = None,
         single_turn: bool = False,
+        reasoning_history: str | None = None,
     ) -> list[str]:
         """What keeps this recording from serving a comparison of ``scenarios`` with
-        ``repeats`` runs per scenario at most (every round), or ``[]``."""
+        ``repeats`` runs per scenario at most (every round), or ``[]``. The reasoning
+        history (``--reasoning-history``) must be the recorded one (None: each scenario's)."""
         info, out = self.info, []
         given = {s.id: (s, s.content_hash()) for s in scenarios}
         changed = [
@@ -213,6 +215,11 @@ class Recording:
             out.append(f"temperature {info.temperature} recorded, {temperature} now")
         if seed != info.seed:
             out.append(f"sampling seed {info.seed} recorded, {seed} now")
+        if reasoning_history != info.reasoning_history:
+            out.append(
+                f"--reasoning-history {info.reasoning_history or 'unset'} recorded, "
+                f"{reasoning_history or 'unset'} now"
+            )
         if stream != info.stream:
             out.append(f"stream mode {info.stream} recorded, {stream} now")
         if single_turn != info.single_turn:

@@ -164,3 +164,26 @@ def test_modes_and_their_option() -> None:
     assert reasoning_history(" KEEP ") == "keep"
     with pytest.raises(OptionValueError, match="keep, drop or auto"):
         reasoning_history("sometimes")
+
+
+def test_a_recording_serves_only_the_reasoning_history_it_was_made_with(
+    sim_url: Callable[..., str],
+    loop: tuple[Path, Scenario],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from harness.cli import ExitCode, main
+
+    url = sim_url("reasoning-required", scenarios_dir=loop[0])
+    rec_root = tmp_path / "rec"
+    assert main(["record", str(loop[0]), "--target", url, "--results", str(rec_root),
+                 "--run-id", "kept", "--repeats", "1", "--rounds", "1", "--no-progress",
+                 "--no-logprobs", "--skip-contract", "--reasoning-history", "keep"]) == 0  # fmt: skip
+    argv = ["compare", str(loop[0]), "--baseline", str(rec_root / "kept"), "--candidate", url,
+            "--results", str(tmp_path / "cmp"), "--repeats", "1", "--no-sequential",
+            "--no-progress", "--no-logprobs", "--skip-contract"]  # fmt: skip
+    capsys.readouterr()
+    assert main([*argv, "--reasoning-history", "drop"]) == ExitCode.USAGE_ERROR
+    err = capsys.readouterr().err
+    assert "--reasoning-history keep recorded, drop now" in err and "\n" not in err.strip()
+    assert main([*argv, "--reasoning-history", "keep"]) in (ExitCode.OK, ExitCode.REGRESSION)

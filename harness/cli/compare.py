@@ -222,7 +222,7 @@ def _recordings(args: argparse.Namespace, scenarios: list[Scenario]) -> dict[str
             rec.check(
                 side, scenarios=scenarios, repeats=needed, stream=args.stream,
                 temperature=args.temperature, seed=args.sampling_seed, model=_model_of(args),
-                single_turn=args.single_turn,
+                single_turn=args.single_turn, reasoning_history=args.reasoning_history,
             )  # fmt: skip
             out[side] = rec
     return out

@@ -168,6 +168,7 @@ def open_recording(
             repeats=per_round(settings) * settings.rounds, stream=settings.stream_mode,
             temperature=settings.temperature, seed=settings.sampling_seed,
             model=served_model(settings), single_turn=False,
+            reasoning_history=settings.reasoning_history,
         )  # fmt: skip
     return rec
 
