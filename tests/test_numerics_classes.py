@@ -175,6 +175,32 @@ def test_labels_of_the_greedy_shape_and_the_class_at_the_first_divergence(
 # --------------------------------------------------- per class in a comparison
 
 
+def test_statistics_per_class_against_a_hand_computation() -> None:
+    """Two sequences' positions split by class: each class's figures are those of its own
+    positions (KLD mean, same top p, the A/A floor from the A/A divergences' classes)."""
+    from harness.numerics.divergence import pooled_by_class
+    from harness.numerics.models import SequenceDivergence
+
+    def div(kl: list[float], same: list[bool], classes: list[str]) -> SequenceDivergence:
+        d = SequenceDivergence(positions=len(kl), mean_kl=None, p99_kl=None, max_kl=None,
+                               top1_agreement=None, mean_abs_dlogp=None)  # fmt: skip
+        d._values = (kl, [0.0] * len(kl), same)
+        d._classes = classes
+        return d
+
+    ab1 = div([0.1, 0.3, 0.2], [True, False, True], ["arg_value", "arg_value", "prose"])
+    ab2 = div([0.5, 0.4], [False, True], ["prose", "markup"])
+    aa1 = div([0.01, 0.03, 0.02], [True] * 3, ab1._classes)
+    aa2 = div([0.05, 0.04], [True] * 2, ab2._classes)
+    got = {c.token_class: c for c in pooled_by_class([(ab1, aa1), (ab2, aa2)])}
+    assert list(got) == ["arg_value", "prose", "markup"]  # CLASSES order, empty ones left out
+    v, p = got["arg_value"], got["prose"]
+    assert v.ab is not None and v.aa is not None and p.ab is not None
+    assert (v.ab.positions, v.ab.kld_mean, v.ab.same_top_p) == (2, pytest.approx(0.2), 0.5)
+    assert v.ab.kld["Maximum"] == pytest.approx(0.3) and v.aa.kld_mean == pytest.approx(0.02)
+    assert (p.ab.positions, p.ab.kld_mean, p.ab.same_top_p) == (2, pytest.approx(0.35), 0.5)
+
+
 def test_statistics_per_class_sum_to_the_pooled_ones_and_show_the_fault(
     sim_url: Callable[..., str], tmp_path: Any
 ) -> None:
@@ -217,4 +243,7 @@ def test_harness_logprobs_prints_the_largest_class(
     top = res.largest_class()
     assert top is not None and f"largest in {top.token_class} tokens" in lines[0]
     page = (tmp_path / "lp" / "report.html").read_text()
-    assert "By token class" in page and f"<code>{top.token_class}</code> <span" in page
+    assert (
+        "By token class" in page
+        and f'<code>{top.token_class}</code> <span class="badge muted">largest' in page
+    )

@@ -104,7 +104,8 @@ def largest_class_line(res: LogprobsResult) -> str:
         return ""
     aa = f" vs A/A {top.aa.kld_mean:.3g}" if top.aa is not None else ""
     return (
-        f"largest in {top.token_class} tokens: KLD mean {top.ab.kld_mean:.3g}{aa}, same top p "
+        f"largest in {top.token_class} tokens: KLD mean {top.ab.kld_mean:.3g} ± "
+        f"{top.ab.kld_mean_se:.2g}{aa}, same top p "
         f"{100 * top.ab.same_top_p:.1f}% ({top.ab.positions} positions)"
     )
 

@@ -41,7 +41,8 @@ harness's readers: :mod:`harness.server.fusion`, :mod:`harness.server.experts`):
   ``[0, 16)``, a deterministic function of (token id, position, layer)
   (:func:`routed_experts_array`: two healthy servers route the same tokens alike),
   dense-layer rows zeros; ``routed_experts_fault`` writes the shared expert's
-  id (16) into the last two columns (a real routed expert dropped).
+  id (16) into the last ``routed_experts_replaced`` columns (each a real routed expert
+  dropped: two, or one for ``experts-drop-one``).
 - ``crash_traceback``: with ``capture_crash`` and capture on, the CUDA-graph-capture
   crash ``RuntimeError: The expanded size of the tensor (5) must match the existing
   size (4) ...`` (PyTorch's wording for a ``[bs, 4]`` copy into a ``[bs, 5]`` slice).
@@ -490,7 +491,8 @@ def routed_experts_array(
     when ``tokens`` is None, as token -1), each expert's router score a hash of (token,
     position, layer, expert), the top_k highest kept in score order. Two healthy servers
     given the same tokens route alike. ``routed_experts_fault`` writes the shared expert's
-    id (16) into the last two columns of every MoE row.
+    id (16) into the last ``routed_experts_replaced`` columns of every MoE row (two by
+    default; ``experts-drop-one``: one).
     """
     n = max(rows, 0)
     known = list(tokens or ())[:n]
@@ -507,7 +509,8 @@ def routed_experts_array(
     ids = np.argsort(scores, axis=2, kind="stable")[:, :, ::-1][:, :, :_TOPK].astype(np.int32)
     ids[:, :_DENSE, :] = 0
     if profile.routed_experts_fault:
-        ids[:, _DENSE:, _TOPK - 2 :] = _EXPERTS  # shared expert id in two columns
+        drop = profile.routed_experts_replaced  # the lowest-scored routed experts dropped
+        ids[:, _DENSE:, _TOPK - drop :] = _EXPERTS  # the shared expert's id in their place
     return ids
 
 
