@@ -461,7 +461,7 @@ def _job(args: tuple[Any, ...]) -> list[Outcome]:
         out.append(("fixed", _verdict(s), 1, b.runs(REPEATS), _flags(s)))
     if seq:
         for key, (s, look) in zip(
-            ("sequential", "sequential_before_31"), decide_both(base, c), strict=True
+            ("sequential", "sequential_earlier_rule"), decide_both(base, c), strict=True
         ):
             out.append((key, _verdict(s), look, b.runs(look * REPEATS), _flags(s)))
     return out
@@ -508,7 +508,7 @@ class Bench:
             cand = self.side(f"{kind}@{rate:g}", "candidate", seed)
             key = f"{kind}/{rate:g}"
             both = decide_both(base, cand)
-            for how, (s, look) in zip(("sequential", "before_31"), both, strict=True):
+            for how, (s, look) in zip(("sequential", "earlier_rule"), both, strict=True):
                 out.append((f"{key}/{how}", _verdict(s), look, self.runs(look * REPEATS),
                             _flags(s)))  # fmt: skip
             if (kind, rate) == EARLY_STOP_CASE:  # --no-sequential --repeats 20

@@ -65,7 +65,7 @@ def _main_rows(doc: dict[str, Any]) -> list[str]:
         modes = {
             "fixed": ("fixed", "REGRESSION <= 1%"),
             "sequential": ("sequential", "REGRESSION <= 1%, INCONCLUSIVE <= 2%"),
-            "sequential_before_31": ("sequential, the earlier futility rule (same "
+            "sequential_earlier_rule": ("sequential, the earlier futility rule (same "
                                      "comparisons, same band)",
                                      "-"),
         }  # fmt: skip
@@ -115,7 +115,7 @@ def _curve(doc: dict[str, Any]) -> list[str]:
 def _aa_note(doc: dict[str, Any]) -> list[str]:
     """Why identical servers end INCONCLUSIVE, and what the futility change costs them."""
     aa = doc.get("aa", {})
-    seq, old = aa.get("sequential"), aa.get("sequential_before_31")
+    seq, old = aa.get("sequential"), aa.get("sequential_earlier_rule")
     if not seq or not old:
         return []
     last = str(max(int(k) for k in seq["rounds"]))
@@ -198,7 +198,7 @@ def _drift(doc: dict[str, Any]) -> list[str]:
     shown = doc.get("drift_scenarios", {})
     for kind, rates in drift.items():
         for rate, by in rates.items():
-            seq, old = by["sequential"], by["before_31"]
+            seq, old = by["sequential"], by["earlier_rule"]
             fixed = _rate(by["20"]) if "20" in by else "-"
             target = ">= 90%" if float(rate) >= 0.2 else ">= 60%"
             out.append(
@@ -218,7 +218,7 @@ def _early(doc: dict[str, Any]) -> list[str]:
         return []
     ((kind, rates),) = e["early_stop"].items()
     ((rate, by),) = rates.items()
-    seq, old = by["sequential"], by["before_31"]
+    seq, old = by["sequential"], by["earlier_rule"]
     fixed = by.get("20")
     return [
         "",

@@ -162,7 +162,7 @@ def test_tiny_drift_part_writes_every_kind_rate_and_rule(tmp_path: Path) -> None
     for rates in doc["drift"].values():
         assert set(rates) == {"0.1", "0.2"}
         for by in rates.values():
-            assert {"sequential", "before_31"} <= set(by)
+            assert {"sequential", "earlier_rule"} <= set(by)
             assert all(t["n"] == 1 and sum(t["verdicts"].values()) == 1 for t in by.values())
     # every drift kind shows in several scenarios of the library
     assert all(int(v.split()[0]) >= 4 for v in doc["drift_scenarios"].values())
