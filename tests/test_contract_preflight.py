@@ -317,3 +317,15 @@ def test_run_checks_its_one_side_first_unless_skipped(
     assert main([*argv, "--run-id", "skipped", "--skip-contract"]) == 0
     assert "contract pre-flight" not in capsys.readouterr().out
     assert not (tmp_path / "r/skipped/contract.json").exists()
+
+
+def test_both_sides_copies_collapse_both() -> None:
+    ids = [f"s{i}" for i in range(4)]
+    base = _aggs("baseline", {s: [[]] * 5 for s in ids})
+    cand = _aggs("candidate", {s: [["unexpected_keys"]] * 5 for s in ids})
+    both = decide(base, cand, permutations=2000, copies=["baseline", "candidate"])
+    pooled = _row(next(t for t in both.comparisons if t.scenario_id == "*"), "unexpected_keys")
+    # one unit a side per scenario: the exact stratified p is (1/2)^4
+    assert pooled is not None and pooled.p_value == pytest.approx(0.5**4, rel=1e-9)
+    assert "their repeats are copies" in both.verdict.message
+    assert both.verdict.verdict != "REGRESSION"  # 4 units a side cannot reach alpha 0.01

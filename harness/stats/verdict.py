@@ -284,8 +284,9 @@ def _copies_note(verdict: Verdict, fam: Family, sides: Sequence[SideInfo]) -> Ve
         return verdict
     labels = {s.side: s.label for s in sides}
     names = " and ".join(labels.get(c, c) for c in fam.copies)
+    their = "their" if len(fam.copies) > 1 else "its"
     note = (
-        f"; {names} ignored temperature and seed (contract pre-flight): its repeats are "
+        f"; {names} ignored temperature and seed (contract pre-flight): {their} repeats are "
         "copies, not trials, counted once per scenario"
     )
     return verdict.model_copy(update={"message": verdict.message + note})
