@@ -20,14 +20,17 @@ echo ``tokens``) are joined into the rendered text, each token owning its charac
 The conversation's segments (each message's content, each call's name, each argument
 key and value) are found in that text in message order, from a cursor: a message's
 content after the previous message's segments, a call's name after its message's content,
-its keys and values after its name. Keys are looked up from the call's name rather than
-one after another, so a template that re-serialises arguments with its keys sorted (Jinja's
-``tojson``) is labelled alike; a value is looked up after its key. A segment is looked up
-as written (whitespace stripped), then JSON-escaped; one the text does not hold is counted
-in ``missing`` and its characters stay ``markup`` (segments after the last one found are
-not: the text ends before them, as a sequence cut at the token budget does). A sequence cut at the token budget
-holds the head of its last segment: a segment whose head (its first 8 characters) is found
-and runs to the end of the text is labelled up to there.
+its keys and values after its name, within a window of the arguments' length three times
+over plus 200 characters (so a key is never taken from a later message). Keys are looked
+up from the call's name rather than one after another, so a template that re-serialises
+arguments with its keys sorted (Jinja's ``tojson``) is labelled alike; a value is looked
+up after its key. A segment is looked up as written (whitespace stripped), JSON-escaped
+once and twice (arguments a template writes as a JSON string inside JSON, as ChatML's
+``<tool_call>`` does): the earliest form found wins. One the text does not hold is counted
+in ``missing`` and its characters stay ``markup``; segments after the last one found are
+not counted, the text ends before them, as a sequence cut at the token budget does. Such a
+sequence holds the head of its last segment: a segment whose head (its first 8
+characters) is found and runs to the end of the text is labelled up to there.
 
 Boundaries: a token whose characters belong to more than one class (a BPE token such as
 `` "city`` holds a quote and a key) takes the content class (any class but ``markup``) with
