@@ -14,7 +14,7 @@ AA ?=
 STREAM ?=
 SCENARIOS ?= scenarios
 
-.PHONY: install bfcl test check lint typecheck shellcheck compare record bench e2e docs clean
+.PHONY: install bfcl test check lint typecheck shellcheck compare record bench e2e e2e-panel docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -119,6 +119,19 @@ bench: $(STAMP)
 # E2E_ARGS=--prepare only installs and builds (warms the cache), says what it has, exits 0.
 e2e: $(STAMP)
 	VENV=$(VENV) bash scripts/e2e.sh
+
+# The MoE panel (e2e/panel.py; docs/moe-panel.md): the SmolLM2 MoE on llama-server against
+# faults and benign changes, numerics (5 repeats, 20 for the A/A) and behaviour, with
+# llama-perplexity's KLD beside ours; then e2e/panel.json and the page. PANEL_ARGS: more
+# options of python -m e2e.panel (--repeats, --aa-repeats, --behaviour-repeats, --only).
+PANEL_ARGS ?=
+PANEL_OUT ?= results/moe-panel
+e2e-panel: $(STAMP)
+	VENV=$(VENV) bash scripts/e2e.sh --prepare
+	HARNESS_LLAMA_SERVER=$$(VENV=$(VENV) bash scripts/build-llama-server.sh) \
+	  $(BIN)/python -m e2e.panel --out $(PANEL_OUT) $(PANEL_ARGS) \
+	  --perplexity $$(VENV=$(VENV) bash scripts/build-llama-server.sh llama-perplexity)
+	$(BIN)/python -m e2e.panel --publish $(PANEL_OUT)/panel.json
 
 # The documentation site (mkdocs.yml, docs/) into site/: the generated pages first
 # (commands, failure kinds, scenario reference), then `mkdocs build --strict`.

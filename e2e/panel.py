@@ -1,0 +1,554 @@
+"""The MoE panel: the healthy SmolLM2 MoE (:mod:`e2e.moe`) on llama-server against faults
+and benign changes, each a launch (``make e2e-panel``; ``python -m e2e.panel --help``).
+
+One healthy server H (all 8 experts routed, ``e2e/templates/chatml-tools.jinja``) stays up
+for the whole panel. Its numerics are recorded once (``harness record --numerics-only``,
+the greedy chat adapter: the reference conversations of ``e2e/scenarios`` and
+``--gsm8k`` GSM8K prompts, scored twice: the A/A floor). Then, for each pair of
+:data:`PAIRS` and each repeat, the candidate is launched (a new process each repeat) and:
+
+- numerics: ``harness logprobs --baseline <H's recording> --candidate <it>``: the verdict,
+  the mean KL and its 99th percentile and maximum over positions (``logprobs.json``
+  ``kld``), the candidate's requests and the wall time;
+- behaviour (the first ``--behaviour-repeats`` repeats): ``harness compare --baseline <H>
+  --candidate <it>`` on ``e2e/scenarios`` at the shipped defaults (sequential rounds),
+  without the numerics section: the verdict, runs, requests (turns) and wall time.
+
+The outside reference (``--perplexity``, llama.cpp's ``llama-perplexity`` built from the
+same tree: ``scripts/build-llama-server.sh llama-perplexity``): H's full-vocabulary
+log-probabilities on one text (the same conversations and prompts as ChatML, written to
+the output folder) saved once with ``--kl-divergence-base``, then each candidate's
+configuration run with ``--kl-divergence``: llama.cpp's mean, 99th percentile and maximum
+KLD over the text's scored positions. A chat template is not a model flag: the
+template fault has no reference figure.
+
+Every step's figures are written to ``panel.json`` in the output folder as soon as they
+exist (a panel cut short keeps what it measured); ``--render`` writes the table of a
+``panel.json`` to ``docs/moe-panel.md`` (:func:`render`); ``--publish a.json [b.json]``
+merges panels into ``e2e/panel.json`` first (:func:`merge`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from e2e.moe import MoESpec, cached_build
+from e2e.servers import (
+    BROKEN_TEMPLATE,
+    TEMPLATE,
+    E2EError,
+    find_llama_server,
+    free_port,
+    llama_server_command,
+    serve,
+)
+
+__all__ = [
+    "DOC",
+    "PAIRS",
+    "PANEL_JSON",
+    "Pair",
+    "calibration",
+    "main",
+    "merge",
+    "parse_kld",
+    "render",
+]
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+#: the committed figures and the page generated from them
+PANEL_JSON = HERE / "panel.json"
+DOC = ROOT / "docs" / "moe-panel.md"
+SCENARIOS = HERE / "scenarios"
+#: the numerics decision's shipped tolerance (``harness logprobs --tolerance``), nats/token
+TOLERANCE = 0.01
+
+Kind = Literal["aa", "fault", "benign"]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One candidate against the healthy MoE: its name, kind, model, flags and template."""
+
+    name: str
+    kind: Kind
+    spec: MoESpec = MoESpec()
+    extra: tuple[str, ...] = ()
+    template: Path = TEMPLATE
+    #: llama-perplexity takes the same flags (None: no reference figure, e.g. a template)
+    reference: bool = True
+    #: flags for llama-perplexity when they differ from ``extra`` (server-only flags out)
+    reference_extra: tuple[str, ...] | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+_N_LAYERS = 30
+
+
+def _used(drop_in: Sequence[int]) -> tuple[int, ...]:
+    return tuple(7 if i in drop_in else 8 for i in range(_N_LAYERS))
+
+
+#: blunt to subtle faults, then benign changes; the A/A first
+PAIRS: tuple[Pair, ...] = (
+    Pair("A/A (healthy again)", "aa"),
+    Pair("one expert dropped, every layer", "fault",
+         extra=("--override-kv", "llama.expert_used_count=int:7")),
+    Pair("wrong RoPE base (10000)", "fault", extra=("--rope-freq-base", "10000")),
+    Pair("template drops tool results", "fault", template=BROKEN_TEMPLATE, reference=False),
+    Pair("one expert dropped in layers 10 and 20", "fault", spec=MoESpec(used_per_layer=_used((10, 20)))),
+    Pair("expert 0's down projection +10%", "fault", spec=MoESpec(expert_scale=(0, 1.10))),
+    Pair("expert 0's down projection +3%", "fault", spec=MoESpec(expert_scale=(0, 1.03))),
+    Pair("flash attention on", "benign", extra=("--flash-attn", "on")),
+    Pair("flash attention off", "benign", extra=("--flash-attn", "off")),
+    Pair("q8_0 KV cache", "benign", extra=("--cache-type-k", "q8_0", "--cache-type-v", "q8_0")),
+    Pair("2 threads", "benign", extra=("--threads", "2", "--threads-batch", "2")),
+    Pair("ubatch 32", "benign", extra=("--ubatch-size", "32", "--batch-size", "32")),
+    Pair("4 parallel slots", "benign", extra=("--parallel", "4", "--ctx-size", "16384"),
+         reference_extra=()),
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------- running
+
+
+def _harness(argv: list[str]) -> int:
+    from harness.cli import main as cli_main
+
+    print(f"panel: harness {shlex.join(argv)}", flush=True)
+    try:
+        return int(cli_main(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+
+
+@contextlib.contextmanager
+def _up(binary: Path, pair: Pair, out: Path, tag: str, timeout_s: float) -> Iterator[str]:
+    model = cached_build(pair.spec)
+    cmd = llama_server_command(binary, model, free_port(), pair.template, pair.extra)
+    with serve(cmd, out / "logs" / f"server-{tag}.log", timeout_s=timeout_s) as url:
+        yield url
+
+
+def _numerics(out: Path, run_id: str) -> dict[str, Any]:
+    data = json.loads((out / run_id / "logprobs.json").read_text(encoding="utf-8"))
+    kld = data.get("kld") or {}
+    pct = kld.get("kld") or {}
+    return {"verdict": data.get("verdict"), "message": data.get("message"),
+            "kl_mean": kld.get("kld_mean"), "kl_p99": pct.get("99.0%"),
+            "kl_max": pct.get("Maximum"), "positions": kld.get("positions"),
+            "aa_kl_mean": (data.get("stats") or {}).get("aa_mean_kl"),
+            "requests": (data.get("requests") or {}).get("candidate")}  # fmt: skip
+
+
+def _behaviour(out: Path, run_id: str) -> dict[str, Any]:
+    from harness.runfolder import RunFolder
+
+    folder = out / run_id
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    verdict = summary.get("verdict") or {}
+    runs = requests = 0
+    for rec in RunFolder(folder).records():
+        runs += 1
+        requests += len(rec.turns)
+    return {"verdict": verdict.get("verdict"), "message": verdict.get("message"),
+            "regressed_kinds": verdict.get("regressed_kinds", []), "runs": runs,
+            "requests": requests}  # fmt: skip
+
+
+_KLD_LINE = re.compile(r"(Mean|Maximum|99\.0%)\s+KLD:\s+([-+0-9.eE]+)")
+
+
+def parse_kld(text: str) -> dict[str, float]:
+    """``llama-perplexity --kl-divergence``'s summary: ``{"mean", "p99", "max"}`` (nats per
+    token, over the scored positions) from its log text (``Mean    KLD:``, ``99.0%   KLD:``,
+    ``Maximum KLD:`` lines, tools/perplexity/perplexity.cpp). Raises E2EError when a line
+    is missing (the run failed)."""
+    found = {m.group(1): float(m.group(2)) for m in _KLD_LINE.finditer(text)}
+    if set(found) != {"Mean", "Maximum", "99.0%"}:
+        raise E2EError(f"llama-perplexity printed no KLD summary (found {sorted(found)})")
+    return {"mean": found["Mean"], "p99": found["99.0%"], "max": found["Maximum"]}
+
+
+def _reference_text(out: Path, gsm8k: int, gsm8k_data: str) -> Path:
+    """The scored conversations and prompts as ChatML, one after the other."""
+    from harness.gsm8k.data import load_jsonl
+    from harness.numerics.adapters import chatml
+    from harness.numerics.sequences import from_gsm8k, from_scenario
+    from harness.scenario import load_scenario
+
+    parts = []
+    for path in sorted(SCENARIOS.glob("*.yaml")):
+        seq = from_scenario(load_scenario(path))
+        parts.append(chatml(list(seq.messages)) if seq.messages else seq.text or "")
+    if gsm8k:
+        for seq in from_gsm8k(load_jsonl(gsm8k_data), gsm8k):
+            parts.append(seq.text or chatml(list(seq.messages or ())))
+    path = out / "reference-text.txt"
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path
+
+
+def _perplexity(binary: Path, model: Path, text: Path, extra: Sequence[str], kld: Path,
+                base: bool, log: Path, ctx: int) -> dict[str, float] | None:  # fmt: skip
+    argv = [str(binary), "-m", str(model), "-f", str(text), "-c", str(ctx), "-b", str(ctx),
+            "-t", "1", *extra, "--kl-divergence-base", str(kld)]  # fmt: skip
+    if not base:
+        argv.append("--kl-divergence")
+    print(f"panel: {shlex.join(argv)}", flush=True)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
+    log.write_text(done.stdout + done.stderr, encoding="utf-8")
+    if done.returncode != 0:
+        raise E2EError(f"llama-perplexity exited {done.returncode} (log: {log})")
+    return None if base else parse_kld(done.stdout + done.stderr)
+
+
+class _Panel:
+    def __init__(self, args: argparse.Namespace, out: Path) -> None:
+        self.args = args
+        self.out = out
+        self.binary = find_llama_server(args.llama_server)
+        self.data: dict[str, Any] = {
+            "command": "python -m e2e.panel " + shlex.join(args.argv),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "settings": {
+                "numerics_repeats": args.repeats,
+                "aa_repeats": args.aa_repeats,
+                "behaviour_repeats": args.behaviour_repeats,
+                "gsm8k": args.gsm8k,
+                "max_tokens": args.max_tokens,
+                "tolerance": TOLERANCE,
+                "perplexity_ctx": args.ctx,
+            },  # fmt: skip
+            "pairs": [],
+        }
+
+    def save(self) -> None:
+        tmp = self.out / "panel.json.tmp"
+        tmp.write_text(json.dumps(self.data, indent=1), encoding="utf-8")
+        tmp.replace(self.out / "panel.json")
+
+    def run(self, pairs: Sequence[Pair]) -> None:
+        t0 = time.monotonic()
+        healthy = Pair("healthy", "aa")
+        with _up(self.binary, healthy, self.out, "H", self.args.boot_timeout) as h:
+            if self.args.no_numerics:  # behaviour only: no recording, no reference
+                for i, pair in enumerate(pairs):
+                    self.data["pairs"].append(self._pair(h, pair, i))
+                    self.save()
+                self.data["seconds"] = round(time.monotonic() - t0, 1)
+                self.save()
+                return
+            rec = ["record", "--target", h, "--label", "H", "--numerics-only",
+                   "--logprobs-api", "greedy", "--logprobs-max-tokens", str(self.args.max_tokens),
+                   *(["--logprobs-gsm8k", str(self.args.gsm8k), "--gsm8k-data",
+                      self.args.gsm8k_data] if self.args.gsm8k else []),
+                   str(SCENARIOS), "--results", str(self.out), "--run-id", "record-H",
+                   "--no-progress"]  # fmt: skip
+            t = time.monotonic()
+            code = _harness(rec)
+            self.data["recording"] = {"exit_code": code, "seconds": round(time.monotonic() - t, 1)}
+            self.save()
+            if code != 0:
+                raise E2EError(f"recording H's numerics failed (exit {code})")
+            for i, pair in enumerate(pairs):
+                self.data["pairs"].append(self._pair(h, pair, i))
+                self.save()
+        if self.args.perplexity:
+            self._reference(pairs)
+        self.data["seconds"] = round(time.monotonic() - t0, 1)
+        self.save()
+
+    def _pair(self, h: str, pair: Pair, index: int) -> dict[str, Any]:
+        row: dict[str, Any] = {"name": pair.name, "kind": pair.kind,
+                               "flags": shlex.join(pair.extra), "model": pair.spec.name(),
+                               "template": pair.template.name, "numerics": [],
+                               "behaviour": []}  # fmt: skip
+        repeats = self.args.aa_repeats if pair.kind == "aa" else self.args.repeats
+        if self.args.no_numerics:
+            repeats = self.args.behaviour_repeats
+        for r in range(repeats):
+            tag = f"p{index:02d}-r{r:02d}"
+            try:
+                with _up(self.binary, pair, self.out, tag, self.args.boot_timeout) as c:
+                    if not self.args.no_numerics:
+                        row["numerics"].append(self._logprobs(c, tag))
+                    if r < self.args.behaviour_repeats:
+                        row["behaviour"].append(self._compare(h, c, tag))
+            except E2EError as exc:  # did not boot: a row that says so
+                row["numerics"].append({"exit_code": 2, "message": str(exc)})
+            self.data["pairs"] = [*self.data["pairs"][:index], row]
+            self.save()
+        return row
+
+    def _logprobs(self, c: str, tag: str) -> dict[str, Any]:
+        t = time.monotonic()
+        code = _harness(["logprobs", "--baseline", str(self.out / "record-H"), "--candidate", c,
+                         "--results", str(self.out), "--run-id", f"logprobs-{tag}"])  # fmt: skip
+        n: dict[str, Any] = {"exit_code": code, "seconds": round(time.monotonic() - t, 1)}
+        with contextlib.suppress(OSError, ValueError):
+            n.update(_numerics(self.out, f"logprobs-{tag}"))
+        return n
+
+    def _compare(self, h: str, c: str, tag: str) -> dict[str, Any]:
+        t = time.monotonic()
+        code = _harness(["compare", "--baseline", h, "--candidate", c, "--baseline-label", "H",
+                         "--candidate-label", "C", "--no-logprobs", "--concurrency", "4",
+                         str(SCENARIOS), "--results", str(self.out), "--run-id",
+                         f"compare-{tag}", "--no-progress"])  # fmt: skip
+        b: dict[str, Any] = {"exit_code": code, "seconds": round(time.monotonic() - t, 1)}
+        with contextlib.suppress(OSError, ValueError):
+            b.update(_behaviour(self.out, f"compare-{tag}"))
+        return b
+
+    def _reference(self, pairs: Sequence[Pair]) -> None:
+        ppl = Path(self.args.perplexity)
+        text = _reference_text(self.out, self.args.gsm8k, self.args.gsm8k_data)
+        kld = self.out / "healthy.kld"
+        logs = self.out / "logs"
+        healthy = cached_build(MoESpec())
+        t = time.monotonic()
+        _perplexity(ppl, healthy, text, (), kld, True, logs / "ppl-base.log", self.args.ctx)
+        self.data["reference_base_seconds"] = round(time.monotonic() - t, 1)
+        for i, pair in enumerate(pairs):
+            row = self.data["pairs"][i]
+            if not pair.reference:
+                row["reference"] = None
+                continue
+            extra = pair.extra if pair.reference_extra is None else pair.reference_extra
+            t = time.monotonic()
+            try:
+                ref = _perplexity(ppl, cached_build(pair.spec), text, extra, kld, False,
+                                  logs / f"ppl-p{i:02d}.log", self.args.ctx)  # fmt: skip
+                row["reference"] = {**(ref or {}), "seconds": round(time.monotonic() - t, 1)}
+            except (E2EError, subprocess.TimeoutExpired) as exc:
+                row["reference"] = {"error": str(exc)}
+            self.save()
+
+
+# ---------------------------------------------------------------- the table
+
+
+def _rate(k: int, n: int) -> str:
+    from harness.stats.tests import wilson_interval
+
+    if n == 0:
+        return "-"
+    lo, hi = wilson_interval(k, n)
+    return f"{k}/{n} [{lo:.2f}, {hi:.2f}]"
+
+
+def _median(values: list[float]) -> float | None:
+    values = sorted(values)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2g}" if x < 0.01 else f"{x:.3f}"
+
+
+def _counts(rows: list[dict[str, Any]]) -> str:
+    found: dict[str, int] = {}
+    for r in rows:
+        v = r.get("verdict") or f"exit {r.get('exit_code')}"
+        found[v] = found.get(v, 0) + 1
+    return ", ".join(f"{v} {n}" for v, n in sorted(found.items())) or "-"
+
+
+def calibration(data: dict[str, Any]) -> list[str]:
+    """Sentences on whether the tolerance separates benign changes from faults (numerics),
+    from the panel's median mean-KL per pair and its verdicts."""
+    tol = data.get("settings", {}).get("tolerance", TOLERANCE)
+    by_kind: dict[str, list[tuple[str, float]]] = {"fault": [], "benign": [], "aa": []}
+    for p in data.get("pairs", []):
+        kl = _median([n["kl_mean"] for n in p["numerics"] if n.get("kl_mean") is not None])
+        if kl is not None:
+            by_kind[p["kind"]].append((p["name"], kl))
+    lines = []
+    benign = by_kind["benign"] + by_kind["aa"]
+    if benign and by_kind["fault"]:
+        top = max(benign, key=lambda x: x[1])
+        low = min(by_kind["fault"], key=lambda x: x[1])
+        side = "below" if top[1] < tol else "above"
+        lines.append(f"- Largest benign or A/A mean KL: {_fmt(top[1])} ({top[0]}), {side} the "
+                     f"tolerance {tol:g}.")  # fmt: skip
+        lines.append(f"- Smallest fault mean KL: {_fmt(low[1])} ({low[0]}), "
+                     f"{'above' if low[1] > tol else 'below'} the tolerance.")  # fmt: skip
+        under = [n for n, kl in by_kind["fault"] if kl <= tol]
+        if top[1] < low[1] and not under:
+            lines.append("- The tolerance separates every benign change from every fault.")
+        else:
+            lines.append(f"- Overlap: faults at or below the tolerance: {', '.join(under) or 'none'}; "
+                         f"a benign change at {_fmt(top[1])} against a fault at {_fmt(low[1])}.")  # fmt: skip
+    for p in data.get("pairs", []):
+        wrong = [n.get("verdict") for n in p["numerics"]
+                 if (p["kind"] == "fault") != (n.get("verdict") == "REGRESSION")]  # fmt: skip
+        if wrong:
+            want = "REGRESSION" if p["kind"] == "fault" else "not REGRESSION"
+            lines.append(f"- {p['name']}: {len(wrong)} of {len(p['numerics'])} numerics verdicts "
+                         f"are not {want} ({', '.join(sorted(set(map(str, wrong))))}).")  # fmt: skip
+    return lines
+
+
+def merge(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One panel from several ``panel.json`` (e.g. numerics and behaviour run as two
+    processes): pairs joined by name in the first part's order, their numerics and
+    behaviour lists concatenated, the first reference figure kept; the commands listed, the
+    wall time the longest part's (they ran side by side)."""
+    if len(parts) == 1:
+        return dict(parts[0])
+    out: dict[str, Any] = {**parts[0], "pairs": [], "command": " ; ".join(
+        str(p.get("command")) for p in parts)}  # fmt: skip
+    out["settings"] = {**parts[0].get("settings", {})}
+    out["settings"]["behaviour_repeats"] = max(
+        p.get("settings", {}).get("behaviour_repeats", 0) for p in parts
+    )
+    secs = [p.get("seconds") for p in parts]
+    out["seconds"] = None if None in secs else max(s for s in secs if s is not None)
+    rows: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for p in part.get("pairs", []):
+            row = rows.get(p["name"])
+            if row is None:
+                rows[p["name"]] = row = {**p, "numerics": [], "behaviour": []}
+                out["pairs"].append(row)
+            row["numerics"] = row["numerics"] + p.get("numerics", [])
+            row["behaviour"] = row["behaviour"] + p.get("behaviour", [])
+            if row.get("reference") is None and p.get("reference") is not None:
+                row["reference"] = p["reference"]
+    return out
+
+
+def render(data: dict[str, Any]) -> str:
+    """The Markdown page of a ``panel.json`` (``docs/moe-panel.md``): one row per pair."""
+    s = data.get("settings", {})
+    lines = [
+        "# The MoE panel on llama-server",
+        "",
+        "<!-- generated by `python -m e2e.panel --render` from e2e/panel.json; do not edit -->",
+        "",
+        f"Command: `{data.get('command')}` (started {data.get('started')}; "
+        f"{_fmt_s(data.get('seconds'))} wall).",
+        f"Numerics repeats per pair: {s.get('numerics_repeats')} (A/A: {s.get('aa_repeats')}); "
+        f"behaviour repeats: {s.get('behaviour_repeats')} (`harness compare` at its defaults); "
+        f"GSM8K prompts: {s.get('gsm8k')}, at most {s.get('max_tokens')} tokens each; "
+        f"tolerance {s.get('tolerance')} nats/token.",
+        "",
+        "KL columns: ours is the median over repeats of `harness logprobs`'s mean KL over the "
+        "shared top-k (with its 99th percentile and maximum over positions); llama-perplexity's "
+        "is the full-vocabulary KLD on the same conversations and prompts as ChatML "
+        f"(`-c {s.get('perplexity_ctx')}`). The ratio is ours / llama-perplexity's.",
+        "",
+        "| kind | pair | numerics REGRESSION [95% CI] | numerics verdicts | KL mean (p99, max) "
+        "| llama-perplexity KLD mean (p99, max) | ratio | behaviour verdicts | requests: "
+        "numerics / behaviour | wall s: numerics / behaviour |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in data.get("pairs", []):
+        num = p["numerics"]
+        reg = sum(n.get("verdict") == "REGRESSION" for n in num)
+
+        def med(key: str, rows: list[dict[str, Any]] = num) -> float | None:
+            return _median([r[key] for r in rows if r.get(key) is not None])
+
+        ref = p.get("reference")
+        ref_txt, ratio = "-", "-"
+        if ref and "mean" in ref:
+            ref_txt = f"{_fmt(ref['mean'])} ({_fmt(ref['p99'])}, {_fmt(ref['max'])})"
+            ours = med("kl_mean")
+            if ours is not None and ref["mean"] > 0:
+                ratio = f"{ours / ref['mean']:.2f}"
+        elif ref and "error" in ref:
+            ref_txt = "failed"
+        beh = p["behaviour"]
+        lines.append(
+            f"| {p['kind']} | {p['name']} | {_rate(reg, len(num))} | {_counts(num)} | "
+            f"{_fmt(med('kl_mean'))} ({_fmt(med('kl_p99'))}, {_fmt(med('kl_max'))}) | "
+            f"{ref_txt} | {ratio} | {_counts(beh)} | "
+            f"{_fmt_n(med('requests'))} / {_fmt_n(med('requests', beh))} | "
+            f"{_fmt_n(med('seconds'))} / {_fmt_n(med('seconds', beh))} |"
+        )
+    lines += ["", "## Calibration (numerics)", "", *calibration(data), ""]
+    return "\n".join(lines)
+
+
+def _fmt_n(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0f}"
+
+
+def _fmt_s(x: float | None) -> str:
+    return "not finished" if x is None else f"{x / 60:.0f} min"
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m e2e.panel", description=__doc__.split("\n")[0])
+    p.add_argument("--out", help="output folder (default results/moe-panel-<UTC time>)")
+    p.add_argument("--llama-server", help="llama-server binary ($HARNESS_LLAMA_SERVER)")
+    p.add_argument("--perplexity", help="llama-perplexity binary (none: no reference column)")
+    p.add_argument("--repeats", type=int, default=5, help="numerics repeats per pair (5)")
+    p.add_argument("--aa-repeats", type=int, default=20, help="numerics repeats of the A/A (20)")
+    p.add_argument("--behaviour-repeats", type=int, default=1,
+                   help="behavioural compares per pair (1)")  # fmt: skip
+    p.add_argument("--gsm8k", type=int, default=8, help="GSM8K prompts added (8)")
+    p.add_argument("--gsm8k-data", default="../shared/data/gsm8k/test.jsonl")
+    p.add_argument("--max-tokens", type=int, default=32, help="positions per sequence (32)")
+    p.add_argument("--ctx", type=int, default=256, help="llama-perplexity's -c (256)")
+    p.add_argument("--no-numerics", action="store_true",
+                   help="behaviour only (--behaviour-repeats compares per pair)")  # fmt: skip
+    p.add_argument("--only", help="comma-separated pair indices (default: all)")
+    p.add_argument("--boot-timeout", type=float, default=300.0)
+    p.add_argument("--render", action="store_true",
+                   help="write docs/moe-panel.md from e2e/panel.json")  # fmt: skip
+    p.add_argument("--publish", nargs="+", metavar="PANEL_JSON",
+                   help="merge these panel.json into e2e/panel.json, then --render")  # fmt: skip
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the panel (exit 0; 2 when a server or the recording fails) or ``--render``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
+    args.argv = argv
+    if args.publish:
+        parts = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.publish]
+        PANEL_JSON.write_text(json.dumps(merge(parts), indent=1) + "\n", encoding="utf-8")
+    if args.render or args.publish:
+        DOC.write_text(render(json.loads(PANEL_JSON.read_text(encoding="utf-8"))),
+                       encoding="utf-8")  # fmt: skip
+        print(DOC)
+        return 0
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    out = Path(args.out or f"results/moe-panel-{stamp}")
+    out.mkdir(parents=True, exist_ok=True)
+    pairs = PAIRS
+    if args.only:
+        pairs = tuple(PAIRS[int(i)] for i in args.only.split(","))
+    try:
+        _Panel(args, out).run(pairs)
+    except E2EError as exc:
+        print(f"panel: FAILED: {exc}", file=sys.stderr)
+        return 2
+    print(f"panel: {out / 'panel.json'}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
