@@ -130,6 +130,9 @@ def test_generated_text_is_labelled_from_itself() -> None:
     assert label_generated(cut).classes == ["tool_name", "arg_key"]
     prose = label_generated(["<think>", "hm", "</think>", "It", " is", "<|im_end|>"])
     assert prose.classes == ["markup", "reasoning", "markup", "prose", "prose", "markup"]
+    # tags split into several tokens (not special tokens of the tokenizer) are markup too
+    tags = label_generated(["<", "tool", "_response", ">", "\n", "ok", "</", "tool_response", ">"])
+    assert tags.classes == ["markup"] * 4 + ["prose"] * 2 + ["markup"] * 3
 
 
 # ------------------------------------------------ every adapter's shape, over sockets

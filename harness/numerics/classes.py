@@ -40,8 +40,9 @@ characters are. Content is never lost to the syntax around it, and every token c
 Plain prompts (GSM8K) are ``prose`` throughout. Generated tokens (the greedy decode path,
 :func:`label_generated`) are labelled from their own text, as no reference rendering holds
 them: ``<think>`` blocks are reasoning; a JSON tool call (``{"name": ..., "arguments":
-{...}}``, whole or cut) gives its name, keys and values; special tokens (``<|...|>``,
-``<tool_call>`` tags) are markup; the rest is prose.
+{...}}``, whole or cut) gives its name, keys and values; special tokens (``<|...|>``)
+and the chat format's tags (``<tool_call>``, ``<tool_response>``: a small model writes the
+latter too) are markup; the rest is prose.
 """
 
 from __future__ import annotations
@@ -238,7 +239,7 @@ def label_plain(texts: Sequence[str]) -> Labels:
 
 
 #: special tokens and tool-call tags in generated text
-_SPECIAL = re.compile(r"<\|[^|>]{1,40}\|>|<｜[^｜]{1,40}｜>|</?tool_call>|</?think>")
+_SPECIAL = re.compile(r"<\|[^|>]{1,40}\|>|<｜[^｜]{1,40}｜>|</?(?:tool_call|tool_response|think)>")
 _CALL = re.compile(r'\{\s*"name"\s*:\s*"([^"]*)"?(?:\s*,\s*"(?:arguments|parameters)"\s*:\s*)?')
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null')
 
