@@ -136,3 +136,15 @@ def test_every_yaml_example_loads(name: str, body: str) -> None:
         assert all("command" in s and "label" in s for s in data["steps"])
     else:
         pytest.fail(f"{name}: a YAML example of no known kind (scenario, matrix, CI)")
+
+
+def test_readme_is_short_and_its_links_resolve() -> None:
+    """The README stays a page a newcomer reads in five minutes; its links lead somewhere."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200, "README.md: at most 200 lines (the manual is docs/)"
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert len(links) >= 10
+    missing = [link for link in links if not (ROOT / link).is_file()]
+    assert not missing, f"README.md links to missing files: {missing}"
+    for command in ("make compare", "make test", "make record UNFUSED="):
+        assert command in text
