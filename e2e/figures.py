@@ -94,12 +94,26 @@ def _figures(step: dict[str, Any]) -> str:
                 f"{f['infra_errors']}, {f['infra_errors_by_server']} the server's")  # fmt: skip
     if "ab_mean_kl" in f:
         return (f"{f['message']}; top-1 agreement {f['ab_top1_agreement']:.0%}, "
-                f"{f['sequences']} sequences")  # fmt: skip
+                f"{f['sequences']} sequences{_largest_class(f)}")  # fmt: skip
     if "sides" in f:
         return "; ".join(f"{s}: {v['runs']} runs, {v['tool_calls']} tool calls, "
                          f"{v['final_answers']} final answers, {v['infra_errors']} infrastructure errors"
                          for s, v in f["sides"].items())  # fmt: skip
     return ""
+
+
+def _largest_class(f: dict[str, Any]) -> str:
+    """The token class of a numerics step's ``by_class`` with the largest A/B mean KLD, as
+    a clause ("; largest KLD in <class> tokens: ..."), or "" without ``by_class``."""
+    scored = {k: v for k, v in (f.get("by_class") or {}).items() if v.get("kld_mean") is not None}
+    if not scored:
+        return ""
+    name, c = max(scored.items(), key=lambda kv: kv[1]["kld_mean"])
+    aa = c.get("aa_kld_mean")
+    floor = f" vs A/A {aa:.2g}" if aa is not None else ""
+    return (
+        f"; largest KLD in {name} tokens: {c['kld_mean']:.3g}{floor} ({c['positions']} positions)"
+    )
 
 
 def _cell(text: str) -> str:

@@ -31,6 +31,7 @@ from typing import Any
 
 __all__ = [
     "KV_ARGS",
+    "by_class",
     "LOGITS_ARGS",
     "MAX_TOKENS",
     "RECORDING",
@@ -80,7 +81,20 @@ def _figures(out: Path, run_id: str) -> dict[str, Any]:
     st = res.stats
     return {"verdict": res.verdict, "message": res.message, "ab_mean_kl": st.ab_mean_kl,
             "aa_mean_kl": st.aa_mean_kl, "ab_top1_agreement": st.ab_top1_agreement,
-            "sequences": st.sequences, "requests": res.requests}  # fmt: skip
+            "sequences": st.sequences, "requests": res.requests,
+            "by_class": by_class(res.model_dump(mode="json"))}  # fmt: skip
+
+
+def by_class(logprobs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per token class of a ``logprobs.json`` (its ``by_class``): positions, the A/B and
+    A/A mean KLD (nats) and the A/B same top p (a fraction), in the file's order."""
+    out = {}
+    for c in logprobs.get("by_class") or []:
+        ab, aa = c.get("ab") or {}, c.get("aa") or {}
+        out[c["token_class"]] = {"positions": ab.get("positions"), "kld_mean": ab.get("kld_mean"),
+                                 "aa_kld_mean": aa.get("kld_mean"),
+                                 "same_top_p": ab.get("same_top_p")}  # fmt: skip
+    return out
 
 
 def logprobs_steps(

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from e2e.logprobs_step import by_class
 from e2e.moe import MoESpec, cached_build
 from e2e.servers import E2EError, free_port, llama_server_command, serve
 
@@ -90,7 +91,7 @@ def _kl(out: Path, run_id: str) -> dict[str, Any]:
     kld = data.get("kld") or {}
     return {"verdict": data.get("verdict"), "message": data.get("message"),
             "kl_mean": kld.get("kld_mean"), "kl_p99": (kld.get("kld") or {}).get("99.0%"),
-            "requests": data.get("requests")}  # fmt: skip
+            "requests": data.get("requests"), "by_class": by_class(data)}  # fmt: skip
 
 
 def _verdict(out: Path, run_id: str) -> dict[str, Any]:
