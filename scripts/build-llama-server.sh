@@ -4,6 +4,8 @@
 # and print the path of the cached binary on stdout (everything else goes to stderr).
 #
 #   scripts/build-llama-server.sh            # -> ~/.cache/harness-e2e/llama-server/<key>/llama-server
+#   scripts/build-llama-server.sh llama-perplexity   # another target of the same tree, same key
+#                                            # (the MoE panel's full-vocabulary KLD reference)
 #
 # The cache key is the sdist version plus a hash of the configure flags, so a change of
 # either builds a new binary beside the old one (nothing shared is overwritten).
@@ -11,7 +13,7 @@
 # on its first generation), the web UI off and no download of prebuilt UI assets
 # (LLAMA_BUILD_UI=OFF, LLAMA_USE_PREBUILT_UI=OFF), static libraries (the binary stands
 # alone in the cache), no OpenSSL (nothing is fetched over HTTPS), only the llama-server
-# target.
+# target (or the one named as the first argument: llama-server or llama-perplexity).
 #
 # Environment:
 #   VENV                 venv whose pip downloads the sdist (default .venv)
@@ -28,13 +30,21 @@ PY="${VENV:-.venv}/bin/python"
 CACHE=${HARNESS_E2E_CACHE:-$HOME/.cache/harness-e2e}
 VERSION=${E2E_LLAMA_CPP_VERSION:-0.3.36}
 JOBS=${E2E_BUILD_JOBS:-2}
+TARGET=${1:-llama-server}
+case "$TARGET" in llama-server | llama-perplexity) ;; *)
+  echo "e2e: FAILED: build-llama-server.sh: unknown target $TARGET (llama-server or llama-perplexity)" >&2
+  exit 2 ;;
+esac
+# llama-server keeps the names it always had; another target's log and build.txt carry its name
+SUFFIX=""
+[ "$TARGET" = llama-server ] || SUFFIX="-${TARGET#llama-}"
 FLAGS="-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DLLAMA_BUILD_UI=OFF \
 -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF \
 -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF"
 KEY="$VERSION-$(printf '%s' "$FLAGS" | sha256sum | cut -c1-10)"
 HOME_DIR="$CACHE/llama-server"
 OUT="$HOME_DIR/$KEY"
-LOG="$HOME_DIR/logs/build-$KEY.log"
+LOG="$HOME_DIR/logs/build-$KEY$SUFFIX.log"
 
 # The build's scratch folder: global, so that the EXIT trap (which runs after build() has
 # returned, when its locals are gone) still sees it; empty when there is nothing to remove.
@@ -50,7 +60,7 @@ build() {
   local work t0 t1
   WORK=$(mktemp -d "$HOME_DIR/build-$KEY.XXXXXX")
   work=$WORK
-  echo "e2e: building llama-server from llama-cpp-python $VERSION's vendored llama.cpp" \
+  echo "e2e: building $TARGET from llama-cpp-python $VERSION's vendored llama.cpp" \
     "($JOBS jobs; ~5 min on 2 idle cores, more under load; log: $LOG)" >&2
   t0=$(date +%s)
   local sdist="$HOME_DIR/sdist/llama_cpp_python-$VERSION.tar.gz"
@@ -64,24 +74,25 @@ build() {
     || fail "unpacking the llama-cpp-python $VERSION sdist failed"
   # shellcheck disable=SC2086  # FLAGS is a list of words
   { cmake -S "$work/llama_cpp_python-$VERSION/vendor/llama.cpp" -B "$work/build" $FLAGS \
-      && cmake --build "$work/build" --target llama-server -j "$JOBS"; } >>"$LOG" 2>&1 \
-    || fail "building llama-server $KEY failed"
+      && cmake --build "$work/build" --target "$TARGET" -j "$JOBS"; } >>"$LOG" 2>&1 \
+    || fail "building $TARGET $KEY failed"
   t1=$(date +%s)
   mkdir -p "$OUT"
-  cp "$work/build/bin/llama-server" "$OUT/llama-server.tmp" && mv "$OUT/llama-server.tmp" "$OUT/llama-server"
-  echo "$((t1 - t0)) s wall; load after: $(cut -d' ' -f1-3 /proc/loadavg); $FLAGS" >"$OUT/build.txt"
-  cat "$OUT/build.txt" >>"$LOG"
+  cp "$work/build/bin/$TARGET" "$OUT/$TARGET.tmp" && mv "$OUT/$TARGET.tmp" "$OUT/$TARGET"
+  INFO="$OUT/build$SUFFIX.txt"
+  echo "$((t1 - t0)) s wall; load after: $(cut -d' ' -f1-3 /proc/loadavg); $FLAGS" >"$INFO"
+  cat "$INFO" >>"$LOG"
   rm -rf "$work"
   WORK=""
-  echo "e2e: built llama-server in $((t1 - t0)) s" >&2
+  echo "e2e: built $TARGET in $((t1 - t0)) s" >&2
 }
 
 mkdir -p "$HOME_DIR/logs" "$HOME_DIR/sdist"
 # one build at a time per machine (a lock of its own: the wheel build keeps build.lock)
 exec 8>"$HOME_DIR/build.lock"
 flock 8
-if [ -x "$OUT/llama-server" ]; then
-  echo "e2e: cached llama-server $KEY ($(cut -d';' -f1 "$OUT/build.txt" 2>/dev/null || echo '?'))" >&2
+if [ -x "$OUT/$TARGET" ]; then
+  echo "e2e: cached $TARGET $KEY ($(cut -d';' -f1 "$OUT/build$SUFFIX.txt" 2>/dev/null || echo '?'))" >&2
 else
   if ! command -v cmake >/dev/null; then  # PyPI's cmake wheel, as the wheel build would use
     "$PY" -m pip install -q cmake >"$LOG" 2>&1 || fail "cmake is missing and pip install cmake failed"
@@ -90,4 +101,4 @@ else
   build
 fi
 flock -u 8
-echo "$OUT/llama-server"
+echo "$OUT/$TARGET"
