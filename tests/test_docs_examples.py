@@ -23,8 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.docgen import CONSOLE_BEGIN, CONSOLE_END, console_excerpt
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "getting-started.md"
+README = ROOT / "README.md"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 LAUNCH = re.compile(r"(^|\s)(python -m sglang\.launch_server|vllm serve)\s")
 #: longest a command of the page may take (make compare records 5 x 4 rounds per scenario)
@@ -77,6 +80,36 @@ def test_page_blocks_are_read() -> None:
     assert not is_fused("VLLM_ROCM_USE_AITER_FUSION_SHARED_EXPERTS=0 vllm serve m")
 
 
+def readme_excerpt() -> list[str]:
+    """The console lines the README shows (between its console markers)."""
+    text = README.read_text(encoding="utf-8")
+    block = text[text.index(CONSOLE_BEGIN) : text.index(CONSOLE_END)]
+    return block.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+
+
+def _masked(lines: list[str]) -> list[str]:
+    """Lines with the servers' ports masked (each run gets free ports)."""
+    return [re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", line) for line in lines]
+
+
+def check_readme_excerpt(output: str) -> None:
+    """The README's excerpt is what ``make compare`` prints today (ports aside)."""
+    assert _masked(readme_excerpt()) == _masked(console_excerpt(output)), (
+        "README.md's console excerpt is stale: save `make compare`'s output and run "
+        "`python -m harness.docgen --console OUTPUT README.md`"
+    )
+
+
+def test_readme_excerpt_is_a_console_excerpt() -> None:
+    """The excerpt's rules pick the README's lines out of themselves, in order, once each;
+    a console without one of them is refused."""
+    lines = readme_excerpt()
+    assert len(lines) >= 12 and lines[0].startswith(" REGRESSION ")
+    assert console_excerpt("\n".join(lines)) == lines
+    with pytest.raises(ValueError, match="no line matching"):
+        console_excerpt("\n".join(line for line in lines if not line.startswith("baseline: ")))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -125,6 +158,8 @@ def test_every_getting_started_command_runs(sim_url: Callable[..., str], tmp_pat
                 assert folder is not None, f"{command!r}: no folder printed before it"
                 command = command.replace("results/<id>", shlex.quote(folder))
             out = _run(command, want, env, tmp_path)
+            if command == "make compare":
+                check_readme_excerpt(out)
             printed = re.findall(r"^(?:run folder|recording): (\S+)", out, re.M)
             folder = printed[-1] if printed else folder
             ran += 1
