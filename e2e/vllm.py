@@ -17,7 +17,9 @@ started through ``env`` with :data:`ENV`:
 - ``VLLM_CPU_KVCACHE_SPACE=1``: 1 GiB of KV cache; ``VLLM_CPU_OMP_THREADS_BIND``: one
   core per server (two run side by side).
 
-Flags: ``--dtype float32 --enforce-eager`` (no torch.compile), vLLM's own tool parser
+Flags: ``--dtype float32 --enforce-eager`` (no torch.compile), ``--max-model-len 8192``
+(SmolLM2's training context; the reference conversation ``long_context_logs`` is over
+4096 tokens), vLLM's own tool parser
 (``--enable-auto-tool-choice --tool-call-parser hermes``) with the chat template
 ``e2e/templates/hermes-tools.jinja``, and ``--tool-strict-level parameter``: under
 ``tool_choice`` ``required`` (or a named tool) vLLM 0.32 constrains the output to the
@@ -97,9 +99,10 @@ PROBE = "What is the capital of France?"
 HEALTHY = re.compile(r"\bParis\b")
 #: the numerics scenarios (the first 10 reference conversations, as the llama.cpp step)
 SCENARIOS = sorted(str(p) for p in Path("scenarios").glob("*.yaml"))[:10]
-#: positions scored per sequence (prefill) and tokens decoded per prompt (decode)
+#: positions scored per sequence (prefill) and tokens decoded per prompt (decode: twice
+#: decode.EARLY, the window of the parting rule)
 PREFILL_TOKENS = 64
-DECODE_TOKENS = 24
+DECODE_TOKENS = 16
 
 FaultState = Literal["reproduces", "gone", "no-reference"]
 
@@ -154,7 +157,7 @@ def vllm_command(
         str(paths.python), "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(paths.model), "--served-model-name", SERVED_NAME,
         "--host", "127.0.0.1", "--port", str(port),
-        "--dtype", dtype, "--enforce-eager", "--max-model-len", "4096",
+        "--dtype", dtype, "--enforce-eager", "--max-model-len", "8192",
         "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
         "--tool-strict-level", "parameter", "--chat-template", str(template),
         *extra,
