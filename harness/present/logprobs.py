@@ -112,6 +112,9 @@ def largest_class_line(res: LogprobsResult) -> str:
 
 @dataclass
 class LogprobsView:
+    """A numerics comparison (``logprobs.json``) as the console and the report show it:
+    the verdict, the settings, the pooled and per-sequence figures, the token classes."""
+
     verdict: str
     message: str
     api: str
