@@ -36,7 +36,7 @@ from harness.scoring.score import score_run
 from harness.server import fusion
 from harness.stats.aggregate import AggregateBuilder
 from harness.stats.sequential import Look, first_look, look_alpha, should_stop
-from harness.stats.verdict import decide, judge_run
+from harness.stats.verdict import NumericsFinding, decide, judge_run
 from harness.summary import Aggregate, Settings, SideInfo, Summary, Verdict
 from harness.transcript import RunRecord, TargetInfo
 
@@ -176,7 +176,11 @@ class _Summarizer:
         self.modes.setdefault((score.side, score.scenario_id, score.repeat), {})[score.stream] = key
 
     def summary(
-        self, run_id: str, context: FolderContext, fetch: Callable[[int], RunRecord]
+        self,
+        run_id: str,
+        context: FolderContext,
+        fetch: Callable[[int], RunRecord],
+        numerics: NumericsFinding | None = None,
     ) -> Summary:
         order = _side_order(self.sides)
         aggregates = self._aggregates(order)
@@ -193,7 +197,7 @@ class _Summarizer:
         )
         summary.parity, summary.parity_pairs = self._parity(fetch)
         if summary.kind == "compare":
-            self._decide(summary, fetch)
+            self._decide(summary, fetch, numerics)
         judged = ["candidate"] if summary.kind == "compare" and context.judge_candidate else None
         if summary.kind != "compare" or judged:
             summary.outcome = judge_run(
@@ -227,7 +231,12 @@ class _Summarizer:
         info.infra_error_kinds, info.infra_error_examples = dict(s.infra), dict(s.examples)
         return info
 
-    def _decide(self, summary: Summary, fetch: Callable[[int], RunRecord]) -> None:
+    def _decide(
+        self,
+        summary: Summary,
+        fetch: Callable[[int], RunRecord],
+        numerics: NumericsFinding | None = None,
+    ) -> None:
         base = {a.scenario_id: a for a in summary.aggregates if a.side == "baseline"}
         cand = {a.scenario_id: a for a in summary.aggregates if a.side == "candidate"}
         unfinished = _unfinished(base, cand, summary.settings.scenarios)
@@ -246,7 +255,7 @@ class _Summarizer:
             base, cand, summary.sides,
             alpha=alpha, infra_error_limit=settings.infra_error_limit,
             permutations=settings.permutations, seed=settings.seed, greedy=sorted(self.greedy),
-            look=look, copies=copied_sides(summary.sides),
+            look=look, copies=copied_sides(summary.sides), numerics=numerics,
         )  # fmt: skip
         summary.comparisons = [  # the evidence beside each decision; decisions unchanged
             c.model_copy(update={"first_divergence": self._divergence(c.scenario_id, fetch)})
@@ -363,8 +372,7 @@ def score_folder(folder: RunFolder, context: FolderContext | None = None) -> Sum
     context = context or _previous_context(folder)
     if context.kind is None:
         context = replace(context, kind=folder.kind())
-    summary = acc.summary(folder.run_id, context, folder.record_at)
-    _fold_numerics(summary, folder)
+    summary = acc.summary(folder.run_id, context, folder.record_at, _numerics(folder))
     folder.write_summary(summary)
     return summary
 
@@ -380,28 +388,15 @@ def attach_boot(folder: RunFolder, side: str, boot: dict[str, Any]) -> Summary:
     return score_folder(folder, context)
 
 
-def _fold_numerics(summary: Summary, folder: RunFolder) -> None:
-    """A comparison whose numerics section (``logprobs.json``,
-    :mod:`harness.numerics.section`) is a REGRESSION is a REGRESSION, whatever the behaviour
-    shows yet; the message names both (the behavioural verdict is kept in it)."""
+def _numerics(folder: RunFolder) -> NumericsFinding | None:
+    """The folder's numerics section (``logprobs.json``), read once, as an input of the
+    decision (:func:`harness.stats.verdict.decide`, rule 7); None when there is none."""
     from harness.numerics.models import LogprobsResult
 
-    if summary.kind != "compare" or summary.verdict is None:
-        return
-    behaviour = summary.verdict
-    if behaviour.verdict == "REGRESSION" or behaviour.infra_limited:
-        return
     res = folder.read_model(RunFolder.LOGPROBS, LogprobsResult)
-    if res is None or res.verdict != "REGRESSION":
-        return
-    numerics = f"numerics: {res.message}"
-    summary.verdict = behaviour.model_copy(
-        update={
-            "verdict": "REGRESSION",
-            "message": f"REGRESSION: {numerics}; behaviour: {behaviour.message}",
-            "reasons": [numerics, *behaviour.reasons],
-        }
-    )
+    if res is None or res.verdict is None:
+        return None
+    return NumericsFinding(res.verdict, res.message)
 
 
 def summarize(
@@ -487,8 +482,12 @@ def compare(
     ``settings.sequential`` the runs come in rounds of ``repeats`` per scenario and side,
     each followed by a look at its level, until one says stop
     (:mod:`harness.stats.sequential`); the summary says which round decided.
-    ``after_runs(folder)`` is called once the folder is scored, the servers still up (the
-    numerics section, :func:`harness.numerics.section.logprobs_section`).
+    ``after_runs(folder)`` is called once, the servers still up, as soon as the first
+    round's runs are in (it reads the baseline's first run of each scenario: the numerics
+    section, :func:`harness.numerics.section.logprobs_section`) and before any look is
+    scored, so that what it writes (``logprobs.json``) is an input of every decision
+    (:func:`harness.stats.verdict.decide`): the verdict is decided once, the folder
+    scored once per look.
 
     Either side may be a recording (:class:`~harness.recording.RecordedSide`, checked by
     the caller with :meth:`~harness.recording.Recording.check`): before each round its
@@ -507,14 +506,10 @@ def compare(
     _save_context(folder, context)
     if not settings.sequential:
         _run_round(scenarios, (baseline, candidate), settings, folder, settings.repeats, progress)
-        summary = score_folder(folder, context)
-    else:
-        summary = _rounds(scenarios, (baseline, candidate), folder, context, progress)
-    if after_runs is not None:
-        after_runs(folder)
-        if folder.file(RunFolder.LOGPROBS).exists():  # the numerics verdict joins the summary
-            summary = score_folder(folder)
-    return summary
+        if after_runs is not None:
+            after_runs(folder)
+        return score_folder(folder, context)
+    return _rounds(scenarios, (baseline, candidate), folder, context, progress, after_runs)
 
 
 def _rounds(
@@ -523,9 +518,11 @@ def _rounds(
     folder: RunFolder,
     context: FolderContext,
     progress: bool,
+    after_runs: Callable[[RunFolder], None] | None = None,
 ) -> Summary:
     """Sequential mode: rounds of ``repeats`` runs per scenario and side, each scored at
-    its look's level, until :func:`harness.stats.sequential.should_stop` says stop."""
+    its look's level, until :func:`harness.stats.sequential.should_stop` says stop;
+    ``after_runs`` once, after the first round run here and before its look."""
     settings = context.settings
     per_round = settings.repeats or 5
     modes = 2 if settings.stream == "both" else 1
@@ -534,6 +531,9 @@ def _rounds(
     )
     for look in range(start, settings.rounds + 1):
         _run_round(scenarios, targets, settings, folder, look * per_round, progress)
+        if after_runs is not None:
+            after_runs(folder)
+            after_runs = None
         look_settings = settings.model_copy(update={"look": look, "repeats": look * per_round})
         at_look = replace(context, settings=look_settings)
         _save_context(folder, at_look)  # a re-score decides at this look's level too

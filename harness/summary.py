@@ -228,6 +228,9 @@ class Verdict(_Model):
     #: greedy scenarios counted once, and for NO CHANGE the smallest effect it would have
     #: detected with 80% probability
     power: str | None = None
+    #: the behavioural verdict when a numerics REGRESSION made the verdict one (rule 7 of
+    #: :mod:`harness.stats.verdict`); None otherwise. The sequential stopping rule reads it.
+    behaviour: VerdictName | None = None
 
 
 class RunOutcome(_Model):

@@ -172,3 +172,35 @@ def test_an_early_stop_states_the_power_of_the_rule_as_it_ran() -> None:
         "no new failure kind could have been detected; one scenario failing every "
         "candidate run would not have been detected"
     )
+
+
+def test_a_numerics_regression_is_an_input_of_the_decision() -> None:
+    """Rule 7: the numerics verdict decides with the behaviour, in one call of ``decide``."""
+    from harness.stats.verdict import NumericsFinding
+
+    b = {s: _scores("baseline", s, CLEAN) for s in ("a", "b")}
+    c = {s: _scores("candidate", s, CLEAN) for s in ("a", "b")}
+    b_aggs = {s: aggregate("baseline", "b", s, v, []) for s, v in b.items()}
+    c_aggs = {s: aggregate("candidate", "c", s, v, []) for s, v in c.items()}
+    kl = NumericsFinding("REGRESSION", "REGRESSION: KL 0.031 vs A/A 0 (p=0.00098)")
+    plain = decide(b_aggs, c_aggs)
+    folded = decide(b_aggs, c_aggs, numerics=kl)
+    assert plain.verdict.verdict == "NO CHANGE"
+    assert folded.verdict.verdict == "REGRESSION"
+    assert folded.verdict.message == (
+        f"REGRESSION: numerics: {kl.message}; behaviour: {plain.verdict.message}"
+    )
+    assert folded.verdict.reasons[0] == f"numerics: {kl.message}"
+    assert folded.verdict.behaviour == "NO CHANGE"  # what the stopping rule reads
+    assert folded.comparisons == plain.comparisons  # the behavioural evidence unchanged
+    calm = decide(b_aggs, c_aggs, numerics=NumericsFinding("NO CHANGE", "NO CHANGE: KL 0"))
+    assert calm.verdict == plain.verdict
+    # a behavioural REGRESSION keeps its own message
+    loop = [["repeat_loop"]] * 5
+    lb = {s: aggregate("baseline", "b", s, _scores("baseline", s, CLEAN), ["repeat_loop"])
+          for s in ("a",)}  # fmt: skip
+    lc = {s: aggregate("candidate", "c", s, _scores("candidate", s, loop), ["repeat_loop"])
+          for s in ("a",)}  # fmt: skip
+    both = decide(lb, lc, numerics=kl)
+    assert both.verdict.verdict == "REGRESSION"
+    assert "numerics" not in both.verdict.message

@@ -115,8 +115,8 @@ def should_stop(summary: Summary, look: int, rounds: int) -> bool:
     v = summary.verdict
     if v is None or look >= rounds:
         return True
-    if v.verdict in ("REGRESSION", "IMPROVEMENT") or v.infra_limited:
-        return True
+    if (v.behaviour or v.verdict) in ("REGRESSION", "IMPROVEMENT") or v.infra_limited:
+        return True  # (a numerics REGRESSION alone does not stop the behavioural rounds)
     worse = [
         r.p_adjusted
         for c in summary.comparisons

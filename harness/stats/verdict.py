@@ -49,6 +49,10 @@ Decision rule (documented in ``Settings.decision_rule`` of every summary):
    404 to every scenario) is INCONCLUSIVE saying only that, and no test is run (a test
    of 0 runs against 0 decides nothing); nor is any scenario with no scored run on a side
    tested (it reads INCONCLUSIVE, ``NO_SCORED``).
+7. The numerics section (``logprobs.json``, :mod:`harness.numerics`) is an input
+   (:class:`NumericsFinding`): when it is a REGRESSION, a judged comparison that is not
+   already one is a REGRESSION, its message naming both (the behavioural verdict kept in
+   it). An unjudged side (rule 6) stays unjudged.
 
 Counts (tool calls, repeated calls, ...) are shown with a one-sided Mann-Whitney U test;
 they do not decide the verdict (their failure kinds do).
@@ -86,6 +90,7 @@ __all__ = [
     "DECISION_RULE",
     "INFRA_ERROR_LIMIT",
     "Decision",
+    "NumericsFinding",
     "decide",
     "judge_run",
     "over_infra_limit",
@@ -212,6 +217,18 @@ def _needed(t: FamilyTest, critical: float, pooled_over: int) -> int | None:
 
 
 @dataclass(frozen=True)
+class NumericsFinding:
+    """The numerics section's verdict, an input of :func:`decide` (rule 7).
+
+    ``verdict``: the numerics verdict (``LogprobsResult.verdict``); ``message``: its
+    one-line message (``LogprobsResult.message``).
+    """
+
+    verdict: VerdictName
+    message: str
+
+
+@dataclass(frozen=True)
 class Decision:
     """What :func:`decide` returns: every scenario's comparison (in the aggregates'
     order, ``"*"`` pooled last) and the overall verdict."""
@@ -238,6 +255,7 @@ def decide(
     greedy: Sequence[str] = (),
     look: Look | None = None,
     copies: Sequence[str] = (),
+    numerics: NumericsFinding | None = None,
 ) -> Decision:
     """Test every scenario's outcomes and decide (pure; see the module docstring).
 
@@ -250,6 +268,7 @@ def decide(
     whose repeats count as one unit in every scenario (rule 1).
     ``look``: a sequential comparison's look (``alpha`` is then that look's level): the
     INCONCLUSIVE band (rule 5) and the power statement follow the rule's rounds.
+    ``numerics``: the numerics section's verdict, when there is one (rule 7).
     """
     ids = [s for s in baseline if s in candidate]
     if len(ids) == 2 and "*" in ids:  # one scenario: the pool would only repeat its tests
@@ -274,7 +293,25 @@ def decide(
     if unjudged is not None:  # the verdict says so and nothing else: no test was run
         return Decision(comps, unjudged)
     verdict = _copies_note(_overall(comps, ctx), fam, sides)
-    return Decision(comps, _with_infra_limit(verdict, sides, infra_error_limit))
+    verdict = _with_infra_limit(verdict, sides, infra_error_limit)
+    return Decision(comps, _with_numerics(verdict, numerics))
+
+
+def _with_numerics(verdict: Verdict, numerics: NumericsFinding | None) -> Verdict:
+    """Rule 7: a numerics REGRESSION makes a judged comparison a REGRESSION."""
+    if numerics is None or numerics.verdict != "REGRESSION":
+        return verdict
+    if verdict.verdict == "REGRESSION" or verdict.infra_limited:
+        return verdict
+    line = f"numerics: {numerics.message}"
+    return verdict.model_copy(
+        update={
+            "verdict": "REGRESSION",
+            "message": f"REGRESSION: {line}; behaviour: {verdict.message}",
+            "reasons": [line, *verdict.reasons],
+            "behaviour": verdict.verdict,
+        }
+    )
 
 
 def _copies_note(verdict: Verdict, fam: Family, sides: Sequence[SideInfo]) -> Verdict:
