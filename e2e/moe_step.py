@@ -6,8 +6,9 @@ benign change.
 2. ``moe vs dense`` (checked once per job): M (the MoE, all 8 experts routed) and D (the
    dense GGUF it was built from) side by side, one thread each. Decode speed: the same
    greedy completion of :data:`SPEED_TOKENS` tokens on each, :data:`SPEED_ROUNDS` times
-   alternately, median tokens/s (llama-server's ``timings.predicted_per_second``); M must
-   be within :data:`SPEED_RATIO_MAX` of D. Numerics: M's recording (``harness record
+   alternately, tokens/s (llama-server's ``timings.predicted_per_second``); the median of
+   the rounds' D/M ratios must be at most :data:`SPEED_RATIO_MAX` (1.24-1.26 measured
+   here with Q8_0 experts, 2.1 once with three other servers of the panel running). Numerics: M's recording (``harness record
    --numerics-only``, greedy chat adapter, the reference conversations of
    ``e2e/scenarios``) against D: its mean KL over the shared top-k must be at most
    :data:`DENSE_KL_MAX` (0.0025 measured here with Q8_0 experts; 0.003 with F16).
@@ -75,12 +76,12 @@ def _decode_speed(url: str, timeout_s: float = 300.0) -> float:
 
 def _speeds(dense: str, moe: str) -> dict[str, Any]:
     d, m = [], []
-    for _ in range(SPEED_ROUNDS):
+    for _ in range(SPEED_ROUNDS):  # paired rounds: a ratio per round, load drift cancels
         d.append(_decode_speed(dense))
         m.append(_decode_speed(moe))
-    dense_tps, moe_tps = statistics.median(d), statistics.median(m)
-    return {"dense_tokens_per_s": round(dense_tps, 2), "moe_tokens_per_s": round(moe_tps, 2),
-            "slowdown": round(dense_tps / moe_tps, 3)}  # fmt: skip
+    return {"dense_tokens_per_s": round(statistics.median(d), 2),
+            "moe_tokens_per_s": round(statistics.median(m), 2),
+            "slowdown": round(statistics.median(x / y for x, y in zip(d, m, strict=True)), 3)}  # fmt: skip
 
 
 def _kl(out: Path, run_id: str) -> dict[str, Any]:
