@@ -99,6 +99,9 @@ PROBE = "What is the capital of France?"
 HEALTHY = re.compile(r"\bParis\b")
 #: the numerics scenarios (the first 10 reference conversations, as the llama.cpp step)
 SCENARIOS = sorted(str(p) for p in Path("scenarios").glob("*.yaml"))[:10]
+#: the decode path's conversations: the same but long_context_logs, which the greedy
+#: adapter sends whole (with its tools) and which is over vLLM's 8192-token context
+DECODE_SCENARIOS = [s for s in SCENARIOS if Path(s).stem != "long_context_logs"]
 #: positions scored per sequence (prefill) and tokens decoded per prompt (decode: twice
 #: decode.EARLY, the window of the parting rule)
 PREFILL_TOKENS = 64
@@ -295,12 +298,13 @@ def _compare_argv(a: str, b: str, label: str, run_id: str, out: Path, repeats: i
 
 
 def logprobs_argv(a: str, b: str, api: str, run_id: str, out: Path) -> list[str]:
-    """``harness logprobs`` of server ``b`` against ``a`` on :data:`SCENARIOS`: ``api``
-    ``vllm`` (teacher-forced prompt logprobs, :data:`PREFILL_TOKENS` positions) or
-    ``greedy`` (both decode greedily, :data:`DECODE_TOKENS` tokens a prompt)."""
-    n = PREFILL_TOKENS if api == "vllm" else DECODE_TOKENS
+    """``harness logprobs`` of server ``b`` against ``a``: ``api`` ``vllm`` (teacher-forced
+    prompt logprobs of :data:`SCENARIOS`, :data:`PREFILL_TOKENS` positions) or ``greedy``
+    (both decode greedily from :data:`DECODE_SCENARIOS`, :data:`DECODE_TOKENS` tokens a
+    prompt)."""
+    n, files = (PREFILL_TOKENS, SCENARIOS) if api == "vllm" else (DECODE_TOKENS, DECODE_SCENARIOS)
     return ["logprobs", "--baseline", a, "--candidate", b, "--logprobs-api", api,
-            "--max-tokens", str(n), *SCENARIOS, "--results", str(out),
+            "--max-tokens", str(n), *files, "--results", str(out),
             "--run-id", run_id]  # fmt: skip
 
 

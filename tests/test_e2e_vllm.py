@@ -307,3 +307,19 @@ def test_convert_gguf_refuses_bad_arguments_in_one_line(tmp_path: Path) -> None:
     # no torch/transformers in the project's venv, or no such file: one line, exit 2
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("convert_gguf: ")
+
+
+def test_logprobs_argv_per_path(tmp_path: Path) -> None:
+    prefill = v.logprobs_argv("http://a", "http://b", "vllm", "p", tmp_path)
+    decode = v.logprobs_argv("http://a", "http://b", "greedy", "d", tmp_path)
+    assert prefill[prefill.index("--logprobs-api") + 1] == "vllm"
+    assert prefill[prefill.index("--max-tokens") + 1] == str(v.PREFILL_TOKENS)
+    assert decode[decode.index("--max-tokens") + 1] == str(v.DECODE_TOKENS)
+    files = [a for a in decode if a.endswith(".yaml")]
+    assert len(files) >= 7  # the paired test's minimum
+    assert not any("long_context_logs" in f for f in files)  # over the 8192-token context
+    # the decode window covers the parting rule's
+    from harness.numerics.decide import EARLY
+
+    assert v.DECODE_TOKENS >= EARLY
+    assert decode[decode.index("--run-id") + 1] == "d"
