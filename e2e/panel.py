@@ -242,6 +242,12 @@ class _Panel:
 
     def run(self, pairs: Sequence[Pair]) -> None:
         t0 = time.monotonic()
+        if self.args.reference_only:  # llama-perplexity only: no server
+            self.data["pairs"] = [self._row(p) for p in pairs]
+            self._reference(pairs)
+            self.data["seconds"] = round(time.monotonic() - t0, 1)
+            self.save()
+            return
         healthy = Pair("healthy", "aa")
         with _up(self.binary, healthy, self.out, "H", self.args.boot_timeout) as h:
             if self.args.no_numerics:  # behaviour only: no recording, no reference
@@ -271,11 +277,14 @@ class _Panel:
         self.data["seconds"] = round(time.monotonic() - t0, 1)
         self.save()
 
+    @staticmethod
+    def _row(pair: Pair) -> dict[str, Any]:
+        return {"name": pair.name, "kind": pair.kind, "flags": shlex.join(pair.extra),
+                "model": pair.spec.name(), "template": pair.template.name, "numerics": [],
+                "behaviour": []}  # fmt: skip
+
     def _pair(self, h: str, pair: Pair, index: int) -> dict[str, Any]:
-        row: dict[str, Any] = {"name": pair.name, "kind": pair.kind,
-                               "flags": shlex.join(pair.extra), "model": pair.spec.name(),
-                               "template": pair.template.name, "numerics": [],
-                               "behaviour": []}  # fmt: skip
+        row = self._row(pair)
         repeats = self.args.aa_repeats if pair.kind == "aa" else self.args.repeats
         if self.args.no_numerics:
             repeats = self.args.behaviour_repeats
@@ -444,8 +453,10 @@ def render(data: dict[str, Any]) -> str:
         "",
         f"Command: `{data.get('command')}` (started {data.get('started')}; "
         f"{_fmt_s(data.get('seconds'))} wall).",
-        f"Numerics repeats per pair: {s.get('numerics_repeats')} (A/A: {s.get('aa_repeats')}); "
-        f"behaviour repeats: {s.get('behaviour_repeats')} (`harness compare` at its defaults); "
+        f"Numerics comparisons per pair: {_spread(data, 'numerics', 'fault', 'benign')} "
+        f"(A/A: {_spread(data, 'numerics', 'aa')}); behavioural comparisons per pair: "
+        f"{_spread(data, 'behaviour', 'aa', 'fault', 'benign')} (`harness compare` at its "
+        "defaults); "
         f"GSM8K prompts: {s.get('gsm8k')}, at most {s.get('max_tokens')} tokens each; "
         f"tolerance {s.get('tolerance')} nats/token.",
         "",
@@ -487,6 +498,14 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _spread(data: dict[str, Any], key: str, *kinds: str) -> str:
+    """How many comparisons the pairs of ``kinds`` hold: ``n`` or ``lo-hi``."""
+    counts = sorted({len(p[key]) for p in data.get("pairs", []) if p["kind"] in kinds})
+    if not counts:
+        return "0"
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+
+
 def _fmt_n(x: float | None) -> str:
     return "-" if x is None else f"{x:.0f}"
 
@@ -513,6 +532,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ctx", type=int, default=256, help="llama-perplexity's -c (256)")
     p.add_argument("--no-numerics", action="store_true",
                    help="behaviour only (--behaviour-repeats compares per pair)")  # fmt: skip
+    p.add_argument("--reference-only", action="store_true",
+                   help="llama-perplexity's KLD only (needs --perplexity; no server)")  # fmt: skip
     p.add_argument("--only", help="comma-separated pair indices (default: all)")
     p.add_argument("--boot-timeout", type=float, default=300.0)
     p.add_argument("--render", action="store_true",
