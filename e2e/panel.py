@@ -327,6 +327,7 @@ class _Panel:
         text = _reference_text(self.out, self.args.gsm8k, self.args.gsm8k_data)
         kld = self.out / "healthy.kld"
         logs = self.out / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
         healthy = cached_build(MoESpec())
         t = time.monotonic()
         _perplexity(ppl, healthy, text, (), kld, True, logs / "ppl-base.log", self.args.ctx)
