@@ -431,15 +431,29 @@ def vllm_steps(
         print(f"e2e: vLLM: {exc}", flush=True)
         steps.append(step_cls("vllm boot", [], role="run", exit_code=2,
                               figures={"message": str(exc)}))  # fmt: skip
+    fill(steps)
     for s in steps:
-        if s.argv and s.argv[0] == "logprobs":
-            s.figures = _logprobs_figures(Path(s.run_dir))
         if s.name == "vllm logprobs A/B decode":
             s.figures["required"] = required
     summary = step_cls("vllm times", [], exit_code=0,
                        seconds=round(time.monotonic() - t_all, 1),
                        figures={"boot_seconds": boots, **install_times(paths)})  # fmt: skip
     return [*steps, summary]
+
+
+def fill(steps: Sequence[Any]) -> None:
+    """Each ``harness`` step's figures from its run folder: a compare's verdict, kinds and
+    pass rates (the driver's reading, ``e2e.driver._compare_figures``), a logprobs run's
+    verdict, KL and parting positions (:func:`_logprobs_figures`)."""
+    from e2e.driver import _compare_figures
+
+    for s in steps:
+        if not s.argv or s.run_dir is None:
+            continue
+        if s.argv[0] == "logprobs":
+            s.figures = _logprobs_figures(Path(s.run_dir))
+        elif s.argv[0] == "compare":
+            s.figures = _compare_figures(Path(s.run_dir))
 
 
 def install_times(paths: VllmPaths) -> dict[str, Any]:
