@@ -323,3 +323,28 @@ def test_logprobs_argv_per_path(tmp_path: Path) -> None:
 
     assert v.DECODE_TOKENS >= EARLY
     assert decode[decode.index("--run-id") + 1] == "d"
+
+
+def test_fill_reads_a_compare_verdict_from_its_folder(
+    sim_url: Callable[..., str], tmp_path: Path
+) -> None:
+    """A compare step's verdict comes from the folder it wrote (against the reference
+    server: a healthy baseline and a candidate that repeats its calls, never answering)."""
+    from harness.cli import main as cli_main
+
+    scenario = str(Path(__file__).parents[1] / "scenarios" / "account_pin_check.yaml")
+    base, cand = sim_url("healthy"), sim_url("repeat-loop")
+    argv = ["compare", "--baseline", base, "--candidate", cand, "--repeats", "8",
+            "--no-sequential", "--no-logprobs", scenario, "--results", str(tmp_path),
+            "--run-id", "c", "--no-progress"]  # fmt: skip
+    code = cli_main(argv)
+    step = driver.Step("vllm compare A/B broken-template", argv, role="catch", exit_code=code)
+    step.run_dir = str(tmp_path / "c")
+    v.fill([step])
+    summary = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert step.figures["verdict"] == summary["verdict"]["verdict"]
+    assert step.figures["passed"]  # the pass rates per side, scenario and stream mode
+    assert step.figures["verdict"] == "REGRESSION"  # a loop that never answers, 8 repeats
+    assert driver.failures([step])[0] == 0  # the catch holds
+    step.figures["verdict"] = "NO CHANGE"
+    assert driver.failures([step])[0] == 1
