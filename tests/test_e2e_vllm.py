@@ -326,25 +326,28 @@ def test_logprobs_argv_per_path(tmp_path: Path) -> None:
 
 
 def test_fill_reads_a_compare_verdict_from_its_folder(
-    sim_url: Callable[..., str], tmp_path: Path
+    sim_url: Callable[..., str], write_scenarios: Callable[..., Path], tmp_path: Path
 ) -> None:
     """A compare step's verdict comes from the folder it wrote (against the reference
-    server: a healthy baseline and a candidate that repeats its calls, never answering)."""
+    server: a healthy baseline and a candidate whose finish_reason contradicts its reply,
+    as tests/test_compare.py drives it)."""
     from harness.cli import main as cli_main
+    from tests.test_compare import CLOCK, ENTROPY, LOOKUP
 
-    scenario = str(Path(__file__).parents[1] / "scenarios" / "account_pin_check.yaml")
-    base, cand = sim_url("healthy"), sim_url("repeat-loop")
-    argv = ["compare", "--baseline", base, "--candidate", cand, "--repeats", "8",
-            "--no-sequential", "--no-logprobs", scenario, "--results", str(tmp_path),
-            "--run-id", "c", "--no-progress"]  # fmt: skip
+    scenarios = write_scenarios(ENTROPY, LOOKUP, CLOCK)
+    base = sim_url("healthy", scenarios_dir=scenarios)
+    cand = sim_url("finish-reason-mismatch", scenarios_dir=scenarios)
+    argv = ["compare", str(scenarios), "--baseline", base, "--candidate", cand,
+            "--repeats", "3", "--results", str(tmp_path), "--run-id", "c",
+            "--no-progress"]  # fmt: skip
     code = cli_main(argv)
     step = driver.Step("vllm compare A/B broken-template", argv, role="catch", exit_code=code)
     step.run_dir = str(tmp_path / "c")
     v.fill([step])
     summary = json.loads((tmp_path / "c" / "summary.json").read_text())
-    assert step.figures["verdict"] == summary["verdict"]["verdict"]
+    assert step.figures["verdict"] == summary["verdict"]["verdict"] == "REGRESSION"
+    assert "finish_reason_mismatch" in step.figures["regressed_kinds"]
     assert step.figures["passed"]  # the pass rates per side, scenario and stream mode
-    assert step.figures["verdict"] == "REGRESSION"  # a loop that never answers, 8 repeats
     assert driver.failures([step])[0] == 0  # the catch holds
     step.figures["verdict"] = "NO CHANGE"
     assert driver.failures([step])[0] == 1
