@@ -43,10 +43,12 @@ Four launches, at most two servers at once (:func:`vllm_steps`):
    compare`` A/B over ``catch_repeats`` (required: REGRESSION). C is the broken variant
    that does not depend on the machine: on this job's machine the bf16 fault was gone.
 
-B is the broken variant while its decode fault reproduces (:func:`fault_state`): the
-issue that introduced it saw bf16 write "L'Étoile, la Marseillaise, la femme, la femme
-au" where fp32 writes "The capital of France is Paris." while teacher-forced prefill
-logprobs said NO CHANGE (KL 0.0009): a fault of the decode path only. While the probe
+B is the broken variant while its decode fault reproduces (:func:`fault_state`): where
+it was first seen, bf16 wrote "L'Étoile, la Marseillaise, la femme, la femme
+au" where fp32 wrote "The capital of France is Paris." while teacher-forced prefill
+logprobs said NO CHANGE (KL 0.0009): a fault of the decode path only. On the machine
+these steps were built on the fault is gone (``docs/e2e-vllm.md``), so variant C below is
+the broken variant the job always requires. While the probe
 shows it, the compare A/B and the decode A/B must be REGRESSION. When B answers the probe
 as A does, the fault is gone on this machine: the job says so (a ``vllm fault check`` row
 and a line on stderr) and reports B's verdicts instead of requiring them, so the test
