@@ -1,0 +1,287 @@
+"""The MoE of the e2e job (e2e.moe), its step (e2e.moe_step) and its panel (e2e.panel).
+
+The builder is checked on a small dense llama GGUF written here (two layers, FFN 256
+wide, Q4_1 as in SmolLM2's file): the expert tensors' shapes and metadata, and that the
+experts put back together are the dense FFN (up to Q8_0's rounding). The panel page is
+checked against the committed ``e2e/panel.json``: a stale ``docs/moe-panel.md`` fails.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+
+from e2e import moe, moe_step, panel  # noqa: E402
+from e2e.servers import E2EError  # noqa: E402
+
+N_EMBD, N_FF, N_LAYER = 64, 256, 2
+
+
+def _dense(path: Path, seed: int = 0) -> dict[str, np.ndarray]:
+    """A dense llama GGUF at ``path``; returns its FFN weights as dequantised (numpy order)."""
+    rng = np.random.default_rng(seed)
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_name("tiny")
+    w.add_block_count(N_LAYER)
+    w.add_embedding_length(N_EMBD)
+    w.add_feed_forward_length(N_FF)
+    w.add_head_count(4)
+    w.add_string("tokenizer.ggml.model", "gpt2")
+    q41 = gguf.GGMLQuantizationType.Q4_1
+    out: dict[str, np.ndarray] = {}
+    w.add_tensor("token_embd.weight", rng.standard_normal((32, N_EMBD)).astype(np.float32))
+    for i in range(N_LAYER):
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+        for name, shape in (("ffn_gate", (N_FF, N_EMBD)), ("ffn_up", (N_FF, N_EMBD)),
+                            ("ffn_down", (N_EMBD, N_FF))):  # fmt: skip
+            q = gguf.quants.quantize(rng.standard_normal(shape).astype(np.float32), q41)
+            out[f"blk.{i}.{name}"] = gguf.quants.dequantize(q, q41)
+            w.add_tensor(f"blk.{i}.{name}.weight", q, raw_dtype=q41)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return out
+
+
+def _tensors(path: Path) -> dict[str, Any]:
+    return {t.name: t for t in gguf.GGUFReader(path).tensors}
+
+
+def test_the_experts_put_back_together_are_the_dense_ffn(tmp_path: Path) -> None:
+    dense = _dense(tmp_path / "dense.gguf")
+    out = tmp_path / "moe.gguf"
+    summary = moe.build(tmp_path / "dense.gguf", out, moe.MoESpec(experts=4))
+    assert summary["expert_width"] == N_FF // 4 and summary["used_per_layer"] == [4, 4]
+    r = gguf.GGUFReader(out)
+    f = r.fields
+    assert f["llama.expert_count"].contents() == 4
+    assert f["llama.expert_used_count"].contents() == 4
+    assert f["llama.feed_forward_length"].contents() == N_FF // 4
+    assert f["tokenizer.ggml.model"].contents() == "gpt2"
+    t = _tensors(out)
+    assert "blk.0.ffn_gate.weight" not in t
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    for i in range(N_LAYER):
+        # ggml order (ne): [n_embd, width, E] and [width, n_embd, E]; the router [n_embd, E]
+        assert list(t[f"blk.{i}.ffn_gate_exps.weight"].shape) == [N_EMBD, N_FF // 4, 4]
+        assert list(t[f"blk.{i}.ffn_down_exps.weight"].shape) == [N_FF // 4, N_EMBD, 4]
+        assert t[f"blk.{i}.ffn_up_exps.weight"].tensor_type == q8
+        router = t[f"blk.{i}.ffn_gate_inp.weight"]
+        assert list(router.shape) == [N_EMBD, 4] and not np.any(router.data)
+        gate = gguf.quants.dequantize(t[f"blk.{i}.ffn_gate_exps.weight"].data, q8)
+        down = gguf.quants.dequantize(t[f"blk.{i}.ffn_down_exps.weight"].data, q8)
+        # experts stacked back: gate rows in order; down columns in order, divided by E
+        np.testing.assert_allclose(gate.reshape(N_FF, N_EMBD), dense[f"blk.{i}.ffn_gate"],
+                                   atol=0.02)  # fmt: skip
+        back = (down / 4).transpose(1, 0, 2).reshape(N_EMBD, N_FF)
+        np.testing.assert_allclose(back, dense[f"blk.{i}.ffn_down"], atol=0.02)
+        # and the routed sum of all experts is the dense FFN on an input
+        x = np.random.default_rng(i).standard_normal(N_EMBD).astype(np.float32)
+        up = gguf.quants.dequantize(t[f"blk.{i}.ffn_up_exps.weight"].data, q8)
+        h = gate @ x
+        act = h / (1 + np.exp(-h)) * (up @ x)  # (E, width)
+        moe_out = sum(down[e] @ act[e] for e in range(4)) / 4  # softmax of equal logits
+        dh = dense[f"blk.{i}.ffn_gate"] @ x
+        dense_out = dense[f"blk.{i}.ffn_down"] @ (
+            dh / (1 + np.exp(-dh)) * (dense[f"blk.{i}.ffn_up"] @ x)
+        )
+        rel = np.linalg.norm(moe_out - dense_out) / np.linalg.norm(dense_out)
+        assert rel < 0.02
+
+
+def test_variants_per_layer_counts_and_a_scaled_expert(tmp_path: Path) -> None:
+    _dense(tmp_path / "dense.gguf")
+    a = tmp_path / "a.gguf"
+    moe.build(tmp_path / "dense.gguf", a, moe.MoESpec(experts=4, used_per_layer=(4, 3)))
+    assert list(gguf.GGUFReader(a).fields["llama.expert_used_count"].contents()) == [4, 3]
+    b = tmp_path / "b.gguf"
+    moe.build(tmp_path / "dense.gguf", b, moe.MoESpec(experts=4, expert_scale=(1, 1.5)))
+    base = tmp_path / "base.gguf"
+    moe.build(tmp_path / "dense.gguf", base, moe.MoESpec(experts=4))
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    d0 = gguf.quants.dequantize(_tensors(base)["blk.0.ffn_down_exps.weight"].data, q8)
+    d1 = gguf.quants.dequantize(_tensors(b)["blk.0.ffn_down_exps.weight"].data, q8)
+    np.testing.assert_allclose(d1[0], d0[0])
+    ratio = np.linalg.norm(d1[1]) / np.linalg.norm(d0[1])
+    assert ratio == pytest.approx(1.5, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        (moe.MoESpec(experts=3), "multiple of 32"),
+        (moe.MoESpec(experts=4, used_per_layer=(4,)), "--used-per-layer"),
+        (moe.MoESpec(experts=4, used_per_layer=(3, 4)), "the first the largest"),
+        (moe.MoESpec(experts=4, expert_scale=(4, 1.1)), "--expert-scale"),
+    ],
+)
+def test_bad_specs_are_one_line(tmp_path: Path, spec: moe.MoESpec, needle: str) -> None:
+    _dense(tmp_path / "dense.gguf")
+    with pytest.raises(E2EError, match=needle):
+        moe.build(tmp_path / "dense.gguf", tmp_path / "x.gguf", spec)
+    assert not (tmp_path / "x.gguf").exists()
+
+
+def test_the_cache_key_follows_the_inputs(tmp_path: Path) -> None:
+    _dense(tmp_path / "d1.gguf", seed=0)
+    _dense(tmp_path / "d2.gguf", seed=1)
+    k = moe.MoESpec().key(tmp_path / "d1.gguf")
+    assert k == moe.MoESpec().key(tmp_path / "d1.gguf")
+    assert k != moe.MoESpec().key(tmp_path / "d2.gguf")
+    assert k != moe.MoESpec(expert_scale=(0, 1.1)).key(tmp_path / "d1.gguf")
+
+
+def test_cached_build_builds_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _dense(tmp_path / "dense.gguf")
+    monkeypatch.setenv("HARNESS_E2E_CACHE", str(tmp_path / "cache"))
+    spec = moe.MoESpec(experts=4)
+    path = moe.cached_build(spec, tmp_path / "dense.gguf")
+    assert path.parent.parent == tmp_path / "cache" / "moe"
+    stamp = path.stat().st_mtime_ns
+    assert moe.cached_build(spec, tmp_path / "dense.gguf") == path
+    assert path.stat().st_mtime_ns == stamp
+    assert json.loads((path.parent / "build.json").read_text())["experts"] == 4
+
+
+# ---------------------------------------------------------------- llama-perplexity
+
+# the summary as tools/perplexity/perplexity.cpp prints it (LOG format strings), with the
+# log prefix of the server's logger
+PPL_TAIL = """\
+0.04.123.456 I ====== KL divergence statistics ======
+0.04.123.457 I Mean    KLD:   0.001234 ±   0.000056
+0.04.123.458 I Maximum KLD:   0.098765
+0.04.123.459 I 99.9%   KLD:   0.050000
+0.04.123.460 I 99.0%   KLD:   0.012345
+0.04.123.461 I Median  KLD:   0.000321
+"""
+
+
+def test_parse_kld_reads_llama_perplexity_summary() -> None:
+    assert panel.parse_kld(PPL_TAIL) == {"mean": 0.001234, "p99": 0.012345, "max": 0.098765}
+    with pytest.raises(E2EError, match="no KLD summary"):
+        panel.parse_kld("main: error: failed to load model\n")
+
+
+# ---------------------------------------------------------------- the step's rule
+
+
+def _step(name: str, exit_code: int = 0, **figures: Any) -> SimpleNamespace:
+    return SimpleNamespace(name=name, exit_code=exit_code, figures=figures)
+
+
+def _passing() -> list[SimpleNamespace]:
+    return [
+        _step("moe build"),
+        _step("moe record M"),
+        _step("moe vs dense", slowdown=1.1, kl_mean=0.0025),
+        _step("moe logprobs drop1", 1, verdict="REGRESSION"),
+        _step("moe compare drop1", 1, verdict="REGRESSION"),
+        _step("moe logprobs benign", 0, verdict="INCONCLUSIVE"),
+    ]
+
+
+def test_moe_step_passes_when_every_rule_holds() -> None:
+    assert moe_step.failed(_passing()) == []
+    assert moe_step.failed([]) == []  # --no-moe
+
+
+@pytest.mark.parametrize(
+    ("index", "step", "code", "needle"),
+    [
+        (2, _step("moe vs dense", slowdown=1.6, kl_mean=0.002), 1, "slower"),
+        (2, _step("moe vs dense", slowdown=1.0, kl_mean=0.02), 1, "mean KL 0.02"),
+        (3, _step("moe logprobs drop1", 0, verdict="INCONCLUSIVE"), 1, "required: REGRESSION"),
+        (4, _step("moe compare drop1", 0, verdict="NO CHANGE"), 1, "required: REGRESSION"),
+        (5, _step("moe logprobs benign", 1, verdict="REGRESSION"), 1, "not REGRESSION"),
+        (3, _step("moe logprobs drop1", 2), 2, "did not run"),
+    ],
+)
+def test_moe_step_fails_on_each_rule(index: int, step: Any, code: int, needle: str) -> None:
+    steps = _passing()
+    steps[index] = step
+    found = moe_step.failed(steps)
+    assert [c for c, _ in found] == [code]
+    assert needle in found[0][1]
+
+
+def test_a_moe_step_cut_short_does_not_pass() -> None:
+    found = moe_step.failed(_passing()[:4])
+    assert found and found[0][0] == 2
+
+
+# ---------------------------------------------------------------- the panel page
+
+
+def _pair(kind: str, name: str, kls: list[float], verdicts: list[str]) -> dict[str, Any]:
+    return {"name": name, "kind": kind, "numerics": [
+        {"verdict": v, "kl_mean": k, "kl_p99": 2 * k, "kl_max": 3 * k, "requests": 14,
+         "seconds": 30.0} for k, v in zip(kls, verdicts, strict=True)],
+        "behaviour": [], "reference": {"mean": kls[0] * 2, "p99": 1.0, "max": 2.0}}  # fmt: skip
+
+
+def test_calibration_says_whether_the_tolerance_separates() -> None:
+    data = {"settings": {"tolerance": 0.01}, "pairs": [
+        _pair("aa", "A/A", [0.0, 0.0], ["NO CHANGE", "NO CHANGE"]),
+        _pair("benign", "fa", [0.002], ["NO CHANGE"]),
+        _pair("fault", "drop", [1.2], ["REGRESSION"])]}  # fmt: skip
+    text = "\n".join(panel.calibration(data))
+    assert "separates every benign change from every fault" in text
+    data["pairs"].append(_pair("fault", "subtle", [0.004], ["NO CHANGE"]))
+    text = "\n".join(panel.calibration(data))
+    assert "Overlap" in text and "subtle" in text
+    assert "subtle: 1 of 1 numerics verdicts are not REGRESSION" in text
+
+
+def test_render_gives_rates_intervals_and_the_ratio() -> None:
+    data = {"settings": {"tolerance": 0.01}, "pairs": [
+        _pair("fault", "drop", [1.0, 1.2, 1.4], ["REGRESSION"] * 3)]}  # fmt: skip
+    page = panel.render(data)
+    row = next(ln for ln in page.splitlines() if ln.startswith("| fault | drop"))
+    assert "3/3 [0.44, 1.00]" in row  # Wilson 95%
+    assert "| 0.60 |" in row  # median 1.2 over llama-perplexity's 2.0
+
+
+def test_the_panel_page_is_generated_from_the_committed_json() -> None:
+    data = json.loads(panel.PANEL_JSON.read_text(encoding="utf-8"))
+    assert panel.DOC.read_text(encoding="utf-8") == panel.render(data), (
+        "docs/moe-panel.md is stale: run `python -m e2e.panel --render`"
+    )
+
+
+def test_merge_joins_numerics_and_behaviour_parts_by_pair() -> None:
+    num = {"command": "a", "seconds": 100.0, "settings": {"behaviour_repeats": 0},
+           "pairs": [_pair("fault", "drop", [1.0, 1.2], ["REGRESSION"] * 2)]}  # fmt: skip
+    beh_row = {**_pair("fault", "drop", [1.0], ["REGRESSION"]), "numerics": [],
+               "reference": None, "behaviour": [{"verdict": "REGRESSION", "requests": 90}]}  # fmt: skip
+    beh = {"command": "b", "seconds": 300.0, "settings": {"behaviour_repeats": 1},
+           "pairs": [beh_row]}  # fmt: skip
+    merged = panel.merge([num, beh])
+    (row,) = merged["pairs"]
+    assert len(row["numerics"]) == 2 and row["behaviour"][0]["verdict"] == "REGRESSION"
+    assert row["reference"]["mean"] == 2.0
+    assert merged["seconds"] == 300.0 and merged["settings"]["behaviour_repeats"] == 1
+    assert merged["command"] == "a ; b"
+
+
+def test_q4_1_experts_hold_the_dense_weights_exactly(tmp_path: Path) -> None:
+    dense = _dense(tmp_path / "dense.gguf")
+    out = tmp_path / "moe.gguf"
+    moe.build(tmp_path / "dense.gguf", out, moe.MoESpec(experts=4, expert_type="q4_1"))
+    t = _tensors(out)
+    q41 = gguf.GGMLQuantizationType.Q4_1
+    assert t["blk.1.ffn_down_exps.weight"].tensor_type == q41
+    gate = gguf.quants.dequantize(t["blk.1.ffn_gate_exps.weight"].data, q41)
+    down = gguf.quants.dequantize(t["blk.1.ffn_down_exps.weight"].data, q41)
+    np.testing.assert_array_equal(gate.reshape(N_FF, N_EMBD), dense["blk.1.ffn_gate"])
+    back = down.transpose(1, 0, 2).reshape(N_EMBD, N_FF)
+    np.testing.assert_array_equal(back, dense["blk.1.ffn_down"] * 4)
+    assert moe.MoESpec(expert_type="q4_1").name() == "smollm2-moe8-q4_1"
