@@ -120,7 +120,8 @@ bench: $(STAMP)
 e2e: $(STAMP)
 	VENV=$(VENV) bash scripts/e2e.sh
 
-# The MoE panel (e2e/panel.py; docs/moe-panel.md): the SmolLM2 MoE on llama-server against
+# The panel: the full vLLM part (docs/e2e-vllm.md; make e2e runs its lean part), and the
+# MoE panel (e2e/panel.py; docs/moe-panel.md): the SmolLM2 MoE on llama-server against
 # faults and benign changes, numerics (5 repeats, 20 for the A/A) and behaviour, with
 # llama-perplexity's KLD beside ours; then e2e/panel.json and the page. PANEL_ARGS: more
 # options of python -m e2e.panel (--repeats, --aa-repeats, --behaviour-repeats, --only).
@@ -132,6 +133,7 @@ e2e-panel: $(STAMP)
 	  $(BIN)/python -m e2e.panel --out $(PANEL_OUT) $(PANEL_ARGS) \
 	  --perplexity $$(VENV=$(VENV) bash scripts/build-llama-server.sh llama-perplexity)
 	$(BIN)/python -m e2e.panel --publish $(PANEL_OUT)/panel.json
+	VENV=$(VENV) bash scripts/e2e.sh --only-vllm --vllm-full
 
 # The documentation site (mkdocs.yml, docs/) into site/: the generated pages first
 # (commands, failure kinds, scenario reference), then `mkdocs build --strict`.

@@ -336,6 +336,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-vllm", action="store_true", help="skip the vLLM steps (e2e/vllm.py)")
     p.add_argument("--only-vllm", action="store_true", help="the vLLM steps alone (e2e/vllm.py)")
+    p.add_argument(
+        "--vllm-full",
+        action="store_true",
+        help="the full vLLM part (a second fp32 server, the bf16 compare and prefill A/B "
+        "whatever the fault probe says): make e2e-panel; the lean part by default",
+    )
     p.add_argument("--vllm-python", help="the vLLM venv's python ($HARNESS_VLLM_PYTHON)")
     p.add_argument("--vllm-model", help="the converted model folder ($HARNESS_VLLM_MODEL)")
     p.add_argument("--vllm-repeats", type=int, default=4, help="the vLLM compares' repeats (4)")
@@ -497,7 +503,8 @@ def _vllm(args: argparse.Namespace, out: Path) -> list[Step]:
     scenarios = str(Path(__file__).resolve().parent / "scenarios")
     return vllm_part.vllm_steps(out, paths, _harness, Step, boot_timeout=args.boot_timeout,
                                 scenarios=scenarios, repeats=args.vllm_repeats,
-                                catch_repeats=args.vllm_catch_repeats)  # fmt: skip
+                                catch_repeats=args.vllm_catch_repeats,
+                                full=args.vllm_full)  # fmt: skip
 
 
 def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:

@@ -28,7 +28,15 @@ the arguments to each tool's schema (at the default level, SmolLM2-135M wrote th
 parameter schema itself as the arguments in 6 of 12 runs: no run passed). Variant B is
 the same with ``--dtype bfloat16``.
 
-Four launches, at most two servers at once (:func:`vllm_steps`):
+``make e2e`` (CI) runs the lean part (``full=False``): three launches, A alone as both
+sides of its A/A (the same server answering two clients: the compare and both numerics
+paths), B only for the fault probe (and, while the fault reproduces, the decode A/B it
+requires), then C for the broken-template compare. ``make e2e-panel``
+(``--vllm-full``) runs the full part below. The lean part keeps every requirement and
+drops what only reports: a second fp32 server, the bf16 compare and prefill A/B when the
+fault is gone.
+
+The full part: four launches, at most two servers at once (:func:`vllm_steps`):
 
 1. A (fp32) and A2 (fp32) side by side: the fault probe on A (:data:`PROBE`), the wire
    probe (:func:`wire_probe`: what the hermes parser sends, ``vllm-wire.json``),
@@ -359,11 +367,13 @@ def _timed(name: str, fn: Callable[[], Any]) -> tuple[Any, float]:
 
 def vllm_steps(
     out: Path, paths: VllmPaths, harness: Harness, step_cls: type, *, boot_timeout: float,
-    scenarios: str, repeats: int, catch_repeats: int,
+    scenarios: str, repeats: int, catch_repeats: int, full: bool = True,
 ) -> list[Any]:  # fmt: skip
     r"""Run the vLLM part of the job (module docstring); returns its ``Step``\ s, figures
     filled. ``harness(step)`` runs one ``harness`` command as the driver does. A server
-    that does not boot ends the part with one ``vllm boot`` step at exit code 2."""
+    that does not boot ends the part with one ``vllm boot`` step at exit code 2.
+    ``full``: the full part (a second fp32 server for the A/A, B's compare and prefill
+    A/B whatever the probe says); else the lean part of ``make e2e``."""
     steps: list[Any] = []
     boots: dict[str, float] = {}
 
@@ -394,7 +404,8 @@ def vllm_steps(
     try:
         with up("A", "float32", "0") as a:
             healthy = probe("vllm probe A", a)
-            with up("A2", "float32", "1") as a2:
+            same = contextlib.nullcontext(a)  # the lean A/A: A answers both sides
+            with up("A2", "float32", "1") if full else same as a2:
                 try:
                     wire, secs = _timed("vllm wire probe", lambda: wire_probe(
                         a, out / "vllm-wire.json"))  # fmt: skip
@@ -418,13 +429,16 @@ def vllm_steps(
                     "verdict": state, "state": state, "message": message,
                     "fp32": healthy[:200], "bf16": broken[:200]}))  # fmt: skip
                 required = state == "reproduces"
-                steps.append(run("vllm compare A/B bf16", _compare_argv(
-                    a, b, "B-bf16", "vllm-compare-bf16", out, repeats, scenarios),
-                    "catch" if required else "report"))  # fmt: skip
-                steps.append(run("vllm logprobs A/B prefill", logprobs_argv(
-                    a, b, "vllm", "vllm-logprobs-bf16-prefill", out)))  # fmt: skip
-                steps.append(run("vllm logprobs A/B decode", logprobs_argv(
-                    a, b, "greedy", "vllm-logprobs-bf16-decode", out)))  # fmt: skip
+                if full or required:
+                    steps.append(run("vllm compare A/B bf16", _compare_argv(
+                        a, b, "B-bf16", "vllm-compare-bf16", out, repeats, scenarios),
+                        "catch" if required else "report"))  # fmt: skip
+                if full:
+                    steps.append(run("vllm logprobs A/B prefill", logprobs_argv(
+                        a, b, "vllm", "vllm-logprobs-bf16-prefill", out)))  # fmt: skip
+                if full or required:
+                    steps.append(run("vllm logprobs A/B decode", logprobs_argv(
+                        a, b, "greedy", "vllm-logprobs-bf16-decode", out)))  # fmt: skip
             with up("C", "float32", "1", BROKEN_TEMPLATE) as c:
                 steps.append(run("vllm compare A/B broken-template", _compare_argv(
                     a, c, "C-drops-results", "vllm-compare-broken-template", out,
