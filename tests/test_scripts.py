@@ -250,6 +250,9 @@ def test_prepare_installs_the_wheels_into_a_fresh_venv(tmp_path: Path) -> None:
         PIP_NO_INDEX="1",
         PIP_FIND_LINKS=str(wheels),
         HARNESS_LLAMA_SERVER=str(stub),
+        # the vLLM venv and model given: scripts/install-vllm.sh (not copied) is not run
+        HARNESS_VLLM_PYTHON=str(py),
+        HARNESS_VLLM_MODEL=str(tmp_path),
     )
 
     # an empty wheel folder: the wheel step fails at once, one line, exit 2
