@@ -271,7 +271,12 @@ INFRA: dict[str, tuple[str, int | None, int, bool]] = {
     "slow": ("timeout", None, 2, False),  # HANG: answers after the timeout
     "connection-drop": ("connection", None, 2, True),
     "invalid-json": ("invalid_body", None, 2, True),  # streaming: an event that is not JSON
-    "no-choices": ("invalid_body", None, 2, True),  # garbage is retried too (docs/misbehaving-servers.md)
+    "no-choices": (
+        "invalid_body",
+        None,
+        2,
+        True,
+    ),  # garbage is retried too (docs/misbehaving-servers.md)
 }
 
 
