@@ -416,10 +416,13 @@ def check_sides(
     """Run the pre-flight of every live side (``live``: side -> target) whose
     ``SideInfo.contract`` is not known yet (a recorded side brings its own), store each in
     its ``SideInfo``, write ``contract.json`` into ``folder`` and return the differences
-    between the sides, one line each."""
+    between the sides, one line each. A side the folder's ``contract.json`` already holds
+    (a resumed run: its pre-flight finished before the kill) is not checked again."""
+    done = folder.read_model(RunFolder.CONTRACT, ContractReport)
     for name, target in live.items():
         if sides[name].contract is None:
-            sides[name].contract = check_contract_sync(target)
+            kept = done.sides.get(name) if done is not None else None
+            sides[name].contract = kept if kept is not None else check_contract_sync(target)
     found = differences(list(sides.values()))
     ran = {n: s.contract for n, s in sides.items() if s.contract is not None}
     if ran:

@@ -84,7 +84,7 @@ def class_rows(res: LogprobsResult) -> list[ClassRow]:
             token_class=c.token_class,
             positions=ab.positions,
             cells=[
-                f"{ab.kld_mean:.6f} ± {ab.kld_mean_se:.6f}",
+                f"{ab.kld_mean:.6f} ± {_se(ab.kld_mean_se, ab.positions, '.6f')}",
                 f"{aa.kld_mean:.6f}" if aa is not None else "–",
                 f"{ab.kld['99.0%']:.6f}",
                 f"{100 * ab.dp_rms:.3f}%",
@@ -96,6 +96,12 @@ def class_rows(res: LogprobsResult) -> list[ClassRow]:
     return out
 
 
+def _se(se: float, positions: int, spec: str) -> str:
+    """A standard error as shown: "n/a" for 10 positions or fewer, where llama.cpp's
+    estimator (:mod:`harness.numerics.kld`) gives none (it reports 0 there)."""
+    return "n/a" if positions <= 10 else format(se, spec)
+
+
 def largest_class_line(res: LogprobsResult) -> str:
     """Where the divergence is largest, for the console: the token class with the largest
     A/B mean KLD, its A/A floor and its positions ("" without classes)."""
@@ -105,7 +111,7 @@ def largest_class_line(res: LogprobsResult) -> str:
     aa = f" vs A/A {top.aa.kld_mean:.3g}" if top.aa is not None else ""
     return (
         f"largest in {top.token_class} tokens: KLD mean {top.ab.kld_mean:.3g} ± "
-        f"{top.ab.kld_mean_se:.2g}{aa}, same top p "
+        f"{_se(top.ab.kld_mean_se, top.ab.positions, '.2g')}{aa}, same top p "
         f"{100 * top.ab.same_top_p:.1f}% ({top.ab.positions} positions)"
     )
 
