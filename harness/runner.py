@@ -3,8 +3,9 @@ r"""The multi-turn agent loop: run scenarios against a server and record transcr
 One run (:func:`run_scenario`) sends the scenario's opening messages and tools; while
 the assistant answers with ``tool_calls`` it appends that assistant message and one
 ``tool`` message per call (matching ``tool_call_id``; results from
-:func:`harness.scenario.tools.simulate`; for a BFCL task, from its backends, which also
-check each segment as it ends: :class:`harness.bfcl.backends.Referee`) and asks again.
+:func:`harness.scenario.tools.simulate`; for a suite's task (BFCL's), from the suite's
+backends, which also check each segment as it ends: :class:`harness.scenario.suites.Referee`)
+and asks again.
 A message without tool calls ends the segment: the next follow-up user message is
 sent if any remain, else the run stops
 with ``final_answer``. Other stops: ``length`` (finish_reason ``length``),
@@ -67,7 +68,7 @@ from harness.transcript import (
 )
 
 if TYPE_CHECKING:
-    from harness.bfcl.backends import Referee
+    from harness.scenario.suites import Referee
 
 __all__ = [
     "REASONING_HISTORY",
@@ -340,13 +341,14 @@ class _Loop:
         return "final_answer", resp.content
 
     def check_segment(self) -> None:
-        """BFCL tasks: BFCL's check of the segment that just ended (:class:`Referee`)."""
+        """A suite's task: the suite's check of the segment that just ended (:class:`Referee`)."""
         if self.referee is not None and len(self.state_checks) <= self.segment:
             self.state_checks.append(self.referee.check(self.segment))
 
     def _offer_tools(self) -> None:
-        """Offer the tools of the new segment when they change (BFCL ``miss_func``)."""
-        if self.scenario.bfcl is None or not self.scenario.bfcl.held_out:
+        """Offer the tools of the new segment when they change (a suite's held-out tools:
+        BFCL ``miss_func``)."""
+        if self.scenario.task is None:
             return
         tools = [t.openai_spec() for t in self.scenario.tools_at(self.segment)]
         if tools != self.params.get("tools"):
@@ -417,7 +419,7 @@ class _Loop:
             self._append({"role": "tool", "tool_call_id": res.tool_call_id, "content": res.content})
 
     async def _simulate(self, call: ToolCallRecord) -> ToolOutcome:
-        if self.referee is not None:  # a BFCL task: its backends answer, off the event loop
+        if self.referee is not None:  # a suite's task: its backends answer
             return await self.referee.answer(call.name, call.arguments)
         tool = self.scenario.tool(call.name or "")
         if tool is None:
@@ -429,12 +431,13 @@ class _Loop:
 
 
 def _referee(scenario: Scenario) -> Referee | None:
-    """A BFCL task's :class:`harness.bfcl.backends.Referee` (fresh backends), else ``None``."""
-    if scenario.bfcl is None:
+    """A suite's task: its suite's :class:`~harness.scenario.suites.Referee` (fresh
+    backends), else ``None``."""
+    if scenario.task is None:
         return None
-    from harness.bfcl.backends import Referee  # needs bfcl-eval, installed if the task loaded
+    from harness.scenario.suites import get_suite
 
-    return Referee(scenario)
+    return get_suite(scenario.task.suite).referee(scenario)
 
 
 def _scenario_facts(scenario: Scenario) -> tuple[str, dict[str, Any]]:

@@ -22,6 +22,7 @@ bfcl_eval = pytest.importorskip(
 from harness.bfcl import load_suite  # noqa: E402
 from harness.bfcl.backends import Referee, World  # noqa: E402
 from harness.bfcl.data import backend_counts  # noqa: E402
+from harness.bfcl.task import task_of  # noqa: E402
 from harness.client.target import TargetConfig  # noqa: E402
 from harness.runfolder import RunFolder  # noqa: E402
 from harness.runner import run_many_sync  # noqa: E402
@@ -43,7 +44,8 @@ def test_base_suite_loads_every_task_with_its_ground_truth_and_tools() -> None:
     suite = load_scenarios(["bfcl:multi_turn_base"])
     assert len(suite) == 200
     sc = next(s for s in suite if s.id == "multi_turn_base_0")
-    assert sc.bfcl is not None and sc.bfcl.classes == ["TwitterAPI", "GorillaFileSystem"]
+    task = task_of(sc)
+    assert task is not None and task.classes == ["TwitterAPI", "GorillaFileSystem"]
     assert len(sc.segments()) == 4 and sc.messages[0].content.startswith("Move 'final_report.pdf'")
     first = [(c.tool, c.arguments) for c in sc.segments()[0].calls]
     assert first == [
@@ -74,7 +76,7 @@ def test_state_check_passes_the_ground_truth_and_names_what_a_wrong_call_changed
 
 
 def test_a_backend_call_that_raises_is_the_tools_error_result() -> None:
-    world = World(_task("bfcl:multi_turn_base:1", "multi_turn_base_0").bfcl)  # type: ignore[arg-type]
+    world = World(task_of(_task("bfcl:multi_turn_base:1", "multi_turn_base_0")))  # type: ignore[arg-type]
     missing = world.call("mv", '{"source": "final_report.pdf"}')
     assert missing.error and missing.content.startswith("Error during execution: ")
     assert "destination" in missing.content
@@ -120,7 +122,8 @@ def test_miss_func_holds_the_tool_back_until_its_turn(
     sim_url: Callable[..., str], tmp_path: Path
 ) -> None:
     sc = _task("bfcl:multi_turn_miss_func:1", "multi_turn_miss_func_0")
-    assert sc.bfcl is not None and sc.bfcl.held_out == {"3": ["sort"]}
+    task = task_of(sc)
+    assert task is not None and task.held_out == {"3": ["sort"]}
     assert "sort" not in [t.name for t in sc.tools_at(2)]
     assert "sort" in [t.name for t in sc.tools_at(3)]
     assert sc.segments()[2].calls == []  # BFCL expects no call while sort is missing
@@ -208,7 +211,7 @@ def test_e2e_bfcl_tasks_for_llama_cpp_play_on_the_reference_server(
     tasks = prepare("bfcl:multi_turn_base", 3, tmp_path / "tasks")
     assert [s.messages[0].content for s in tasks] == [SYSTEM] * 3
     loaded = load_scenarios([tmp_path / "tasks"])
-    assert [s.tool_choice for s in loaded] == ["auto"] * 3 and all(s.bfcl for s in loaded)
+    assert [s.tool_choice for s in loaded] == ["auto"] * 3 and all(task_of(s) for s in loaded)
     _run(sim_url("healthy", scenarios_dir=tmp_path / "tasks"), loaded, tmp_path / "run")
     from harness.pipeline import score_folder
 
@@ -369,8 +372,9 @@ def test_a_backend_call_past_its_time_limit_is_the_tools_error_off_the_event_loo
     monkeypatch.setattr(backends, "backend_class", slow_class)
     monkeypatch.setattr(backends, "CALL_TIME_LIMIT", 0.3, raising=False)
     sc = _task("bfcl:multi_turn_base:1", "multi_turn_base_0")
-    assert sc.bfcl is not None
-    for name in sc.bfcl.classes:  # imported now: a first import is not a stall under test
+    task = task_of(sc)
+    assert task is not None
+    for name in task.classes:  # imported now: a first import is not a stall under test
         real(name)
     url = sim_url("healthy", scenarios_dir="bfcl:multi_turn_base")
     tgt = TargetConfig(base_url=url, label="sim", timeout_s=20, max_retries=0)

@@ -38,7 +38,8 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.bfcl.data import backend_class
-from harness.scenario.model import BfclTask, ExpectedCall, Scenario
+from harness.bfcl.task import BfclTask, task_of
+from harness.scenario.model import ExpectedCall, Scenario
 from harness.scenario.tools import ToolOutcome
 from harness.transcript import StateCheck
 
@@ -169,10 +170,12 @@ class Referee:
     """The run's world, the ground truth's world, and BFCL's check of each ended turn."""
 
     def __init__(self, scenario: Scenario) -> None:
-        assert scenario.bfcl is not None
+        task = task_of(scenario)
+        if task is None:
+            raise ValueError(f"scenario {scenario.id!r} is not a BFCL task")
         self.segments = scenario.segments()
-        self.world = World(scenario.bfcl)
-        self.truth = World(scenario.bfcl)
+        self.world = World(task)
+        self.truth = World(task)
         self.results: list[str] = []  # every tool result of the run so far
 
     def call(self, name: str | None, arguments_raw: Any) -> ToolOutcome:

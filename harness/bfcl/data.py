@@ -12,7 +12,7 @@ task's ``involved_classes`` with BFCL's types mapped to JSON Schema as BFCL's ow
 OpenAI-style handlers do (``GORILLA_TO_OPENAPI``, the traversal of
 ``bfcl_eval.model_handler.utils._cast_to_openai_type``; no system prompt, as BFCL's
 function-calling mode); each turn's ground-truth calls are its expected calls; the
-backends' state goes in ``Scenario.bfcl`` (:class:`~harness.scenario.model.BfclTask`).
+backends' state goes in ``Scenario.task`` (a :class:`~harness.bfcl.task.BfclTask`).
 ``miss_func`` tasks hold their missing functions back until the turn that adds them,
 whose user message is BFCL's ``DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC``.
 
@@ -35,9 +35,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from harness.bfcl.task import BfclTask, task_of
 from harness.errors import ScenarioError
 from harness.scenario.model import (
-    BfclTask,
     Expectation,
     ExpectedCall,
     FinalAnswerExpectation,
@@ -45,6 +45,7 @@ from harness.scenario.model import (
     Message,
     Sampling,
     Scenario,
+    SuiteTask,
     Tool,
 )
 
@@ -263,14 +264,17 @@ def _task(entry: dict[str, Any], truth: list[list[str]], category: str, prompt: 
         max_turns=2 * n_calls + 4 * len(turns),
         # long_context ground truth writes up to ~7k characters in one call
         sampling=Sampling(max_tokens=MAX_TOKENS),
-        bfcl=BfclTask(
-            category=category,
-            task_id=entry["id"],
-            version=BFCL_EVAL_VERSION,
-            classes=classes,
-            initial_config=entry.get("initial_config") or {},
-            long_context="long_context" in category,
-            held_out=held,
+        task=SuiteTask(
+            suite="bfcl",
+            data=BfclTask(
+                category=category,
+                task_id=entry["id"],
+                version=BFCL_EVAL_VERSION,
+                classes=classes,
+                initial_config=entry.get("initial_config") or {},
+                long_context="long_context" in category,
+                held_out=held,
+            ).model_dump(mode="json"),
         ),
     )
 
@@ -311,7 +315,8 @@ def backend_counts(scenarios: list[Scenario]) -> dict[str, int]:
     """Tasks per backend class (a task with two backends counts for both), by name."""
     counts: dict[str, int] = {}
     for sc in scenarios:
-        for c in sc.bfcl.classes if sc.bfcl else []:
+        task = task_of(sc)
+        for c in task.classes if task else []:
             counts[c] = counts.get(c, 0) + 1
     return dict(sorted(counts.items()))
 

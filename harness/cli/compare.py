@@ -55,6 +55,7 @@ from harness.present.views import first_drift
 from harness.recording import RecordedSide, Recording, is_recording_ref
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario, load_scenarios
+from harness.scenario.suites import suite_of_spec
 from harness.scoring.trigger import single_turn
 from harness.stats.sequential import ROUNDS
 from harness.stats.verdict import ALPHA, DECISION_RULE, INFRA_ERROR_LIMIT
@@ -248,8 +249,8 @@ def _model_of(args: argparse.Namespace) -> str | None:
 
 
 def _sim_dir(paths: list[str]) -> str:
-    suites = [p for p in paths if p.startswith("bfcl:")]
-    if suites:  # the reference servers play one BFCL suite (harness.bfcl)
+    suites = [p for p in paths if suite_of_spec(p) is not None]
+    if suites:  # the reference servers play one suite (harness.scenario.suites)
         return suites[0]
     dirs = {Path(p) if Path(p).is_dir() else Path(p).parent for p in paths}
     return str(dirs.pop()) if len(dirs) == 1 else "scenarios"

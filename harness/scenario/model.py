@@ -42,18 +42,27 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from harness.errors import ScenarioError
 from harness.kinds import FailureKind, failure_kind
 from harness.scenario.parse import MAX_FILE_BYTES, parse_text
 from harness.scenario.schemas import schema_problem
 from harness.scenario.schemas import validator as schema_validator
+from harness.scenario.suites import get_suite, registered_suites, suite_of_spec
 
 #: Bounds of the numeric fields (the JSON Schema carries them; docs/scenarios.md "Scenario files:
 #: limits"): ``max_turns`` 1-100, ``repeats`` 1-1000, ``sampling.max_tokens``
@@ -66,7 +75,6 @@ MAX_PAD_TOKENS = 200_000
 
 __all__ = [
     "ArgMatcher",
-    "BfclTask",
     "ExpectedCall",
     "Expectation",
     "FinalAnswerExpectation",
@@ -76,6 +84,7 @@ __all__ = [
     "MessageToolCall",
     "Sampling",
     "Scenario",
+    "SuiteTask",
     "ScenarioError",
     "SimMatchRule",
     "SimulatorSpec",
@@ -319,23 +328,19 @@ class Sampling(_Strict):
     max_tokens: int | None = Field(default=1024, ge=1, le=MAX_TOKENS)
 
 
-class BfclTask(_Strict):
-    """A BFCL multi-turn task's stateful tools (set by :mod:`harness.bfcl`, not in files).
+class SuiteTask(_Strict):
+    """A task of a registered suite (:mod:`harness.scenario.suites`): in a file, the
+    mapping under the suite's name (``bfcl: {...}``), validated by its ``task_model``.
 
-    ``classes``: the backend class names (``involved_classes``); ``initial_config``: each
-    class's initial state, loaded per run with ``_load_scenario``; ``long_context``: the
-    ``long_context`` flag BFCL passes for that category; ``held_out``: segment index (as
-    a string, JSON keys) -> tools first offered at that segment (``missed_function``);
-    ``version``: the bfcl-eval release the task came from.
+    ``suite``: the suite's name; ``data``: the task as the suite's model dumps it (JSON).
     """
 
-    category: str
-    task_id: str
-    version: str
-    classes: list[str]
-    initial_config: dict[str, Any] = Field(default_factory=dict)
-    long_context: bool = False
-    held_out: dict[str, list[str]] = Field(default_factory=dict)
+    suite: str
+    data: dict[str, Any]
+
+
+#: keys every dump carried (as null) before suites were registered; their hashes stay valid
+_LEGACY_NULL_KEYS = ("bfcl",)
 
 
 class Scenario(_Strict):
@@ -368,10 +373,46 @@ class Scenario(_Strict):
     sampling: Sampling = Field(default_factory=Sampling)
     repeats: int = Field(default=3, ge=1, le=MAX_REPEATS)
     extra_body: dict[str, Any] = Field(default_factory=dict)
-    bfcl: BfclTask | None = None  # a BFCL task: tools answered by its backends (harness.bfcl)
+    #: a suite's task: tools answered by its backends (:mod:`harness.scenario.suites`);
+    #: written in a file as ``<suite name>: {...}``, never as ``task``
+    task: SuiteTask | None = None
 
     # Set by the loader, not part of the file format.
     source: str | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _suite_task(cls, data: Any) -> Any:
+        """``<suite name>: {...}`` -> ``task`` (validated by the suite's ``task_model``)."""
+        if not isinstance(data, dict):
+            return data
+        suites = registered_suites()
+        named = [
+            k for k in data if isinstance(k, str) and k in suites and k not in cls.model_fields
+        ]
+        legacy = [k for k in _LEGACY_NULL_KEYS if k in data and data[k] is None]
+        if not named and not legacy:
+            return data
+        data = dict(data)
+        for key in legacy:
+            data.pop(key)
+        named = [k for k in named if k in data]
+        if len(named) > 1:
+            raise ValueError(f"a scenario is a task of one suite at most; it names {named}")
+        if named:
+            key = named[0]
+            model = suites[key].task_model
+            task = model.model_validate(data.pop(key)).model_dump(mode="json")
+            data["task"] = {"suite": key, "data": task}
+        return data
+
+    @model_serializer(mode="wrap")
+    def _task_under_its_suite(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        task = out.pop("task", None)
+        if task is not None:
+            out[task["suite"]] = task["data"]
+        return out
 
     @model_validator(mode="after")
     def _tools_known(self) -> Scenario:
@@ -399,7 +440,9 @@ class Scenario(_Strict):
 
     def tools_at(self, segment: int) -> list[Tool]:
         """The tools offered during ``segment``: all but those held out until later."""
-        held = self.bfcl.held_out if self.bfcl else {}
+        held: Mapping[str, list[str]] = {}
+        if self.task is not None:
+            held = get_suite(self.task.suite).held_out(self)
         later = {n for seg, names in held.items() if int(seg) > segment for n in names}
         return [t for t in self.tools if t.name not in later]
 
@@ -409,10 +452,13 @@ class Scenario(_Strict):
 
     def content_hash(self) -> str:
         """sha256 (hex, first 16) of the canonical JSON of the parsed scenario (an unset
-        ``reasoning_history`` left out: hashes from before the field stay valid)."""
+        ``reasoning_history`` left out, and ``bfcl`` null when no suite's task is set:
+        hashes from before these changes stay valid)."""
         data = self.model_dump(mode="json")
         if data.get("reasoning_history") is None:
             data.pop("reasoning_history", None)
+        for key in _LEGACY_NULL_KEYS:
+            data.setdefault(key, None)
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -425,10 +471,14 @@ _TYPE_PART = re.compile(r"^(str|int|float|bool|none|list|dict|function-\w+)(\[.*
 
 def _all_field_names() -> set[str]:
     names: set[str] = set()
-    for model in (Scenario, Message, MessageToolCall, FunctionCall, Tool, SimulatorSpec,
-                  SimMatchRule, ExpectedCall, ArgMatcher, FinalAnswerExpectation, Expectation,
-                  Followup, Sampling):  # fmt: skip
+    models: list[type[BaseModel]] = [
+        Scenario, Message, MessageToolCall, FunctionCall, Tool, SimulatorSpec, SimMatchRule,
+        ExpectedCall, ArgMatcher, FinalAnswerExpectation, Expectation, Followup, Sampling,
+        *(s.task_model for s in registered_suites().values()),
+    ]  # fmt: skip
+    for model in models:
         names.update(model.model_fields)
+    names.update(registered_suites())
     return names
 
 
@@ -535,10 +585,8 @@ def scenario_from_data(data: Any, path: str | Path | None = None) -> Scenario:
     _check_targets(sc, path)
     _check_tool_schemas(sc, path)
     _check_expected_calls(sc, path)
-    if sc.bfcl is not None:  # a BFCL task written out as a file: its backends must be there
-        from harness.bfcl.data import require_bfcl
-
-        require_bfcl(path)
+    if sc.task is not None:  # a suite's task written out as a file: its backends must be there
+        get_suite(sc.task.suite).require(path)
     sc.source = str(path) if path is not None else None
     return sc
 
@@ -569,8 +617,9 @@ SCENARIO_SUFFIXES = (".yaml", ".yml", ".json")
 def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
     """Load files and directories (searched recursively for scenario files), sorted by id.
 
-    A path ``bfcl:<category>`` (``bfcl:multi_turn_base``) is a suite of BFCL tasks
-    read from the installed ``bfcl-eval`` package (:func:`harness.bfcl.load_suite`).
+    A path ``<suite>:<spec>`` naming a registered suite (``bfcl:multi_turn_base``, BFCL's
+    tasks from the installed ``bfcl-eval``) is that suite's tasks
+    (:mod:`harness.scenario.suites`).
 
     Raises:
         ScenarioError: a bad file, a path that does not exist, or two files with one id.
@@ -578,10 +627,9 @@ def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
     files: list[Path] = []
     suites: list[Scenario] = []
     for raw in paths:
-        if str(raw).startswith("bfcl:"):  # a suite, not a file: harness.bfcl
-            from harness.bfcl import load_suite
-
-            suites += load_suite(str(raw))
+        suite = suite_of_spec(str(raw))
+        if suite is not None:  # a suite, not a file
+            suites += suite.load(str(raw))
             continue
         p = Path(raw)
         if p.is_dir():
@@ -606,6 +654,13 @@ def scenario_json_schema() -> dict[str, Any]:
     """
     schema = Scenario.model_json_schema()
     schema["properties"]["targets"]["items"]["enum"] = [k.value for k in FailureKind]
+    # a suite's task is written under the suite's name (``bfcl: {...}``), never as ``task``
+    del schema["properties"]["task"]
+    schema.get("$defs", {}).pop("SuiteTask", None)
+    for name, suite in sorted(registered_suites().items()):
+        sub = suite.task_model.model_json_schema(ref_template="#/$defs/{model}")
+        schema.setdefault("$defs", {}).update(sub.pop("$defs", {}))
+        schema["properties"][name] = {"anyOf": [sub, {"type": "null"}], "default": None}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "harness scenario"
     return schema

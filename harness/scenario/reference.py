@@ -23,7 +23,6 @@ from pydantic.fields import FieldInfo
 
 from harness.scenario.model import (
     ArgMatcher,
-    BfclTask,
     Expectation,
     ExpectedCall,
     FinalAnswerExpectation,
@@ -37,6 +36,7 @@ from harness.scenario.model import (
     SimulatorSpec,
     Tool,
 )
+from harness.scenario.suites import registered_suites
 
 __all__ = ["BEGIN", "END", "FIELD_DOCS", "MODELS", "SIMULATOR_EXAMPLE", "reference_markdown"]
 
@@ -58,70 +58,164 @@ MODELS: list[tuple[type[BaseModel], str]] = [
     (FinalAnswerExpectation, "`expect.final_answer`"),
     (Followup, "`followups[]`"),
     (Sampling, "`sampling`"),
-    (BfclTask, "`bfcl`"),
 ]
 
 #: "Model.field" -> (meaning, example: a YAML mapping holding the field, valid for the model)
 FIELD_DOCS: dict[str, tuple[str, str]] = {
     "Scenario.format_version": ("version of the file format", "{format_version: 1}"),
     "Scenario.id": ("unique name (letters, digits, `_.-`)", "{id: entropy_followups}"),
-    "Scenario.description": ("what the scenario checks", "{description: An array argument over several turns.}"),
-    "Scenario.targets": ("failure kinds it is meant to catch (`harness list --kinds`)", "{targets: [repeat_loop, collapse]}"),
+    "Scenario.description": (
+        "what the scenario checks",
+        "{description: An array argument over several turns.}",
+    ),
+    "Scenario.targets": (
+        "failure kinds it is meant to catch (`harness list --kinds`)",
+        "{targets: [repeat_loop, collapse]}",
+    ),
     "Scenario.tags": ("free labels (pytest `-k` keywords)", "{tags: [single-turn, imported]}"),
-    "Scenario.messages": ("the opening conversation", "{messages: [{role: user, content: 'What is 2 + 3?'}]}"),
-    "Scenario.tools": ("the tools offered, with their simulators", "{tools: [{name: add, simulator: {builtin: add}}]}"),
-    "Scenario.tool_choice": ("`tool_choice` sent (`auto`, `none`, `required` or a named function)", "{tool_choice: required}"),
-    "Scenario.tool_choice_after_result": ("`tool_choice` sent once a tool result is in the conversation (e.g. force the first call, then let the model answer)", "{tool_choice_after_result: none}"),
+    "Scenario.messages": (
+        "the opening conversation",
+        "{messages: [{role: user, content: 'What is 2 + 3?'}]}",
+    ),
+    "Scenario.tools": (
+        "the tools offered, with their simulators",
+        "{tools: [{name: add, simulator: {builtin: add}}]}",
+    ),
+    "Scenario.tool_choice": (
+        "`tool_choice` sent (`auto`, `none`, `required` or a named function)",
+        "{tool_choice: required}",
+    ),
+    "Scenario.tool_choice_after_result": (
+        "`tool_choice` sent once a tool result is in the conversation (e.g. force the first call, then let the model answer)",
+        "{tool_choice_after_result: none}",
+    ),
     "Scenario.parallel_tool_calls": ("`parallel_tool_calls` sent", "{parallel_tool_calls: false}"),
-    "Scenario.reasoning_history": ("the reasoning of earlier assistant turns sent back (`keep`), left out (`drop`), or as the server documents it (`auto`: kept on turns that called tools); `--reasoning-history` overrides it", "{reasoning_history: keep}"),
-    "Scenario.expect": ("what a correct model does after the opening", "{expect: {calls: [{tool: add, arguments: {a: 2, b: 3}}]}}"),
-    "Scenario.followups": ("user messages sent after each final answer", "{followups: [{user: Now add 4.}]}"),
+    "Scenario.reasoning_history": (
+        "the reasoning of earlier assistant turns sent back (`keep`), left out (`drop`), or as the server documents it (`auto`: kept on turns that called tools); `--reasoning-history` overrides it",
+        "{reasoning_history: keep}",
+    ),
+    "Scenario.expect": (
+        "what a correct model does after the opening",
+        "{expect: {calls: [{tool: add, arguments: {a: 2, b: 3}}]}}",
+    ),
+    "Scenario.followups": (
+        "user messages sent after each final answer",
+        "{followups: [{user: Now add 4.}]}",
+    ),
     "Scenario.max_turns": ("requests per run at most (then `turn_cap`)", "{max_turns: 6}"),
-    "Scenario.sampling": ("sampling fields sent with every request", "{sampling: {temperature: 0.0, seed: 1234}}"),
+    "Scenario.sampling": (
+        "sampling fields sent with every request",
+        "{sampling: {temperature: 0.0, seed: 1234}}",
+    ),
     "Scenario.repeats": ("runs per side when the command gives no `--repeats`", "{repeats: 5}"),
-    "Scenario.bfcl": ("a BFCL multi-turn task's backends and initial state (written by `bfcl:` suites, `harness.bfcl`; needs `make bfcl`)", "{bfcl: {category: multi_turn_base, task_id: multi_turn_base_0, version: 2026.3.23, classes: [MathAPI]}}"),
-    "BfclTask.category": ("the BFCL category", "{category: multi_turn_base}"),
-    "BfclTask.task_id": ("the task's BFCL id", "{task_id: multi_turn_base_0}"),
-    "BfclTask.version": ("the bfcl-eval release it came from", "{version: 2026.3.23}"),
-    "BfclTask.classes": ("the backend classes (`involved_classes`)", "{classes: [GorillaFileSystem]}"),
-    "BfclTask.initial_config": ("each class's initial state", "{initial_config: {MathAPI: {}}}"),
-    "BfclTask.long_context": ("BFCL's long-context flag", "{long_context: true}"),
-    "BfclTask.held_out": ("segment -> tools first offered there (`miss_func`)", "{held_out: {'2': [sort]}}"),
+    "Scenario.task": (
+        "a registered suite's task, written under the suite's name (`bfcl: {...}`, by `bfcl:` suites; needs `make bfcl`): its table follows",
+        "{bfcl: {category: multi_turn_base, task_id: multi_turn_base_0, version: 2026.3.23, classes: [MathAPI]}}",
+    ),
     "Scenario.extra_body": ("extra request fields, sent as given", "{extra_body: {top_k: 20}}"),
     "Message.role": ("`system`, `developer`, `user`, `assistant` or `tool`", "{role: system}"),
     "Message.content": ("the text", "{content: You are a careful assistant.}"),
-    "Message.tool_calls": ("calls an earlier assistant message made (assistant only)", "{role: assistant, tool_calls: [{id: call_1, function: {name: add, arguments: '{\"a\": 2, \"b\": 3}'}}]}"),
-    "Message.tool_call_id": ("the call a `tool` message answers", "{role: tool, tool_call_id: call_1, content: '{\"result\": 5}'}"),
-    "MessageToolCall.id": ("the call's id (a later `tool` message names it)", "{id: call_1, function: {name: add}}"),
-    "MessageToolCall.type": ("always `function`", "{id: call_1, type: function, function: {name: add}}"),
-    "MessageToolCall.function": ("the tool's name and arguments", "{id: call_1, function: {name: add, arguments: '{}'}}"),
+    "Message.tool_calls": (
+        "calls an earlier assistant message made (assistant only)",
+        '{role: assistant, tool_calls: [{id: call_1, function: {name: add, arguments: \'{"a": 2, "b": 3}\'}}]}',
+    ),
+    "Message.tool_call_id": (
+        "the call a `tool` message answers",
+        "{role: tool, tool_call_id: call_1, content: '{\"result\": 5}'}",
+    ),
+    "MessageToolCall.id": (
+        "the call's id (a later `tool` message names it)",
+        "{id: call_1, function: {name: add}}",
+    ),
+    "MessageToolCall.type": (
+        "always `function`",
+        "{id: call_1, type: function, function: {name: add}}",
+    ),
+    "MessageToolCall.function": (
+        "the tool's name and arguments",
+        "{id: call_1, function: {name: add, arguments: '{}'}}",
+    ),
     "FunctionCall.name": ("the tool called", "{name: add}"),
-    "FunctionCall.arguments": ("the arguments as a JSON string", "{name: add, arguments: '{\"a\": 2, \"b\": 3}'}"),
+    "FunctionCall.arguments": (
+        "the arguments as a JSON string",
+        '{name: add, arguments: \'{"a": 2, "b": 3}\'}',
+    ),
     "Tool.name": ("the function name (`[A-Za-z0-9_.-]`, 1-64)", "{name: entropy}"),
     "Tool.description": ("the function description sent", "{name: add, description: Add a and b.}"),
-    "Tool.parameters": ("JSON Schema of the arguments (type `object`, checked at load)", "{name: add, parameters: {type: object, properties: {a: {type: number}}, required: [a]}}"),
+    "Tool.parameters": (
+        "JSON Schema of the arguments (type `object`, checked at load)",
+        "{name: add, parameters: {type: object, properties: {a: {type: number}}, required: [a]}}",
+    ),
     "Tool.strict": ("`strict` sent in the function spec", "{name: add, strict: true}"),
-    "Tool.simulator": ("what the tool answers (deterministic)", "{name: add, simulator: {builtin: add}}"),
+    "Tool.simulator": (
+        "what the tool answers (deterministic)",
+        "{name: add, simulator: {builtin: add}}",
+    ),
     "SimulatorSpec.result": ("the same result for every call", "{result: {temperature_c: 21}}"),
-    "SimulatorSpec.match": ("rules: the first whose `when` equals the arguments answers", "{match: [{when: {city: Paris}, result: {temperature_c: 21}}]}"),
-    "SimulatorSpec.default": ("with `match`: the result when no rule matches", "{match: [{when: {city: Paris}, result: sunny}], default: unknown city}"),
-    "SimulatorSpec.default_error": ("with `match`: a tool error when no rule matches", "{match: [{when: {city: Paris}, result: sunny}], default_error: 'Error: no such city'}"),
-    "SimulatorSpec.sequence": ("the n-th call gets item n (the last repeats)", "{sequence: [{status: pending}, {status: done}]}"),
-    "SimulatorSpec.error": ("every call gets this tool error", "{error: 'Error: service unavailable'}"),
-    "SimulatorSpec.builtin": ("a pure function of the arguments (`add`, `entropy`, ...)", "{builtin: entropy}"),
-    "SimulatorSpec.pad_tokens": ("about this many tokens of filler after every result", "{result: ok, pad_tokens: 30000}"),
-    "SimMatchRule.when": ("argument values that must all be equal", "{when: {city: Paris, units: metric}}"),
-    "SimMatchRule.result": ("the result of a matching call", "{when: {city: Paris}, result: {temperature_c: 21}}"),
-    "SimMatchRule.error": ("a tool error instead of a result", "{when: {city: Atlantis}, error: 'Error: no such city'}"),
-    "Expectation.calls": ("the calls a correct model makes", "{calls: [{tool: add, arguments: {a: 2, b: 3}}]}"),
+    "SimulatorSpec.match": (
+        "rules: the first whose `when` equals the arguments answers",
+        "{match: [{when: {city: Paris}, result: {temperature_c: 21}}]}",
+    ),
+    "SimulatorSpec.default": (
+        "with `match`: the result when no rule matches",
+        "{match: [{when: {city: Paris}, result: sunny}], default: unknown city}",
+    ),
+    "SimulatorSpec.default_error": (
+        "with `match`: a tool error when no rule matches",
+        "{match: [{when: {city: Paris}, result: sunny}], default_error: 'Error: no such city'}",
+    ),
+    "SimulatorSpec.sequence": (
+        "the n-th call gets item n (the last repeats)",
+        "{sequence: [{status: pending}, {status: done}]}",
+    ),
+    "SimulatorSpec.error": (
+        "every call gets this tool error",
+        "{error: 'Error: service unavailable'}",
+    ),
+    "SimulatorSpec.builtin": (
+        "a pure function of the arguments (`add`, `entropy`, ...)",
+        "{builtin: entropy}",
+    ),
+    "SimulatorSpec.pad_tokens": (
+        "about this many tokens of filler after every result",
+        "{result: ok, pad_tokens: 30000}",
+    ),
+    "SimMatchRule.when": (
+        "argument values that must all be equal",
+        "{when: {city: Paris, units: metric}}",
+    ),
+    "SimMatchRule.result": (
+        "the result of a matching call",
+        "{when: {city: Paris}, result: {temperature_c: 21}}",
+    ),
+    "SimMatchRule.error": (
+        "a tool error instead of a result",
+        "{when: {city: Atlantis}, error: 'Error: no such city'}",
+    ),
+    "Expectation.calls": (
+        "the calls a correct model makes",
+        "{calls: [{tool: add, arguments: {a: 2, b: 3}}]}",
+    ),
     "Expectation.order": ("`strict` (in order) or `free`", "{order: free}"),
-    "Expectation.final_answer": ("what the final answer must hold", "{final_answer: {contains: ['5']}}"),
+    "Expectation.final_answer": (
+        "what the final answer must hold",
+        "{final_answer: {contains: ['5']}}",
+    ),
     "Expectation.max_calls": ("more tool calls than this fail (0: no tool use)", "{max_calls: 0}"),
     "ExpectedCall.tool": ("the tool called", "{tool: add}"),
-    "ExpectedCall.arguments": ("reference arguments (each key must be equal unless `match` says otherwise)", "{tool: add, arguments: {a: 2, b: 3}}"),
-    "ExpectedCall.match": ("a matcher per argument instead of equality", "{tool: entropy, match: {values: {approx: [0.5, 0.5], tol: 1.0e-6}}}"),
+    "ExpectedCall.arguments": (
+        "reference arguments (each key must be equal unless `match` says otherwise)",
+        "{tool: add, arguments: {a: 2, b: 3}}",
+    ),
+    "ExpectedCall.match": (
+        "a matcher per argument instead of equality",
+        "{tool: entropy, match: {values: {approx: [0.5, 0.5], tol: 1.0e-6}}}",
+    ),
     "ExpectedCall.optional": ("the call may be left out", "{tool: add, optional: true}"),
-    "ExpectedCall.parallel": ("in the same assistant message as the call before", "{tool: add, parallel: true}"),
+    "ExpectedCall.parallel": (
+        "in the same assistant message as the call before",
+        "{tool: add, parallel: true}",
+    ),
     "ArgMatcher.equals": ("exactly this JSON value", "{equals: metric}"),
     "ArgMatcher.type": ("of this JSON type", "{type: array}"),
     "ArgMatcher.approx": ("numbers within `tol`", "{approx: [0.5, 0.25, 0.25]}"),
@@ -129,16 +223,33 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {
     "ArgMatcher.regex": ("a string matching the pattern (full match)", "{regex: '^[A-Z]{3}$'}"),
     "ArgMatcher.any": ("present, any value", "{any: true}"),
     "FinalAnswerExpectation.required": ("a final answer must be reached", "{required: false}"),
-    "FinalAnswerExpectation.contains": ("substrings it must hold (case-insensitive)", "{contains: ['1.5', bits]}"),
-    "FinalAnswerExpectation.regex": ("a pattern it must match (searched, case-insensitive)", "{regex: '1\\.5\\s*bits'}"),
-    "FinalAnswerExpectation.example": ("what the reference server answers", "{example: The entropy is 1.5 bits.}"),
+    "FinalAnswerExpectation.contains": (
+        "substrings it must hold (case-insensitive)",
+        "{contains: ['1.5', bits]}",
+    ),
+    "FinalAnswerExpectation.regex": (
+        "a pattern it must match (searched, case-insensitive)",
+        "{regex: '1\\.5\\s*bits'}",
+    ),
+    "FinalAnswerExpectation.example": (
+        "what the reference server answers",
+        "{example: The entropy is 1.5 bits.}",
+    ),
     "Followup.user": ("the user message", "{user: Now in nats.}"),
-    "Followup.expect": ("what must follow it", "{user: Now in nats., expect: {calls: [{tool: entropy}]}}"),
+    "Followup.expect": (
+        "what must follow it",
+        "{user: Now in nats., expect: {calls: [{tool: entropy}]}}",
+    ),
     "Sampling.temperature": ("`temperature` (null: not sent)", "{temperature: 0.7}"),
     "Sampling.top_p": ("`top_p` (null: not sent)", "{top_p: 0.9}"),
     "Sampling.seed": ("`seed` (+ the repeat index; null: not sent)", "{seed: 1234}"),
     "Sampling.max_tokens": ("`max_tokens` (null: not sent)", "{max_tokens: 512}"),
-}  # fmt: skip
+}
+# each registered suite's task model (:mod:`harness.scenario.suites`), with its own rows
+for _suite in sorted(registered_suites().values(), key=lambda s: s.name):
+    MODELS.append((_suite.task_model, f"`{_suite.name}`"))
+    FIELD_DOCS.update(_suite.field_docs)
+# fmt: skip
 
 #: the simulator's match/default_error syntax, shown in full (a valid scenario)
 SIMULATOR_EXAMPLE = """\

@@ -43,7 +43,7 @@ import jsonschema
 from harness.kinds import FailureKind, failure_kind
 from harness.scenario.model import ArgMatcher, Expectation, ExpectedCall, Scenario
 from harness.scenario.schemas import validator
-from harness.scoring.bfcl import bfcl_sequence
+from harness.scenario.suites import get_suite
 from harness.scoring.contract import contract_checks, reasoning_calls
 from harness.scoring.drift import canonical_json, excerpt, find_drift, matcher_accepts
 from harness.scoring.leaks import (
@@ -578,8 +578,8 @@ def score_run(record: RunRecord) -> RunScore:
     sc = _scenario(record)
     calls = _parse_all(record, sc)
     reps, streak = _repeats(calls)
-    if sc.bfcl is not None:  # BFCL's own tolerance: state and results (harness.scoring.bfcl)
-        seq, kinds = bfcl_sequence(sc, calls, record.state_checks)
+    if sc.task is not None:  # a suite's own criteria (BFCL's: harness.scoring.bfcl)
+        seq, kinds = get_suite(sc.task.suite).score(sc, calls, record.state_checks)
     else:
         seq, kinds = _sequence(sc, calls)
     drift, schema = _score_arguments(calls, sc)

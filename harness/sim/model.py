@@ -56,6 +56,7 @@ from harness.scenario.model import (
     ScenarioError,
     load_scenario,
 )
+from harness.scenario.suites import suite_of_spec
 from harness.sim.tokens import text_of
 
 if TYPE_CHECKING:
@@ -216,13 +217,13 @@ class ScenarioIndex:
 
         A missing directory gives an empty index; an invalid file is skipped with
         a one-line warning on stderr (the server must start while files are edited).
-        ``bfcl:<category>`` indexes that BFCL suite (:func:`harness.bfcl.load_suite`).
+        ``<suite>:<spec>`` (``bfcl:multi_turn_base``) indexes that registered suite's
+        tasks (:mod:`harness.scenario.suites`).
         """
         found: list[Scenario] = []
-        if str(directory or "").startswith("bfcl:"):
-            from harness.bfcl import load_suite
-
-            return cls(load_suite(str(directory)))
+        suite = suite_of_spec(str(directory or ""))
+        if suite is not None:
+            return cls(suite.load(str(directory)))
         root = Path(directory) if directory is not None else None
         if root is None or not root.is_dir():
             return cls([])
@@ -443,12 +444,12 @@ def plan_for(
     # a task's noise failure is spread over its turns, so a task fails about as often as
     # a one-turn scenario (``noise_failure_rate`` per run, not per user turn)
     segments = sc.segments()
-    bfcl = sc.bfcl is not None
+    stateful = sc.task is not None  # a suite's task (BFCL's): calls depend on each other
     return make_plan(
         segments[seg],
         rng=rng,
         profile=profile,
         parallel=req.parallel_tool_calls,
-        reorder=not bfcl,
-        failure_rate=profile.noise_failure_rate / len(segments) if bfcl else None,
+        reorder=not stateful,
+        failure_rate=profile.noise_failure_rate / len(segments) if stateful else None,
     )
