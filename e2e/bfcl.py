@@ -35,7 +35,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from e2e.driver import Step, _harness
 from e2e.servers import (
     E2EError,
     find_llama_server,
@@ -44,6 +43,7 @@ from e2e.servers import (
     llama_server_command,
     serve,
 )
+from e2e.steps import Step, run_harness
 from harness.errors import ScenarioError
 from harness.runfolder import RunFolder
 from harness.scenario.model import Message, Scenario
@@ -161,7 +161,7 @@ def bfcl_step(out: Path, up: Up, suite: str, tasks: int, max_tokens: int = 256,
         "--results", str(out), "--run-id", "bfcl", "--no-progress"])  # fmt: skip
     with up() as url:
         step.argv[1:1] = ["--target", url]
-        _harness(step)
+        run_harness(step)
     step.run_dir = str(out / "bfcl")
     step.figures = bfcl_figures(step.run_dir)
     return step

@@ -77,11 +77,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from e2e import logprobs_step, moe_step
 from e2e import vllm as vllm_part
@@ -98,9 +97,16 @@ from e2e.servers import (
     serve,
     server_command,
 )
+from e2e.steps import (
+    Role,
+    Step,
+    compare_figures,
+    gsm8k_figures,
+    pass_rates,
+    record_figures,
+    run_harness,
+)
 from harness.cli import catch_sigterm, interrupted_code
-from harness.runfolder import RunFolder
-from harness.transcript import RunRecord
 
 __all__ = [
     "AB_ARGS",
@@ -126,13 +132,6 @@ ROPE_ARGS = "--rope-freq-base 10000"
 #: servers side by side take one each (another thread count measured KL exactly 0 to the
 #: one-thread server on this model)
 ALONE_ARGS = ("--threads", "2", "--threads-batch", "2")
-#: the failure kind the broken-template A/B was meant to name (reported, see caught())
-CATCH_KIND = "repeat_loop"
-
-#: what a step's verdict must be for the job to pass: ``aa`` not REGRESSION, ``catch``
-#: REGRESSION; ``run`` must run; ``bfcl`` must run to the end with no infrastructure error
-#: the server did not cause (:func:`e2e.bfcl.failed`); ``report`` never fails the job
-Role = Literal["boot", "run", "aa", "catch", "bfcl", "report"]
 
 
 @dataclass(frozen=True)
@@ -142,129 +141,6 @@ class Variant:
     name: str
     template: Path | None = None
     extra: tuple[str, ...] = ()
-
-
-# ---------------------------------------------------------------- steps
-
-
-@dataclass
-class Step:
-    """One ``harness`` command of the job: its argv, exit code, wall time (s) and folder.
-
-    ``role`` says what the job requires of it (:data:`Role`).
-    """
-
-    name: str
-    argv: list[str]
-    role: Role = "report"
-    exit_code: int | None = None
-    seconds: float = 0.0
-    run_dir: str | None = None
-    figures: dict[str, Any] = field(default_factory=dict)
-
-
-def _harness(step: Step) -> Step:
-    """Run ``harness <argv>`` in this process (``harness.cli.main``), timing it."""
-    from harness.cli import main as cli_main
-
-    print(f"\n=== e2e: {step.name}: harness {shlex.join(step.argv)}", flush=True)
-    t0 = time.monotonic()
-    try:
-        step.exit_code = cli_main(step.argv)
-    except SystemExit as exc:  # argparse: a usage error
-        step.exit_code = exc.code if isinstance(exc.code, int) else 2
-    step.seconds = round(time.monotonic() - t0, 1)
-    print(f"=== e2e: {step.name}: exit {step.exit_code} in {step.seconds:.1f}s", flush=True)
-    if step.exit_code in (130, 143):  # Ctrl-C or SIGTERM inside: stop the servers, the job
-        raise KeyboardInterrupt
-    return step
-
-
-# ---------------------------------------------------------------- figures
-
-
-def _quirks(rec: RunRecord) -> dict[str, int]:
-    """Counts of llama-cpp-python's wire quirks in one run (see docs/e2e-llama-cpp-python.md)."""
-    out = {"function_call_colon": 0, "null_content_with_tool_calls": 0}
-    for t in rec.turns:
-        r = t.response
-        if r is None or not r.tool_calls:
-            continue
-        name = (r.function_call or {}).get("name")
-        out["function_call_colon"] += isinstance(name, str) and name.endswith(":")
-        out["null_content_with_tool_calls"] += r.content is None
-    return out
-
-
-def record_figures(run_dir: str | Path) -> dict[str, Any]:
-    """Runs, tool calls, final answers, infra errors and quirk counts of ``transcripts.jsonl``.
-
-    Returns a JSON-ready dict; per-side figures under ``sides`` keyed by side or label
-    (``/stream`` appended for streamed runs), and :func:`pass_rates` under ``passed``.
-    """
-    sides: dict[str, dict[str, int]] = {}
-    for rec in RunFolder(run_dir).records():
-        key = f"{rec.target.side or rec.target.label}{'/stream' if rec.stream else ''}"
-        s = sides.setdefault(key, dict.fromkeys(
-            ("runs", "tool_calls", "final_answers", "turn_cap", "empty_stop", "infra_errors",
-             "function_call_colon", "null_content_with_tool_calls"), 0))  # fmt: skip
-        s["runs"] += 1
-        s["tool_calls"] += sum(1 for _ in rec.all_tool_calls())
-        s["final_answers"] += rec.stop_reason == "final_answer"
-        s["turn_cap"] += rec.stop_reason == "turn_cap"
-        s["empty_stop"] += rec.stop_reason == "empty_stop"
-        s["infra_errors"] += rec.is_infra_error
-        for k, v in _quirks(rec).items():
-            s[k] += v
-    return {"sides": sides, "passed": pass_rates(run_dir)}
-
-
-def pass_rates(run_dir: str | Path) -> dict[str, str]:
-    """``"k/n"`` passed runs per ``side/scenario/stream|nostream`` from ``scores.jsonl``.
-
-    ``n`` counts the scored runs (infrastructure errors excluded, as in the verdict's
-    rates; their number follows in brackets when there are any).
-    """
-    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for _, s in RunFolder(run_dir).scores_with_offsets():
-        c = counts[f"{s.side}/{s.scenario_id}/{'stream' if s.stream else 'nostream'}"]
-        if s.termination == "error":
-            c[2] += 1
-            continue
-        c[0] += s.passed
-        c[1] += 1
-    return {
-        k: f"{p}/{n}" + (f" ({e} infra errors)" if e else "")
-        for k, (p, n, e) in sorted(counts.items())
-    }
-
-
-def _compare_figures(run_dir: Path) -> dict[str, Any]:
-    out = record_figures(run_dir)
-    path = run_dir / "summary.json"
-    if path.is_file():
-        data = json.loads(path.read_text(encoding="utf-8"))
-        verdict = data.get("verdict") or {}
-        out["verdict"] = verdict.get("verdict")
-        out["message"] = verdict.get("message")
-        out["regressed_kinds"] = verdict.get("regressed_kinds", [])
-        out["names_repeat_loop"] = CATCH_KIND in out["regressed_kinds"]
-        out["per_scenario"] = {c["scenario_id"]: c["verdict"] for c in data.get("comparisons", [])}
-    return out
-
-
-def _gsm8k_figures(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "gsm8k.json"
-    if not path.is_file():
-        return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
-    sides = {
-        s["label"]: {k: s.get(k) for k in ("n", "n_errors", "correct", "accuracy", "invalid",
-                                           "latency_s")}
-        for s in data.get("sides", [])
-    }  # fmt: skip
-    paired = {k: v for k, v in (data.get("paired") or {}).items() if k != "discordant"}
-    return {"sides": sides, "verdict": data.get("verdict"), "paired": paired}
 
 
 # ---------------------------------------------------------------- the job
@@ -415,9 +291,9 @@ def _fill(step: Step, out: Path) -> None:
     folder = out / run_id
     step.run_dir = str(folder)
     if step.argv[0] == "gsm8k":
-        step.figures = _gsm8k_figures(folder)
+        step.figures = gsm8k_figures(folder)
     elif step.argv[0] == "compare":
-        step.figures = _compare_figures(folder)
+        step.figures = compare_figures(folder)
     else:
         step.figures = record_figures(folder)
 
@@ -501,7 +377,7 @@ def _vllm(args: argparse.Namespace, out: Path) -> list[Step]:
         print(f"e2e: the vLLM steps did not run: {exc}", file=sys.stderr)
         return [Step("vllm boot", [], role="run", exit_code=2, figures={"message": str(exc)})]
     scenarios = str(Path(__file__).resolve().parent / "scenarios")
-    return vllm_part.vllm_steps(out, paths, _harness, Step, boot_timeout=args.boot_timeout,
+    return vllm_part.vllm_steps(out, paths, run_harness, Step, boot_timeout=args.boot_timeout,
                                 scenarios=scenarios, repeats=args.vllm_repeats,
                                 catch_repeats=args.vllm_catch_repeats,
                                 full=args.vllm_full)  # fmt: skip
@@ -510,7 +386,7 @@ def _vllm(args: argparse.Namespace, out: Path) -> list[Step]:
 def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
     if args.only_vllm:
         return _vllm(args, out)
-    boot = _harness(_boot_step(args, out, model))
+    boot = run_harness(_boot_step(args, out, model))
     _fill(boot, out)
     if boot.exit_code != 0:
         raise E2EError(
@@ -524,32 +400,32 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
         return serve(cmd, out / f"server-{v.name}.log", timeout_s=args.boot_timeout)
 
     with up(Variant("A")) as a:
-        steps.append(_harness(_run_step(args, out, a)))
+        steps.append(run_harness(_run_step(args, out, a)))
         # GSM8K A/A on two live servers side by side (both cores work)
         with up(Variant("A2")) as a2:
-            steps.append(_harness(_gsm8k_step(args, out, a, a2)))
+            steps.append(run_harness(_gsm8k_step(args, out, a, a2)))
     # one server at a time from here, as on a GPU box that fits one: A recorded and
     # stopped, then each candidate launched and compared against the recording
-    record = _harness(_record_step(args, out, model))
+    record = run_harness(_record_step(args, out, model))
     steps.append(record)
     if record.exit_code == 0:
         aa = _recorded_compare_step(args, out, model, Variant("A2"), "A/A A-again", "aa")
-        steps.append(_harness(aa))
+        steps.append(run_harness(aa))
         for variant, name, role in _variants(args):
-            steps.append(_harness(_recorded_compare_step(args, out, model, variant, name, role)))
+            steps.append(run_harness(_recorded_compare_step(args, out, model, variant, name, role)))
     for s in steps[1:]:
         if s.argv:
             _fill(s, out)
-            _harness(Step(f"report {s.name}", ["report", str(s.run_dir), "--markdown"]))
+            run_harness(Step(f"report {s.name}", ["report", str(s.run_dir), "--markdown"]))
     if args.server == "llama-server" and args.bfcl_tasks > 0:
         steps += _bfcl(args, out, model)
     if not args.no_logprobs:  # numerics (e2e/logprobs_step.py), on llama-cpp-python's server
         steps += logprobs_step.logprobs_steps(
-            out, _echo_server(args, model, out), _harness, Step, _echo_launch(args, model)
+            out, _echo_server(args, model, out), run_harness, Step, _echo_launch(args, model)
         )
     if args.server == "llama-server" and not args.no_moe:  # e2e/moe_step.py
         steps += moe_step.moe_steps(
-            out, find_llama_server(args.llama_server), model, _harness, Step, args.boot_timeout
+            out, find_llama_server(args.llama_server), model, run_harness, Step, args.boot_timeout
         )
     if not args.no_vllm:  # e2e/vllm.py
         steps += _vllm(args, out)
@@ -579,7 +455,7 @@ def _bfcl(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
     except (ScenarioError, E2EError) as exc:  # a bad suite, a server that would not boot
         print(f"e2e: the BFCL step did not run: {exc}", file=sys.stderr)
         return [Step(name, [], role="bfcl", exit_code=2, figures={"error": str(exc)})]
-    _harness(Step("report bfcl", ["report", str(step.run_dir), "--markdown"]))
+    run_harness(Step("report bfcl", ["report", str(step.run_dir), "--markdown"]))
     return [step]
 
 

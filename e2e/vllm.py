@@ -461,7 +461,7 @@ def fill(steps: Sequence[Any]) -> None:
     """Each ``harness`` step's figures from its run folder: a compare's verdict, kinds and
     pass rates (the driver's reading, ``e2e.driver._compare_figures``), a logprobs run's
     verdict, KL and parting positions (:func:`_logprobs_figures`)."""
-    from e2e.driver import _compare_figures
+    from e2e.steps import compare_figures
 
     for s in steps:
         if not s.argv or s.run_dir is None:
@@ -469,7 +469,7 @@ def fill(steps: Sequence[Any]) -> None:
         if s.argv[0] == "logprobs":
             s.figures = _logprobs_figures(Path(s.run_dir))
         elif s.argv[0] == "compare":
-            s.figures = _compare_figures(Path(s.run_dir))
+            s.figures = compare_figures(Path(s.run_dir))
 
 
 def install_times(paths: VllmPaths) -> dict[str, Any]:
