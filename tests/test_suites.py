@@ -85,6 +85,8 @@ def test_without_its_registration_the_key_is_unknown(tmp_path: Path) -> None:
         load_scenarios([path])
     with pytest.raises(ScenarioError, match="no scenario suite named 'counter'"):
         get_suite("counter")
+    with pytest.raises(ScenarioError, match="no scenario suite named 'counter' is registered"):
+        load_scenarios(["counter:3"])
 
 
 def test_the_reference_server_plays_it_and_its_backend_answers(

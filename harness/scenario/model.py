@@ -637,6 +637,13 @@ def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
         elif p.exists():
             files.append(p)
         else:
+            name, colon, _ = str(raw).partition(":")
+            if colon and name.isidentifier():  # meant as a suite that is not installed
+                known = ", ".join(sorted(registered_suites())) or "none"
+                raise ScenarioError(p, "", (
+                    f"no such file or directory, and no scenario suite named {name!r} is "
+                    f"registered (registered: {known}; a suite registers in the "
+                    "`harness.suites` entry points: reinstall with `pip install -e .`)"))  # fmt: skip
             raise ScenarioError(p, "", "no such file or directory")
     out: dict[str, Scenario] = {sc.id: sc for sc in suites}
     for f in files:
