@@ -25,7 +25,10 @@ template fault has no reference figure.
 Every step's figures are written to ``panel.json`` in the output folder as soon as they
 exist (a panel cut short keeps what it measured); ``--render`` writes the table of a
 ``panel.json`` to ``docs/moe-panel.md`` (:func:`render`); ``--publish a.json [b.json]``
-merges panels into ``e2e/panel.json`` first (:func:`merge`).
+merges panels into ``e2e/panel.json`` first (:func:`merge`); ``--sweep FOLDER ...`` decides
+every numerics comparison those panels stored again at each tolerance of :data:`GRID`, from
+its per-sequence rows (:func:`sweep`, no server: ``e2e/panel-sweep.json``, a section of the
+page), which is how the tolerance is calibrated against the panel.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ __all__ = [
     "merge",
     "parse_kld",
     "render",
+    "render_sweep",
+    "sweep",
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -74,6 +79,9 @@ DOC = ROOT / "docs" / "moe-panel.md"
 SCENARIOS = HERE / "scenarios"
 #: the numerics decision's shipped tolerance (``harness logprobs --tolerance``), nats/token
 TOLERANCE = 0.01
+#: every stored numerics comparison decided again at each of these tolerances (``--sweep``)
+SWEEP_JSON = HERE / "panel-sweep.json"
+GRID = (0.001, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01)
 
 Kind = Literal["aa", "fault", "benign"]
 
@@ -415,6 +423,62 @@ def calibration(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def sweep(folders: Sequence[Path], grid: Sequence[float] = GRID) -> dict[str, Any]:
+    """Every numerics comparison the panels in ``folders`` stored (``logprobs-pNN-rMM/
+    logprobs.json``, pair NN of that folder's ``panel.json``) decided again by
+    :func:`harness.numerics.decide.decide` at each tolerance of ``grid`` (nats/token), from
+    its per-sequence rows: no server. Returns ``{"grid", "pairs": [{"name", "kind",
+    "verdicts": {tolerance: {verdict: count}}}]}`` in the first folder's pair order.
+
+    Raises:
+        FileNotFoundError: a folder without ``panel.json``.
+    """
+    from harness.numerics.decide import decide
+    from harness.numerics.models import LogprobsResult
+
+    rows: dict[str, dict[str, Any]] = {}
+    for folder in folders:
+        pairs = json.loads((folder / "panel.json").read_text(encoding="utf-8"))["pairs"]
+        for path in sorted(folder.glob("logprobs-p*-r*/logprobs.json")):
+            m = re.search(r"logprobs-p(\d+)-r\d+", str(path))
+            if m is None or int(m.group(1)) >= len(pairs):
+                continue
+            pair = pairs[int(m.group(1))]
+            row = rows.setdefault(pair["name"], {"name": pair["name"], "kind": pair["kind"],
+                                                 "verdicts": {f"{t:g}": {} for t in grid}})  # fmt: skip
+            result = LogprobsResult.model_validate_json(path.read_text(encoding="utf-8"))
+            for t in grid:
+                verdict = decide(result.sequences, tolerance=t)[0]
+                counts = row["verdicts"][f"{t:g}"]
+                counts[verdict] = counts.get(verdict, 0) + 1
+    return {"grid": [f"{t:g}" for t in grid], "pairs": list(rows.values())}
+
+
+def render_sweep(data: dict[str, Any]) -> list[str]:
+    """The ``--sweep`` table (verdict counts per pair and tolerance) and, per tolerance,
+    whether it puts every fault on one side and every benign change and A/A on the other."""
+    grid = data["grid"]
+    short = {"REGRESSION": "R", "NO CHANGE": "N", "INCONCLUSIVE": "I"}
+    lines = [
+        "| kind | pair | " + " | ".join(grid) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in grid) + " |",
+    ]
+    for p in data["pairs"]:
+        cells = [" ".join(f"{n} {short.get(v, v)}" for v, n in sorted(p["verdicts"][t].items()))
+                 for t in grid]  # fmt: skip
+        lines.append(f"| {p['kind']} | {p['name']} | " + " | ".join(cells) + " |")
+    lines += ["", "R REGRESSION, N NO CHANGE, I INCONCLUSIVE (counts of stored comparisons).", ""]
+    for t in grid:
+        missed = [p["name"] for p in data["pairs"] if p["kind"] == "fault"
+                  and set(p["verdicts"][t]) != {"REGRESSION"}]  # fmt: skip
+        alarms = [p["name"] for p in data["pairs"] if p["kind"] != "fault"
+                  and "REGRESSION" in p["verdicts"][t]]  # fmt: skip
+        lines.append(f"- tolerance {t}: faults not REGRESSION in every comparison: "
+                     f"{', '.join(missed) or 'none'}; benign or A/A pairs with a REGRESSION: "
+                     f"{', '.join(alarms) or 'none'}.")  # fmt: skip
+    return lines
+
+
 def merge(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One panel from several ``panel.json`` (e.g. numerics and behaviour run as two
     processes): pairs joined by name in the first part's order, their numerics and
@@ -496,6 +560,12 @@ def render(data: dict[str, Any]) -> str:
             f"{_fmt_n(med('seconds'))} / {_fmt_n(med('seconds', beh))} |"
         )
     lines += ["", "## Calibration (numerics)", "", *calibration(data), ""]
+    if SWEEP_JSON.is_file():
+        sw = json.loads(SWEEP_JSON.read_text(encoding="utf-8"))
+        lines += ["## The tolerance swept", "",
+                  f"Command: `{sw.get('command')}`. Every numerics comparison above decided again, "
+                  "from its stored per-sequence rows, at each tolerance (nats/token):", "",
+                  *render_sweep(sw), ""]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -539,6 +609,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--boot-timeout", type=float, default=300.0)
     p.add_argument("--render", action="store_true",
                    help="write docs/moe-panel.md from e2e/panel.json")  # fmt: skip
+    p.add_argument("--sweep", nargs="+", metavar="FOLDER",
+                   help="decide these panels' stored numerics again at each tolerance of "
+                        f"{', '.join(map(str, GRID))}: write {SWEEP_JSON.name}, then --render")  # fmt: skip
     p.add_argument("--publish", nargs="+", metavar="PANEL_JSON",
                    help="merge these panel.json into e2e/panel.json, then --render")  # fmt: skip
     return p
@@ -552,7 +625,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.publish:
         parts = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.publish]
         PANEL_JSON.write_text(json.dumps(merge(parts), indent=1) + "\n", encoding="utf-8")
-    if args.render or args.publish:
+    if args.sweep:
+        sw = {"command": "python -m e2e.panel " + shlex.join(argv),
+              **sweep([Path(f) for f in args.sweep])}  # fmt: skip
+        SWEEP_JSON.write_text(json.dumps(sw, indent=1) + "\n", encoding="utf-8")
+    if args.render or args.publish or args.sweep:
         DOC.write_text(render(json.loads(PANEL_JSON.read_text(encoding="utf-8"))),
                        encoding="utf-8")  # fmt: skip
         print(DOC)

@@ -285,3 +285,44 @@ def test_q4_1_experts_hold_the_dense_weights_exactly(tmp_path: Path) -> None:
     back = down.transpose(1, 0, 2).reshape(N_EMBD, N_FF)
     np.testing.assert_array_equal(back, dense["blk.1.ffn_down"] * 4)
     assert moe.MoESpec(expert_type="q4_1").name() == "smollm2-moe8-q4_1"
+
+
+def _stored(folder: Path, tag: str, ab: list[float]) -> None:
+    """A ``logprobs-<tag>/logprobs.json`` holding ``len(ab)`` sequences at these A/B KLs."""
+    from harness.numerics.decide import decide
+    from harness.numerics.models import LogprobsResult, SequenceDivergence, SequenceResult
+
+    def div(m: float) -> SequenceDivergence:
+        return SequenceDivergence(positions=10, mean_kl=m, p99_kl=m, max_kl=m, top1_agreement=1.0,
+                                  mean_abs_dlogp=0.0, nonfinite={})  # fmt: skip
+
+    rows = [SequenceResult(id=f"s{i}", source="t", tokens=11 + i, ab=div(kl), aa=div(0.0))
+            for i, kl in enumerate(ab)]  # fmt: skip
+    verdict, message, st = decide(rows)
+    result = LogprobsResult(baseline={}, candidate={}, aa_source="baseline scored twice",
+                            settings={}, sequences=rows, stats=st, verdict=verdict, message=message)  # fmt: skip
+    (folder / f"logprobs-{tag}").mkdir(parents=True)
+    (folder / f"logprobs-{tag}" / "logprobs.json").write_text(result.model_dump_json())
+
+
+def test_sweep_decides_the_stored_comparisons_again_at_each_tolerance(tmp_path: Path) -> None:
+    pairs = [{"name": "A/A", "kind": "aa"}, {"name": "subtle", "kind": "fault"},
+             {"name": "kv", "kind": "benign"}]  # fmt: skip
+    (tmp_path / "panel.json").write_text(json.dumps({"pairs": pairs}))
+    _stored(tmp_path, "p00-r00", [0.0] * 10)
+    for r in range(2):  # a fault at 0.005-0.0059 nats/token, a benign change at 0.0015-0.0024
+        _stored(tmp_path, f"p01-r{r:02d}", [0.005 + i / 10000 for i in range(10)])
+        _stored(tmp_path, f"p02-r{r:02d}", [0.0015 + i / 10000 for i in range(10)])
+    data = panel.sweep([tmp_path], grid=(0.001, 0.003, 0.01))
+    by = {p["name"]: p["verdicts"] for p in data["pairs"]}
+    assert by["A/A"]["0.003"] == {"NO CHANGE": 1}
+    assert by["subtle"] == {"0.001": {"REGRESSION": 2}, "0.003": {"REGRESSION": 2},
+                            "0.01": {"NO CHANGE": 2}}  # fmt: skip
+    assert by["kv"]["0.001"] == {"REGRESSION": 2} and by["kv"]["0.003"] == {"NO CHANGE": 2}
+    text = "\n".join(panel.render_sweep(data))
+    assert "| fault | subtle | 2 R | 2 R | 2 N |" in text
+    assert (
+        "- tolerance 0.003: faults not REGRESSION in every comparison: none; benign or A/A "
+        "pairs with a REGRESSION: none." in text
+    )
+    assert "- tolerance 0.01: faults not REGRESSION in every comparison: subtle;" in text
