@@ -9,6 +9,10 @@
   stream/non-stream parity, and write ``summary.json`` once.
 - :func:`summarize`: the same in memory for a handful of records (the pytest plugin judges
   each scenario test this way; the power benchmark decides thousands of comparisons).
+- :func:`write_verifier`: a single-turn comparison's vendor-verifier figures
+  (:func:`harness.scoring.trigger.verifier_figures`) into ``verifier.json``; written by
+  :func:`compare` with ``single_turn`` and rewritten by :func:`score_folder` in a folder
+  that has one.
 
 Memory is bounded by the number of scenarios, not of runs: per run only the byte offset
 of its record is kept, and the few records the divergence and parity need are read back.
@@ -33,6 +37,7 @@ from harness.scoring.divergence import first_divergence, pick_pair
 from harness.scoring.models import Divergence, RunScore
 from harness.scoring.parity import ParityDiff, pair_diffs
 from harness.scoring.score import score_run
+from harness.scoring.trigger import VerifierFigures, verifier_figures
 from harness.server import fusion
 from harness.stats.aggregate import AggregateBuilder
 from harness.stats.sequential import Look, first_look, look_alpha, should_stop
@@ -48,6 +53,7 @@ __all__ = [
     "engagement",
     "score_folder",
     "summarize",
+    "write_verifier",
 ]
 
 #: one side of a comparison: a live server, or a recording of one
@@ -353,7 +359,8 @@ def score_folder(folder: RunFolder, context: FolderContext | None = None) -> Sum
 
     A later record with the same ``run_key`` replaces an earlier one. What is not in the
     transcripts (``context``: settings, fusion engagement, warnings) defaults to what the
-    folder's existing ``summary.json`` recorded.
+    folder's existing ``summary.json`` recorded. A single-turn comparison's
+    ``verifier.json`` (:func:`write_verifier`), when the folder has one, is rewritten too.
 
     Raises:
         RunFolderError: the folder has no recorded run.
@@ -374,7 +381,18 @@ def score_folder(folder: RunFolder, context: FolderContext | None = None) -> Sum
         context = replace(context, kind=folder.kind())
     summary = acc.summary(folder.run_id, context, folder.record_at, _numerics(folder))
     folder.write_summary(summary)
+    if folder.has(RunFolder.VERIFIER):
+        write_verifier(folder)
     return summary
+
+
+def write_verifier(folder: RunFolder) -> VerifierFigures:
+    """The vendor-verifier figures of ``folder``'s transcripts (``compare --single-turn``:
+    :func:`harness.scoring.trigger.verifier_figures`, the first response of each run paired
+    across the sides), written to ``verifier.json``; returns them."""
+    figures = verifier_figures(folder.records())
+    folder.write_model(RunFolder.VERIFIER, figures)
+    return figures
 
 
 def attach_boot(folder: RunFolder, side: str, boot: dict[str, Any]) -> Summary:
@@ -450,12 +468,8 @@ def engagement(
         return sides, [], None
     eb, ec = found["baseline"], found["candidate"]
     warning = None if aa else fusion.fusion_warning(eb, ec)
-    diff = fusion.server_args_diff(eb.server_args, ec.server_args)
-    return (
-        sides,
-        [warning] if warning else [],
-        {k: [v["baseline"], v["candidate"]] for k, v in diff.items()},
-    )
+    diff = fusion.args_diff_pairs(eb.server_args, ec.server_args)
+    return sides, [warning] if warning else [], diff
 
 
 def compare(
@@ -468,6 +482,7 @@ def compare(
     logs: tuple[str | None, str | None] = (None, None),
     progress: bool = True,
     after_runs: Callable[[RunFolder], None] | None = None,
+    single_turn: bool = False,
 ) -> Summary:
     """Run ``scenarios`` against both targets into ``folder``, score and decide.
 
@@ -493,6 +508,10 @@ def compare(
     the caller with :meth:`~harness.recording.Recording.check`): before each round its
     recorded runs of that round are copied into ``folder`` as that side
     (:meth:`~harness.recording.Recording.copy_runs`), and only live sides run.
+
+    With ``single_turn`` (the scenarios cut to their first response,
+    :func:`harness.scoring.trigger.single_turn`) the vendor-verifier figures are written
+    to ``verifier.json`` once the comparison is decided (:func:`write_verifier`).
     """
     baseline.side, candidate.side = "baseline", "candidate"
     sides, warnings, diff = engagement(baseline, candidate, logs, aa=settings.aa)
@@ -508,8 +527,12 @@ def compare(
         _run_round(scenarios, (baseline, candidate), settings, folder, settings.repeats, progress)
         if after_runs is not None:
             after_runs(folder)
-        return score_folder(folder, context)
-    return _rounds(scenarios, (baseline, candidate), folder, context, progress, after_runs)
+        summary = score_folder(folder, context)
+    else:
+        summary = _rounds(scenarios, (baseline, candidate), folder, context, progress, after_runs)
+    if single_turn:
+        write_verifier(folder)
+    return summary
 
 
 def _rounds(

@@ -50,7 +50,7 @@ from harness.numerics.adapters import ADAPTERS
 from harness.options import add_argument, positive_int, url_or_recording
 from harness.pipeline import Target, compare
 from harness.present.console import make_console, render_compare
-from harness.present.verifier import write_verifier
+from harness.present.verifier import show_verifier
 from harness.present.views import first_drift
 from harness.recording import RecordedSide, Recording, is_recording_ref
 from harness.runfolder import RunFolder
@@ -398,7 +398,7 @@ def run(args: argparse.Namespace) -> int:
     traces = first_drift(s for _, s in folder.scores_with_offsets())
     render_compare(summary, console, traces, verbose=args.verbose)
     if args.single_turn:
-        write_verifier(folder, summary, console)
+        show_verifier(folder, summary, console)
     if getattr(args, "logprobs_line", None):
         console.print(args.logprobs_line, soft_wrap=True, markup=False, highlight=False)
     write_report_or_warn(folder, console)
@@ -436,6 +436,7 @@ def _compare(
             logs=(args.baseline_log, args.candidate_log),
             progress=not args.no_progress,
             after_runs=after,
+            single_turn=args.single_turn,
         )
 
 

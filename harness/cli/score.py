@@ -72,10 +72,10 @@ def run(args: argparse.Namespace) -> int:
     render = render_compare if summary.kind == "compare" else render_run
     traces = first_drift(s for _, s in rf.scores_with_offsets())
     render(summary, console, traces, verbose=args.verbose)
-    if rf.has(RunFolder.VERIFIER):  # a compare --single-turn folder
-        from harness.present.verifier import write_verifier
+    if rf.has(RunFolder.VERIFIER):  # a compare --single-turn folder: rewritten by score_folder
+        from harness.present.verifier import show_verifier
 
-        write_verifier(rf, summary, console)
+        show_verifier(rf, summary, console)
     console.print(f"summary: {rf.summary_path}", markup=False, soft_wrap=True)
     write_report_or_warn(rf, console)
     return exit_code(summary, strict=args.strict)

@@ -1,7 +1,9 @@
 """The console lines of ``harness compare --single-turn``: a vendor verifier's figures.
 
-Built from :class:`harness.scoring.trigger.VerifierFigures` (``verifier.json``), printed
-after the comparison's own verdict, tables and evidence (drift and protocol findings).
+Read from the run folder's ``verifier.json`` (:class:`harness.scoring.trigger.VerifierFigures`,
+computed by :func:`harness.scoring.trigger.verifier_figures` and written by
+:func:`harness.pipeline.write_verifier`), printed after the comparison's own verdict,
+tables and evidence (drift and protocol findings).
 """
 
 from __future__ import annotations
@@ -9,10 +11,10 @@ from __future__ import annotations
 from rich.console import Console
 
 from harness.runfolder import RunFolder
-from harness.scoring.trigger import SchemaAccuracy, VerifierFigures, verifier_figures
+from harness.scoring.trigger import SchemaAccuracy, VerifierFigures
 from harness.summary import Summary
 
-__all__ = ["render_verifier", "verifier_lines", "write_verifier"]
+__all__ = ["render_verifier", "show_verifier", "verifier_lines"]
 
 
 def _rate(x: float | None) -> str:
@@ -47,11 +49,17 @@ def render_verifier(fig: VerifierFigures, console: Console, baseline: str, candi
         console.print(line, markup=False, highlight=False)
 
 
-def write_verifier(folder: RunFolder, summary: Summary, console: Console) -> VerifierFigures:
-    """Compute the figures from the folder's transcripts, save them as ``verifier.json``
-    and print them (``compare --single-turn``; ``harness score`` of such a folder)."""
-    figures = verifier_figures(folder.records())
-    folder.write_model(RunFolder.VERIFIER, figures)
+def show_verifier(folder: RunFolder, summary: Summary, console: Console) -> VerifierFigures | None:
+    """Print the figures of the folder's ``verifier.json`` (``compare --single-turn``;
+    ``harness score`` of such a folder), the sides named by ``summary``; returns them, or
+    None (nothing printed) when the folder has no such file.
+
+    Raises:
+        RunFolderError: the file is there but unreadable.
+    """
+    figures: VerifierFigures | None = folder.read_model(RunFolder.VERIFIER, VerifierFigures)
+    if figures is None:
+        return None
     base, cand = summary.side_label("baseline"), summary.side_label("candidate")
     render_verifier(figures, console, base, cand)
     return figures

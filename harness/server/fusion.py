@@ -45,11 +45,17 @@ evidence that decided.
 ``VLLM_SERVER_DEV_MODE=1``: ``vllm/entrypoints/serve/dev/server_info/api_router.py``) is
 ``{"vllm_config", "vllm_env", "system_env"}``, ``vllm_config`` a ``str(VllmConfig)``
 line unless asked ``?config_format=json``. :func:`server_args_from_info` reads each.
+
+What a folder shows of two sides' servers is decided here too, from what is on disk:
+:func:`recorded_args_diff` (the summary's ``server_args_diff``, else the diff of the
+transcripts' ``/server_info``) and :func:`recorded_fusion_warning` (the fusion warning from
+the sides' recorded engagement when the summary carries none); the report reads them.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -64,10 +70,13 @@ __all__ = [
     "FusionDecision",
     "FusionEngagement",
     "FusionState",
+    "args_diff_pairs",
     "collect_engagement",
     "decide_engagement",
     "decide_fusion",
     "fusion_warning",
+    "recorded_args_diff",
+    "recorded_fusion_warning",
     "server_args_diff",
     "server_args_from_info",
     "server_kind",
@@ -565,3 +574,55 @@ def fusion_warning(base: FusionEngagement, cand: FusionEngagement) -> str | None
             "comparison differs; pass the server logs (--baseline-log/--candidate-log)"
         )
     return None
+
+
+def args_diff_pairs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[Any]]:
+    """:func:`server_args_diff` as ``summary.json`` records it (``Summary.server_args_diff``):
+    ``{arg: [baseline value, candidate value]}``, sorted by argument (``{}`` when either
+    side reports no server arguments)."""
+    return {k: [v["baseline"], v["candidate"]] for k, v in server_args_diff(a, b).items()}
+
+
+def recorded_args_diff(
+    recorded: dict[str, list[Any]] | None, server_infos: Sequence[dict[str, Any] | None]
+) -> dict[str, list[Any]]:
+    """The server arguments that differ between a folder's two sides, from its files.
+
+    Args:
+        recorded: the summary's ``server_args_diff`` (None: not recorded, or no summary).
+        server_infos: each side's ``/server_info`` as its transcripts carry it
+            (``TargetInfo.server_info``; None when not reported), baseline first.
+
+    Returns:
+        A copy of ``recorded`` when there is one; else, for exactly two sides that both
+        reported ``/server_info`` (a matrix of two deployments, a folder without
+        ``summary.json``, a comparison whose engagement probe failed), their
+        :func:`args_diff_pairs`; else ``{}``.
+    """
+    if recorded is not None:
+        return dict(recorded)
+    if len(server_infos) != 2 or not all(server_infos):
+        return {}
+    a, b = (server_args_from_info(info) for info in server_infos)
+    return args_diff_pairs(a, b)
+
+
+def recorded_fusion_warning(
+    warnings: Sequence[str], states: Sequence[dict[str, Any] | None]
+) -> str | None:
+    """The fusion warning of a folder's two sides from their recorded engagement, for a
+    folder whose summary carries none (an A/A comparison's summary leaves it out, a
+    matrix's never has one).
+
+    Args:
+        warnings: the summary's warnings (``Summary.warnings``).
+        states: each side's recorded engagement (``SideInfo.fusion``, a
+            :class:`FusionEngagement` as JSON; None when not collected), baseline first.
+
+    Returns:
+        :func:`fusion_warning` of the two states when there are exactly two, both
+        recorded, and no warning in ``warnings`` is about fusion already; else None.
+    """
+    if len(states) != 2 or not all(states) or any("fusion" in w for w in warnings):
+        return None
+    return fusion_warning(*(FusionEngagement.model_validate(s) for s in states))

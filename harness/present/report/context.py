@@ -39,7 +39,7 @@ from harness.present.views import (
     p_legend,
     scenario_rows,
 )
-from harness.server.fusion import server_args_diff, server_args_from_info
+from harness.server.fusion import recorded_args_diff, recorded_fusion_warning
 from harness.summary import Summary
 
 __all__ = ["OverviewBlock", "Report", "ScenarioBlock", "build_report"]
@@ -367,22 +367,15 @@ def _side_field(summary: Summary | None, s: SideView, name: str) -> Any:
 
 
 def _args_diff(rf: ReportInput, sides: list[SideView]) -> dict[str, list[Any]]:
-    if rf.summary is not None and rf.summary.server_args_diff is not None:
-        return dict(rf.summary.server_args_diff)
-    if len(sides) != 2 or not all(s.target and s.target.server_info for s in sides):
-        return {}
-    a, b = (server_args_from_info(s.target.server_info) for s in sides)  # type: ignore[union-attr]
-    return {k: [v["baseline"], v["candidate"]] for k, v in server_args_diff(a, b).items()}
+    recorded = rf.summary.server_args_diff if rf.summary is not None else None
+    infos = [s.target.server_info if s.target else None for s in sides]
+    return recorded_args_diff(recorded, infos)
 
 
 def _warnings(rf: ReportInput, provenance: list[dict[str, Any]]) -> list[str]:
-    from harness.server.fusion import FusionEngagement, fusion_warning
-
     out = list(rf.summary.warnings) if rf.summary else []
-    states = [p["fusion"] for p in provenance if p["fusion"]]
-    if len(provenance) == 2 and len(states) == 2 and not any("fusion" in w for w in out):
-        w = fusion_warning(*(FusionEngagement.model_validate(f) for f in states))
-        out += [w] if w else []
+    fusion = recorded_fusion_warning(out, [p["fusion"] for p in provenance])
+    out += [fusion] if fusion else []
     if rf.gsm8k is not None and not getattr(rf.gsm8k.config, "official_test_split", True):
         out.append("GSM8K data is not the official test split (its sha256 differs)")
     return out
