@@ -11,7 +11,7 @@ Usage::
     python -m bench.bench_table [--from results/bench/bench-<time>.json] [--check]
 
 ``--check`` writes nothing and exits 1 when the page differs from what ``bench/bench.json``
-gives (``tests/test_docs.py`` runs it).
+gives (``tests/docs/test_docs.py`` runs it).
 """
 
 from __future__ import annotations

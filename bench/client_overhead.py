@@ -4,7 +4,7 @@ and how much of the difference is the openai SDK's request path.
 Three clients play the same 12-turn conversations (scenario ``sensor_entropy_pipeline``
 against the ``repeat-loop`` profile: every run re-issues its calls up to the turn cap)
 against one ``harness sim`` subprocess with no added latency, one request in flight, and
-send the same request bodies (same keys and values; checked by tests/test_bench.py):
+send the same request bodies (same keys and values; checked by tests/bench/test_bench.py):
 
 - plain: ``httpx.AsyncClient`` posting ``{params, tools, messages}``, reading
   ``choices[0].message``, appending the assistant message (``content`` ``""`` for null,

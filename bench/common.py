@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
 #: the scenario every multi-turn benchmark plays (3 tools; 12 turns under repeat-loop)
 SCENARIO = SCENARIOS / "sensor_entropy_pipeline.yaml"
-#: GSM8K test split beside the clone (as tests/test_gsm8k_sim.py); override $BENCH_GSM8K
+#: GSM8K test split beside the clone (as tests/gsm8k/test_gsm8k_sim.py); override $BENCH_GSM8K
 GSM8K = Path(os.environ.get("BENCH_GSM8K", ROOT.parent / "shared/data/gsm8k/test.jsonl"))
 
 _SERVING = re.compile(r"Serving on (http://\S+)")

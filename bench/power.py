@@ -61,7 +61,7 @@ Fast path: the runner's real loop (:func:`harness.runner.run_scenario`) talks to
 request handler (:func:`harness.sim.app.chat_reply`) through an in-process stand-in for the
 openai client, skipping sockets and the SDK's request building; the wire bodies are the
 sim's own (``completion_body`` / ``stream_events``). ``harness compare`` itself goes over
-HTTP; tests/test_compare.py checks that path.
+HTTP; tests/compare/test_compare.py checks that path.
 """
 
 from __future__ import annotations

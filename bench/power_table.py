@@ -8,7 +8,7 @@ with the recorded baselines' table (the ``recorded`` part), and the text between
 ``<!-- numerics:begin -->`` and ``<!-- numerics:end -->`` with the numerics figures of
 ``bench/logprobs.json`` (``python -m bench.logprobs --json``). Every block the JSON has
 figures for must be in one of the pages. ``--check`` writes nothing and exits 1 when a
-page differs from what the JSON gives (``tests/test_power_bench.py`` runs it).
+page differs from what the JSON gives (``tests/bench/test_power_bench.py`` runs it).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Usage::
     python -m e2e.figures [--check]                            # write (or check) the page
 
 ``--check`` writes nothing and exits 1 when the page differs from what
-``e2e/observed.json`` gives (``tests/test_docs.py`` runs it).
+``e2e/observed.json`` gives (``tests/docs/test_docs.py`` runs it).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ between :data:`CONSOLE_BEGIN` and :data:`CONSOLE_END`; the test that runs the
 getting-started commands checks it against its own ``make compare``).
 
 ``python -m harness.docgen [DOCS_DIR]`` writes the pages (default ``docs``);
-``--check`` writes nothing and exits 1 naming the stale pages (``tests/test_docs.py``
+``--check`` writes nothing and exits 1 naming the stale pages (``tests/docs/test_docs.py``
 runs it, so a page that no longer matches the code fails the tests).
 """
 

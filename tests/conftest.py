@@ -12,11 +12,22 @@
   in ``../shared/data/gsm8k/test.jsonl``); the test is skipped when that file is missing.
 - ``write_scenarios``: factory ``write_scenarios(*scenarios: dict) -> Path`` writing each
   dict as ``<id>.yaml`` into a fresh directory under ``tmp_path`` and returning it.
+- ``harness_cli``: :class:`HarnessCli`, ``harness.cli.main`` in this process as the
+  command-line tests call it: ``harness_cli("compare", scenarios, "--baseline", url, ...,
+  run_id="x") -> exit code`` runs ``harness compare ... --results RESULTS --run-id x
+  --no-progress`` (``RESULTS``: ``tmp_path / "results"``, ``harness_cli.results``);
+  ``harness_cli.folder("x")`` is that run's :class:`~harness.runfolder.RunFolder`.
 
 Example::
 
     def test_x(sim_url, write_scenarios):
         url = sim_url("repeat-loop", scenarios_dir=write_scenarios({"id": "a", ...}))
+
+    def test_y(sim_url, write_scenarios, harness_cli):
+        scenarios = write_scenarios({"id": "a", ...})
+        url = sim_url("healthy", scenarios_dir=scenarios)
+        assert harness_cli("run", scenarios, "--target", url, run_id="r") == 0
+        summary = harness_cli.folder("r").read_summary()
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.runfolder import RunFolder
 from harness.sim.server import serve_in_thread
 
 
@@ -74,3 +86,30 @@ def write_scenarios(tmp_path: Path) -> Callable[..., Path]:
         return folder
 
     return write
+
+
+class HarnessCli:
+    """``harness.cli.main`` in this process with the arguments every command-line test
+    repeats: the command and its own arguments, then ``--results`` (:attr:`results`),
+    ``--run-id`` when given and ``--no-progress``."""
+
+    def __init__(self, results: Path) -> None:
+        self.results = results
+
+    def __call__(self, command: str, *args: str | Path, run_id: str | None = None) -> int:
+        from harness.cli import main
+
+        argv = [command, *map(str, args), "--results", str(self.results)]
+        if run_id is not None:
+            argv += ["--run-id", run_id]
+        return main([*argv, "--no-progress"])
+
+    def folder(self, run_id: str) -> RunFolder:
+        """The run folder ``run_id`` under :attr:`results`."""
+        return RunFolder(self.results / run_id)
+
+
+@pytest.fixture
+def harness_cli(tmp_path: Path) -> HarnessCli:
+    """The command line in this process, its run folders under ``tmp_path / "results"``."""
+    return HarnessCli(tmp_path / "results")

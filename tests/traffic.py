@@ -60,7 +60,7 @@ def sim_traffic(url: str, work: Path, *, repeats: int = 5) -> list[dict[str, Any
 
 def main_cli(argv: list[str]) -> int:
     """``python -m tests.traffic OUT_DIR``: write ``OUT_DIR/requests.jsonl`` from a healthy
-    reference server's traffic (the corpus of tests/test_import.py)."""
+    reference server's traffic (the corpus of tests/scenario/test_import.py)."""
     import sys
 
     from harness.sim.server import serve_in_thread

@@ -5,8 +5,8 @@
 and one example from :data:`FIELD_DOCS`), then the tool simulator's ``match`` /
 ``default_error`` syntax with an example. The documentation's page
 ``docs/reference/scenario.md`` is this text under a heading (:mod:`harness.docgen`);
-``tests/test_docs.py`` checks that the page is what the code gives and
-``tests/test_scenario_reference.py`` that every example validates, so neither can drift.
+``tests/docs/test_docs.py`` checks that the page is what the code gives and
+``tests/scenario/test_scenario_reference.py`` that every example validates, so neither can drift.
 
 Regenerate the page with ``python -m harness.docgen``.
 """

@@ -6,7 +6,7 @@ then. The :class:`Referee` answers from the run's counter and checks each ended 
 against the ground truth's counter; :meth:`CounterSuite.score` passes a run whose every
 segment left the counter as the ground truth did (``state_mismatch`` otherwise).
 
-Registered as ``tests/test_suites.py`` does it: one entry point, ``counter =
+Registered as ``tests/scenario/test_suites.py`` does it: one entry point, ``counter =
 tests.toysuite:SUITE`` in the ``harness.suites`` group. No module of ``harness/`` names it.
 """
 

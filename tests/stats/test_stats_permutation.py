@@ -1,0 +1,215 @@
+"""The exact stratified test, Westfall-Young and the power figures against known values."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from harness.stats.aggregate import aggregate
+from harness.stats.family import run_family
+from harness.stats.permutation import (
+    Stratum,
+    min_detectable_rate,
+    one_scenario_p,
+    permuted_counts,
+    stratified_null,
+    stratified_p,
+    tail_table,
+    westfall_young,
+)
+from harness.stats.tests import fisher_one_sided
+from harness.stats.verdict import decide
+from tests.compare.test_compare_verdict import _scores
+
+#: R's ``Rabbits`` example of ?mantelhaen.test (penicillin, Mantel & Haenszel 1959): the
+#: 2 x 2 tables of the five strata, rows (cured, died) x columns (penicillin timing)
+RABBITS = [[[0, 6], [0, 5]], [[3, 3], [0, 6]], [[6, 0], [2, 4]], [[5, 1], [6, 0]], [[2, 0], [5, 0]]]
+
+
+def _margins(tables: list[list[list[int]]]) -> list[tuple[int, int, int]]:
+    """(runs, events in column 1, runs in row 1) of each stratum."""
+    return [(sum(map(sum, t)), t[0][0] + t[1][0], t[0][0] + t[0][1]) for t in tables]
+
+
+def test_exact_stratified_matches_r_mantelhaen_exact() -> None:
+    # R: mantelhaen.test(Rabbits, exact = TRUE) -> S = 16, p-value = 0.03994
+    strata = _margins(RABBITS)
+    s = sum(t[0][0] for t in RABBITS)
+    assert s == 16
+    assert stratified_p(s, strata, "two-sided") == pytest.approx(0.03994, abs=5e-6)
+
+
+def test_exact_stratified_one_sided_by_enumeration() -> None:
+    strata = _margins(RABBITS)
+    # brute force: every combination of per-stratum [1,1] cells, weighted by hypergeometric
+    supports = [range(max(0, e + n - r), min(e, n) + 1) for r, e, n in strata]
+    total = 0.0
+    for cells in itertools.product(*supports):
+        if sum(cells) >= 16:
+            total += math.prod(
+                sps.hypergeom.pmf(x, r, e, n) for x, (r, e, n) in zip(cells, strata, strict=True)
+            )
+    assert stratified_p(16, strata, "greater") == pytest.approx(total, rel=1e-9)
+    assert stratified_null(strata).sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("k_c", "n_c", "k_b", "n_b"), [(5, 5, 0, 5), (2, 5, 0, 5), (3, 20, 1, 20)])
+def test_one_stratum_is_fisher(k_c: int, n_c: int, k_b: int, n_b: int) -> None:
+    worse, better = tail_table(n_c + n_b, k_c + k_b, n_c)
+    assert worse[k_c] == pytest.approx(fisher_one_sided(k_c, n_c, k_b, n_b, "greater"))
+    assert better[k_c] == pytest.approx(fisher_one_sided(k_c, n_c, k_b, n_b, "less"))
+    assert stratified_p(k_c, [(n_c + n_b, k_c + k_b, n_c)]) == pytest.approx(worse[k_c])
+
+
+def test_permuted_counts_are_hypergeometric_and_seeded() -> None:
+    events = np.zeros((10, 1), dtype=np.int8)
+    events[:4] = 1
+    s = Stratum(events, 5)
+    a = permuted_counts([s], 20_000, seed=3)[0][:, 0]
+    assert np.array_equal(a, permuted_counts([s], 20_000, seed=3)[0][:, 0])
+    freq = np.bincount(a, minlength=5) / a.size
+    assert freq == pytest.approx(sps.hypergeom.pmf(range(5), 10, 4, 5), abs=0.01)
+
+
+def _exact_step_down(p: np.ndarray, perms: np.ndarray) -> np.ndarray:
+    """Step-down min-p over an exhaustive list of equally likely relabellings."""
+    order = np.argsort(p)
+    out = np.empty(len(p))
+    running = 0.0
+    for j, i in enumerate(order):
+        mins = perms[:, order[j:]].min(axis=1)
+        running = max(running, float(np.mean(mins <= p[i] * (1 + 1e-9))))
+        out[i] = running
+    return out
+
+
+def test_westfall_young_matches_exhaustive_enumeration() -> None:
+    # two strata of 3 + 3 runs and two outcomes; every relabelling enumerated exactly
+    x1 = np.array([[1, 1], [1, 0], [1, 1], [0, 0], [0, 0], [0, 1]], dtype=np.int8)
+    x2 = np.array([[1, 0], [1, 1], [0, 0], [0, 0], [0, 0], [0, 0]], dtype=np.int8)
+    tables = [[tail_table(6, int(x[:, j].sum()), 3)[0] for j in range(2)] for x in (x1, x2)]
+    subsets = [list(c) for c in itertools.combinations(range(6), 3)]
+    # joint relabelling of both strata: all 20 x 20 combinations
+    rows = []
+    for c1 in subsets:
+        for c2 in subsets:
+            rows.append(
+                [tables[0][j][int(x1[c1, j].sum())] for j in range(2)]
+                + [tables[1][j][int(x2[c2, j].sum())] for j in range(2)]
+            )
+    perms = np.array(rows)
+    observed = np.array(
+        [tables[0][j][int(x1[:3, j].sum())] for j in range(2)]
+        + [tables[1][j][int(x2[:3, j].sum())] for j in range(2)]
+    )
+    exact = _exact_step_down(observed, perms)
+    counts = permuted_counts([Stratum(x1, 3), Stratum(x2, 3)], 40_000, seed=1)
+    mc = np.column_stack(
+        [tables[0][j][counts[0][:, j]] for j in range(2)]
+        + [tables[1][j][counts[1][:, j]] for j in range(2)]
+    )
+    adjusted = westfall_young(observed, mc)
+    assert adjusted == pytest.approx(exact, abs=0.01)
+    assert np.all(adjusted >= observed - 1e-12)
+
+
+def test_westfall_young_uses_dependence() -> None:
+    # the same test three times costs nothing: adjusted = the single test's permutation p
+    one = np.array([0.004])
+    perm = np.random.default_rng(0).uniform(size=(50_000, 1))
+    single = westfall_young(one, perm)[0]
+    tripled = westfall_young(np.repeat(one, 3), np.repeat(perm, 3, axis=1))
+    assert single == pytest.approx(0.004, abs=0.001)
+    assert tripled == pytest.approx([single] * 3)
+    # independent uniform tests: Sidak's 1 - (1 - p)^m
+    indep = np.random.default_rng(1).uniform(size=(50_000, 3))
+    got = westfall_young(np.array([0.01, 0.5, 0.9]), indep)[0]
+    assert got == pytest.approx(1 - 0.99**3, abs=0.003)
+
+
+def test_min_detectable_rate_is_the_binomial_power_point() -> None:
+    q = min_detectable_rate(85, 85, 0.002)
+    assert q is not None
+    t = math.floor(math.log(0.002) / math.log(0.5)) + 1  # 9 events
+    assert float(sps.binom.sf(t - 1, 85, q)) == pytest.approx(0.8, abs=1e-9)
+    assert min_detectable_rate(5, 5, 0.002) is None  # 5 events cannot reach it
+    assert one_scenario_p(5, 5) == pytest.approx(1 / 252)
+
+
+def test_greedy_collapse_tests_across_scenarios_as_a_sign_test() -> None:
+    # 8 greedy scenarios, each failing every candidate repeat and no baseline repeat
+    ids = [f"s{i}" for i in range(8)]
+    cand = {
+        s: aggregate("candidate", "c", s, _scores("candidate", s, [["collapse"]] * 5), ["collapse"])
+        for s in ids
+    }
+    base = {
+        s: aggregate("baseline", "b", s, _scores("baseline", s, [[]] * 5), ["collapse"])
+        for s in ids
+    }
+    metrics = {s: ["passed", "collapse"] for s in [*ids, "*"]}
+    fam = run_family(base, cand, metrics, alpha=0.01, permutations=2000, greedy=ids)
+    pooled = next(t for t in fam.tests if t.scenario == "*" and t.metric == "collapse")
+    sign = sps.binomtest(8, 8, 0.5, alternative="greater").pvalue
+    assert (pooled.k_c, pooled.n_c, pooled.k_b, pooled.n_b) == (8, 8, 0, 8)
+    assert pooled.p_worse == pytest.approx(sign)
+    alone = next(t for t in fam.tests if t.scenario == "s0" and t.metric == "collapse")
+    assert alone.p_worse == pytest.approx(0.5)  # one unit per side: no evidence alone
+    assert fam.collapsed == ids
+
+
+def test_lost_runs_do_not_unbalance_strata() -> None:
+    # scenario a fails every run on both sides, b passes every run; the candidate lost 16
+    # of b's 20 runs to infrastructure errors. Pooled Fisher sees 20/24 against 20/40
+    # failing; the stratified test sees no difference in any scenario.
+    def side(name: str, b_runs: int) -> dict[str, object]:
+        a = _scores(name, "a", [["repeat_loop"]] * 20)
+        b = _scores(name, "b", [[]] * b_runs)
+        return {
+            "a": aggregate(name, name, "a", a, ["repeat_loop"]),
+            "b": aggregate(name, name, "b", b, ["repeat_loop"]),
+            "*": aggregate(name, name, "*", a + b, ["repeat_loop"]),
+        }
+
+    base, cand = side("baseline", 20), side("candidate", 4)
+    assert fisher_one_sided(20, 24, 20, 40) < 0.01  # alpha: the old pooled test's REGRESSION
+    r = decide(base, cand)  # type: ignore[arg-type]
+    assert r.verdict.verdict == "NO CHANGE"
+    pooled = next(x for x in r.comparisons[-1].rows if x.metric == "passed")
+    assert pooled.p_value == pytest.approx(1.0)
+
+
+def _sides(base: dict[str, list[list[str]]], cand: dict[str, list[list[str]]]):  # type: ignore[no-untyped-def]
+    kinds = sorted({k for d in (base, cand) for fs in d.values() for f in fs for k in f})
+    out = []
+    for name, data in (("baseline", base), ("candidate", cand)):
+        scores = {s: _scores(name, s, f) for s, f in data.items()}
+        aggs = {s: aggregate(name, name, s, v, kinds) for s, v in scores.items()}
+        aggs["*"] = aggregate(name, name, "*", [x for v in scores.values() for x in v], kinds)
+        out.append(aggs)
+    return out
+
+
+def test_mixed_result_is_a_regression_naming_the_improvement() -> None:
+    clean, loop = [[]] * 8, [["repeat_loop"]] * 8
+    drift = [["value_mismatch"]] * 8
+    base, cand = _sides({"a": clean, "b": drift}, {"a": loop, "b": clean})
+    v = decide(base, cand).verdict
+    assert v.verdict == "REGRESSION"
+    assert v.regressed_kinds == ["repeat_loop"] and v.improved_kinds == ["value_mismatch"]
+    assert "repeat_loop (in a); but better: value_mismatch (in b)" in v.message
+
+
+def test_no_change_states_what_it_would_have_detected() -> None:
+    ids = [f"s{i}" for i in range(17)]
+    base, cand = _sides({s: [[]] * 5 for s in ids}, {s: [[]] * 5 for s in ids})
+    v = decide(base, cand).verdict
+    assert v.verdict == "NO CHANGE" and v.power is not None
+    q = min_detectable_rate(85, 85, 0.01)  # nothing varies: the critical p is alpha itself
+    assert q is not None and f"a new failure kind in >= {q:.1%} of candidate runs" in v.power
+    assert "one scenario failing every candidate run would have been detected" in v.power
+    assert "10000 permutations" in v.power
