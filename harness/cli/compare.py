@@ -45,7 +45,7 @@ from harness.cli._common import (
     stream_mode,
     write_report_or_warn,
 )
-from harness.client.target import TargetConfig
+from harness.client.target import target_from_options
 from harness.numerics.adapters import ADAPTERS
 from harness.options import add_argument, positive_int, url_or_recording
 from harness.pipeline import Target, compare
@@ -278,13 +278,6 @@ def _labels(args: argparse.Namespace) -> tuple[str, str]:
 @contextlib.contextmanager
 def _targets(args: argparse.Namespace) -> Iterator[tuple[Target, Target]]:
     """The two targets; starts the reference server(s) in-process when no URL is given."""
-    kw: dict[str, Any] = {
-        "model": args.model,
-        "timeout_s": args.request_timeout,
-        "api_key_env": args.api_key_env,
-        "max_retries": args.max_retries,
-        "max_response_bytes": args.max_response_bytes,
-    }
     if args.baseline or args.candidate:
         b_url = args.baseline or args.candidate
         c_url = b_url if args.aa else args.candidate
@@ -298,7 +291,7 @@ def _targets(args: argparse.Namespace) -> Iterator[tuple[Target, Target]]:
                 if own in ("baseline", "candidate") and own != name:
                     own = name  # a default label names the role it was recorded for
                 return RecordedSide(recs[name], given or own, name)
-            return TargetConfig(url, label=label, side=name, **kw)
+            return target_from_options(url, label=label, side=name, options=args)
 
         yield side("baseline", b_url, b_label), side("candidate", c_url, c_label)
         return
@@ -317,8 +310,8 @@ def _targets(args: argparse.Namespace) -> Iterator[tuple[Target, Target]]:
         b_label = args.baseline_label or ("healthy" if args.aa else "unfused")
         c_label = args.candidate_label or ("healthy-again" if args.aa else "fused")
         yield (
-            TargetConfig(b_url, label=b_label, side="baseline", **kw),
-            TargetConfig(c_url, label=c_label, side="candidate", **kw),
+            target_from_options(b_url, label=b_label, side="baseline", options=args),
+            target_from_options(c_url, label=c_label, side="candidate", options=args),
         )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.cli import ExitCode
 from harness.cli._common import gsm8k_exit_code, write_report_or_warn
-from harness.client.target import TargetConfig
+from harness.client.target import target_from_options
 from harness.errors import RecordingError
 from harness.gsm8k.data import GSM8KDataError
 from harness.gsm8k.run import GSM8K_TIMEOUT_S, compare_gsm8k, run_gsm8k
@@ -135,16 +135,19 @@ def run(args: argparse.Namespace) -> int:
         "results": args.results,
         "run_id": args.run_id, "progress": not args.no_progress,
     }  # fmt: skip
-    kw = {"model": args.model, "api_key_env": args.api_key_env, "timeout_s": args.request_timeout}
     try:
         if args.baseline:
-            base: Any = TargetConfig(args.baseline, label=args.baseline_label, **kw)
+            base: Any = target_from_options(args.baseline, label=args.baseline_label, options=args)
             if is_recording_ref(args.baseline):  # its recorded answers (harness record --gsm8k)
                 base = RecordedSide(Recording.open(args.baseline), args.baseline_label)
-            cand = TargetConfig(args.target, label=args.target_label or "candidate", **kw)
+            cand = target_from_options(
+                args.target, label=args.target_label or "candidate", options=args
+            )
             summary = compare_gsm8k(base, cand, **options)
         else:
-            target = TargetConfig(args.target, label=args.target_label or "target", **kw)
+            target = target_from_options(
+                args.target, label=args.target_label or "target", options=args
+            )
             summary = run_gsm8k(target, **options)
     except (GSM8KDataError, RecordingError) as exc:
         print(f"error: {exc}", file=sys.stderr)

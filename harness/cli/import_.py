@@ -26,7 +26,7 @@ from typing import Any
 
 from harness.cli import ExitCode
 from harness.cli._common import preflight
-from harness.client.target import TargetConfig
+from harness.client.target import target_from_options
 from harness.errors import ScenarioError
 from harness.golden import POLICIES, expectation, golden_runs
 from harness.options import add_argument, http_url
@@ -69,10 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _golden(report: ImportReport, args: argparse.Namespace) -> list[str]:
     """Add each scenario's expectation from a golden run; the problems, one line each."""
-    target = TargetConfig(
-        args.golden, label="golden", model=args.model, timeout_s=args.request_timeout,
-        api_key_env=args.api_key_env, max_retries=args.max_retries,
-    )  # fmt: skip
+    target = target_from_options(args.golden, label="golden", options=args)
     items = list(report.scenarios.values())
     records = golden_runs([loaded(p) for p in items], target, concurrency=args.concurrency)
     problems = []

@@ -25,7 +25,7 @@ from typing import Literal
 
 from harness.cli import ExitCode
 from harness.cli._common import write_report_or_warn
-from harness.client.target import TargetConfig, server_root
+from harness.client.target import server_root, target_from_options
 from harness.errors import LogprobsError, TokenizationMismatch
 from harness.numerics.adapters import ADAPTERS, MAX_TOKENS
 from harness.numerics.decide import ALPHA, TOLERANCE
@@ -239,13 +239,9 @@ def _run_recorded(args: argparse.Namespace) -> int:
             sides.append(
                 RecordedSide(Recording.open(ref), role, role)
                 if is_recording_ref(ref)
-                else TargetConfig(
-                    ref,
-                    label=role,
-                    side=role,
-                    timeout_s=args.request_timeout,
-                    api_key_env=args.api_key_env,
-                )  # fmt: skip
+                else target_from_options(  # the model goes in the numerics options
+                    ref, label=role, side=role, options=args, model=None
+                )
             )
         res = _recorded_section(sides[0], sides[1], options_for(args))
     except RecordingError as exc:

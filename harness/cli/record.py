@@ -44,7 +44,7 @@ from harness.cli._common import (
     stream_mode,
     write_report_or_warn,
 )
-from harness.client.target import TargetConfig
+from harness.client.target import TargetConfig, target_from_options
 from harness.numerics.adapters import ADAPTERS
 from harness.options import add_argument, count, positive_int
 from harness.present.console import make_console
@@ -134,11 +134,7 @@ def _error(msg: str, code: int = ExitCode.USAGE_ERROR) -> int:
 
 def target_config(args: argparse.Namespace, url: str, label: str) -> TargetConfig:
     """A live side from the shared request options of ``args``."""
-    return TargetConfig(
-        url, model=args.model, label=label, api_key_env=args.api_key_env,
-        timeout_s=args.request_timeout, max_retries=args.max_retries,
-        max_response_bytes=args.max_response_bytes,
-    )  # fmt: skip
+    return target_from_options(url, label=label, options=args)
 
 
 def new_info(args: argparse.Namespace, url: str, label: str) -> RecordingInfo:

@@ -32,7 +32,7 @@ from harness.cli._common import (
     stream_mode,
     write_report_or_warn,
 )
-from harness.client.target import TargetConfig
+from harness.client.target import TargetConfig, target_from_options
 from harness.options import add_argument
 from harness.pipeline import FolderContext, score_folder
 from harness.preflight import check_sides
@@ -120,15 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _target(args: argparse.Namespace) -> TargetConfig:
-    return TargetConfig(
-        base_url=args.target,
-        model=args.model,
-        label=args.label,
-        api_key_env=args.api_key_env,
-        timeout_s=args.request_timeout,
-        max_retries=args.max_retries,
-        max_response_bytes=args.max_response_bytes,
-    )
+    return target_from_options(args.target, label=args.label, options=args)
 
 
 def _settings(args: argparse.Namespace, stream: StreamMode, scenarios: list[Scenario]) -> Settings:

@@ -4,6 +4,9 @@ The chat requests themselves are made by :mod:`harness.runner` through the opena
 (``AsyncOpenAI`` with any ``base_url``). This module holds what is per target:
 
 - :class:`TargetConfig`: URL, model, label, API-key variable, timeout, retries.
+- :func:`target_from_options`: a :class:`TargetConfig` from the shared request options
+  (:mod:`harness.options`) of a command's parsed arguments, the pytest plugin's settings
+  or a matrix deployment: the one place that maps option names to its fields.
 - :func:`make_client`: the ``AsyncOpenAI`` for a target (SDK retries off: the runner
   retries itself so every attempt is counted in the transcript).
 - :func:`openai_base_url` / :func:`server_root`: ``http://h:p`` <-> ``http://h:p/v1``.
@@ -14,6 +17,7 @@ The chat requests themselves are made by :mod:`harness.runner` through the opena
 
 from __future__ import annotations
 
+import enum
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -27,11 +31,13 @@ from harness.transcript import TargetInfo
 __all__ = [
     "MAX_BACKOFF_S",
     "MAX_RETRY_AFTER_S",
+    "OPTION_FIELDS",
     "TargetConfig",
     "fetch_target_info",
     "make_client",
     "openai_base_url",
     "server_root",
+    "target_from_options",
 ]
 
 #: the longest wait between two attempts of a request (seconds)
@@ -93,6 +99,78 @@ class TargetConfig:
     def limits(self) -> Limits:
         """The bounds of one attempt: ``timeout_s`` as the total deadline, the size cap."""
         return Limits(deadline_s=self.timeout_s, max_bytes=self.max_response_bytes)
+
+
+#: the shared options (:data:`harness.options.OPTIONS` names) a target is built from, and
+#: the :class:`TargetConfig` field each sets
+OPTION_FIELDS: dict[str, str] = {
+    "model": "model",
+    "api_key_env": "api_key_env",
+    "request_timeout": "timeout_s",
+    "max_retries": "max_retries",
+    "max_response_bytes": "max_response_bytes",
+}
+
+
+class _Unset(enum.Enum):
+    UNSET = enum.auto()
+
+
+_UNSET = _Unset.UNSET
+
+
+def target_from_options(
+    url: str,
+    *,
+    label: str,
+    side: Literal["baseline", "candidate"] | None = None,
+    options: object = None,
+    model: str | None | _Unset = _UNSET,
+    api_key_env: str | _Unset = _UNSET,
+    timeout_s: float | _Unset = _UNSET,
+    max_retries: int | _Unset = _UNSET,
+    max_response_bytes: int | _Unset = _UNSET,
+) -> TargetConfig:
+    """A live target for ``url`` from the shared request options of ``options``.
+
+    ``options`` is anything with the options as attributes, named as in
+    :data:`harness.options.OPTIONS` (:data:`OPTION_FIELDS`: ``model``, ``api_key_env``,
+    ``request_timeout`` in seconds, ``max_retries``, ``max_response_bytes``): a command's
+    parsed arguments (``argparse.Namespace``), the pytest plugin's settings, a matrix
+    file's deployment; None for none. An option it does not have keeps
+    :class:`TargetConfig`'s default. A keyword given here (the field's name and unit)
+    wins over the option: where a command's target differs from its options (no
+    ``model``, a per-deployment timeout), the caller says so.
+
+    Args:
+        url: the server's URL, with or without ``/v1``.
+        label: the target's label (``"fused"``, ``"baseline"``).
+        side: ``"baseline"``/``"candidate"`` in a comparison, else None.
+        options: the parsed options, or None.
+        model: ``model`` request field (None: the first of ``GET /v1/models``).
+        api_key_env: environment variable holding the API key.
+        timeout_s: per-request timeout in seconds.
+        max_retries: retries of a transient failure.
+        max_response_bytes: the most bytes read of one answer.
+
+    Returns:
+        The :class:`TargetConfig`.
+    """
+    given: dict[str, Any] = {
+        "model": model,
+        "api_key_env": api_key_env,
+        "timeout_s": timeout_s,
+        "max_retries": max_retries,
+        "max_response_bytes": max_response_bytes,
+    }
+    fields: dict[str, Any] = {}
+    for option, name in OPTION_FIELDS.items():
+        value = given[name]
+        if value is _UNSET:
+            value = getattr(options, option, _UNSET)
+        if value is not _UNSET:
+            fields[name] = value
+    return TargetConfig(url, label=label, side=side, **fields)
 
 
 def openai_base_url(url: str) -> str:

@@ -45,7 +45,7 @@ import httpx
 from rich.progress import Progress
 
 from harness.client.completions import retry_after_s
-from harness.client.target import TargetConfig, openai_base_url
+from harness.client.target import TargetConfig, openai_base_url, target_from_options
 from harness.errors import RequestFailed
 from harness.gsm8k.data import (
     GSM8K_STOP,
@@ -495,7 +495,7 @@ def _target(target: Any, label: str) -> Any:
     (:class:`harness.recording.RecordedSide`) is copied as it is."""
     if not isinstance(target, str):
         return dataclasses.replace(target)
-    return TargetConfig(target, label=label, timeout_s=GSM8K_TIMEOUT_S)
+    return target_from_options(target, label=label, timeout_s=GSM8K_TIMEOUT_S)
 
 
 def run_gsm8k(target: str | TargetConfig, *, label: str = "target", **options: Any) -> GSM8KSummary:

@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.client.target import TargetConfig
+from harness.client.target import TargetConfig, target_from_options
 from harness.errors import RunFolderError
 from harness.gsm8k.models import GSM8KRecord, GSM8KSummary
 from harness.matrix.result import DeploymentFacts, MatrixResult, build_result, read_matrix
@@ -141,11 +141,10 @@ def _serve_all(
 
 def _targets(spec: MatrixSpec, urls: dict[str, str]) -> list[TargetConfig]:
     by = {d.label: d for d in spec.deployments}
-    return [
-        TargetConfig(url, model=by[label].model, label=label, api_key_env=by[label].api_key_env,
-                     timeout_s=spec.timeout_s)
+    return [  # a deployment's model and api_key_env; the matrix file's per-request timeout
+        target_from_options(url, label=label, options=by[label], timeout_s=spec.timeout_s)
         for label, url in urls.items()
-    ]  # fmt: skip
+    ]
 
 
 def _run_group(

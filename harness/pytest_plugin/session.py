@@ -86,24 +86,20 @@ class HarnessState:
 
     def target(self) -> TargetConfig | None:
         """The server under test (side ``candidate`` when a baseline is given)."""
-        from harness.client.target import TargetConfig
+        from harness.client.target import target_from_options
 
         s = self.settings
         if not s.target:
             return None
         side: Literal["candidate"] | None = "candidate" if s.baseline else None
         label = "candidate" if s.baseline else "target"
-        return TargetConfig(
-            base_url=s.target, model=s.model, label=label, side=side,
-            api_key_env=s.api_key_env, timeout_s=s.request_timeout, max_retries=s.max_retries,
-            max_response_bytes=s.max_response_bytes,
-        )  # fmt: skip
+        return target_from_options(s.target, label=label, side=side, options=s)
 
     def baseline(self) -> TargetConfig | RecordedSide | None:
         """The baseline: a server (:class:`~harness.client.target.TargetConfig`), a
         recording (:class:`~harness.recording.RecordedSide`, opened and checked by
         :meth:`check_baseline`), or ``None``."""
-        from harness.client.target import TargetConfig
+        from harness.client.target import target_from_options
         from harness.recording import is_recording_ref
 
         s = self.settings
@@ -113,10 +109,9 @@ class HarnessState:
             from harness.pytest_plugin.baseline import recorded_side
 
             return recorded_side(self.recording())
-        return TargetConfig(
-            base_url=s.baseline, model=s.baseline_model or s.model, label="baseline",
-            side="baseline", api_key_env=s.api_key_env, timeout_s=s.request_timeout,
-            max_retries=s.max_retries, max_response_bytes=s.max_response_bytes,
+        return target_from_options(
+            s.baseline, label="baseline", side="baseline", options=s,
+            model=s.baseline_model or s.model,
         )  # fmt: skip
 
     def recording(self) -> SelectedRecording:
