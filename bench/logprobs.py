@@ -5,7 +5,7 @@ Run: ``python -m bench.logprobs [--aa 200] [--regression 200] [--benign 200] [--
 JSON regenerates the numerics figures of docs/numerics.md (``python -m bench.power_table``).
 
 Each comparison is :func:`harness.numerics.run.compare_logprobs` at its defaults (API
-auto-detected: vLLM's ``prompt_logprobs``; top-5; tolerance 0.01 nats per token; alpha
+auto-detected: vLLM's ``prompt_logprobs``; top-5; tolerance 0.003 nats per token; alpha
 0.01) over the first ``--sequences`` reference conversations of ``scenarios/`` (default:
 every scenario, at most 512 tokens each), every request over HTTP to ``harness sim``
 subprocesses. Each comparison draws fresh batch noise (the servers' noise is drawn per

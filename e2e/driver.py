@@ -37,7 +37,7 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
    cache (reported); then ``e2e.json`` and ``e2e.md``.
 9. The MoE step (:mod:`e2e.moe_step`; llama-server only; ``--no-moe`` skips it): the
    SmolLM2 MoE built from the dense GGUF (:mod:`e2e.moe`) within 1.5x of the dense
-   model's decode speed and within 0.01 nats/token of it; one expert dropped
+   model's decode speed and within 0.01 nats/token of it (``DENSE_KL_MAX``); one expert dropped
    (``--override-kv llama.expert_used_count=int:7``) must be REGRESSION in numerics and
    in behaviour; flash attention off must not be REGRESSION in numerics.
 

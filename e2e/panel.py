@@ -56,6 +56,7 @@ from e2e.servers import (
     llama_server_command,
     serve,
 )
+from harness.numerics.decide import TOLERANCE as SHIPPED_TOLERANCE
 
 __all__ = [
     "DOC",
@@ -78,7 +79,7 @@ PANEL_JSON = HERE / "panel.json"
 DOC = ROOT / "docs" / "moe-panel.md"
 SCENARIOS = HERE / "scenarios"
 #: the numerics decision's shipped tolerance (``harness logprobs --tolerance``), nats/token
-TOLERANCE = 0.01
+TOLERANCE = SHIPPED_TOLERANCE
 #: every stored numerics comparison decided again at each of these tolerances (``--sweep``)
 SWEEP_JSON = HERE / "panel-sweep.json"
 GRID = (0.001, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01)
@@ -388,10 +389,31 @@ def _counts(rows: list[dict[str, Any]]) -> str:
     return ", ".join(f"{v} {n}" for v, n in sorted(found.items())) or "-"
 
 
-def calibration(data: dict[str, Any]) -> list[str]:
+def _at_tolerance(
+    data: dict[str, Any], swept: dict[str, Any] | None
+) -> tuple[float, dict[str, dict[str, int]]]:
+    """The tolerance the page decides at and each pair's numerics verdict counts there: the
+    shipped tolerance from the sweep (``--sweep``) when it holds that column, else the
+    tolerance the panel ran at and its own verdicts (``{}``: read the rows)."""
+    key = f"{TOLERANCE:g}"
+    if swept and key in swept.get("grid", []):
+        return TOLERANCE, {p["name"]: p["verdicts"][key] for p in swept["pairs"]}
+    return data.get("settings", {}).get("tolerance", TOLERANCE), {}
+
+
+def _verdicts(p: dict[str, Any], redecided: dict[str, dict[str, int]]) -> list[str]:
+    """A pair's numerics verdicts: re-decided ones, plus the comparisons that gave none."""
+    if p["name"] not in redecided:
+        return [n.get("verdict") or f"exit {n.get('exit_code')}" for n in p["numerics"]]
+    out = [v for v, k in redecided[p["name"]].items() for _ in range(k)]
+    return out + [f"exit {n.get('exit_code')}" for n in p["numerics"] if not n.get("verdict")]
+
+
+def calibration(data: dict[str, Any], swept: dict[str, Any] | None = None) -> list[str]:
     """Sentences on whether the tolerance separates benign changes from faults (numerics),
-    from the panel's median mean-KL per pair and its verdicts."""
-    tol = data.get("settings", {}).get("tolerance", TOLERANCE)
+    from the panel's median mean-KL per pair and its verdicts (at the shipped tolerance,
+    re-decided, when ``swept``, the ``--sweep`` JSON, holds it)."""
+    tol, redecided = _at_tolerance(data, swept)
     by_kind: dict[str, list[tuple[str, float]]] = {"fault": [], "benign": [], "aa": []}
     for p in data.get("pairs", []):
         kl = _median([n["kl_mean"] for n in p["numerics"] if n.get("kl_mean") is not None])
@@ -413,13 +435,24 @@ def calibration(data: dict[str, Any]) -> list[str]:
         else:
             lines.append(f"- Overlap: faults at or below the tolerance: {', '.join(under) or 'none'}; "
                          f"a benign change at {_fmt(top[1])} against a fault at {_fmt(low[1])}.")  # fmt: skip
+    ref = {p["name"]: p["reference"]["mean"] for p in data.get("pairs", [])
+           if (p.get("reference") or {}).get("mean") is not None}  # fmt: skip
+    for name, _ in by_kind["fault"]:
+        if name not in ref:
+            continue
+        bigger = [(b, ref[b]) for b, _ in by_kind["benign"] if ref.get(b, -1.0) >= ref[name]]
+        if bigger:
+            b, kld = max(bigger, key=lambda x: x[1])
+            lines.append(f"- {name}: llama-perplexity's full-vocabulary KLD {_fmt(ref[name])} is no "
+                         f"larger than a benign change's ({b}: {_fmt(kld)}): no tolerance on the "
+                         "size of the divergence separates them.")  # fmt: skip
     for p in data.get("pairs", []):
-        wrong = [n.get("verdict") for n in p["numerics"]
-                 if (p["kind"] == "fault") != (n.get("verdict") == "REGRESSION")]  # fmt: skip
+        got = _verdicts(p, redecided)
+        wrong = [v for v in got if (p["kind"] == "fault") != (v == "REGRESSION")]
         if wrong:
             want = "REGRESSION" if p["kind"] == "fault" else "not REGRESSION"
-            lines.append(f"- {p['name']}: {len(wrong)} of {len(p['numerics'])} numerics verdicts "
-                         f"are not {want} ({', '.join(sorted(set(map(str, wrong))))}).")  # fmt: skip
+            lines.append(f"- {p['name']}: {len(wrong)} of {len(got)} numerics verdicts "
+                         f"are not {want} ({', '.join(sorted(set(wrong)))}).")  # fmt: skip
     return lines
 
 
@@ -508,9 +541,16 @@ def merge(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def render(data: dict[str, Any]) -> str:
-    """The Markdown page of a ``panel.json`` (``docs/moe-panel.md``): one row per pair."""
+def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
+    """The Markdown page of a ``panel.json`` (``docs/moe-panel.md``): one row per pair.
+
+    ``swept``: the ``--sweep`` JSON (default: ``e2e/panel-sweep.json`` when it exists);
+    the numerics verdicts are then those at the shipped tolerance, decided again from the
+    stored rows, and the sweep's table follows."""
+    if swept is None and SWEEP_JSON.is_file():
+        swept = json.loads(SWEEP_JSON.read_text(encoding="utf-8"))
     s = data.get("settings", {})
+    tol, redecided = _at_tolerance(data, swept)
     lines = [
         "# The MoE panel on llama-server",
         "",
@@ -523,7 +563,13 @@ def render(data: dict[str, Any]) -> str:
         f"{_spread(data, 'behaviour', 'aa', 'fault', 'benign')} (`harness compare` at its "
         "defaults); "
         f"GSM8K prompts: {s.get('gsm8k')}, at most {s.get('max_tokens')} tokens each; "
-        f"tolerance {s.get('tolerance')} nats/token.",
+        f"tolerance {s.get('tolerance')} nats/token"
+        + (
+            f"; the numerics verdicts below are at the shipped tolerance {tol:g}, decided again "
+            "from each comparison's stored per-sequence rows (`--sweep`, below)."
+            if redecided
+            else "."
+        ),
         "",
         "KL columns: ours is the median over repeats of `harness logprobs`'s mean KL over the "
         "shared top-k (with its 99th percentile and maximum over positions); llama-perplexity's "
@@ -537,7 +583,8 @@ def render(data: dict[str, Any]) -> str:
     ]
     for p in data.get("pairs", []):
         num = p["numerics"]
-        reg = sum(n.get("verdict") == "REGRESSION" for n in num)
+        got = _verdicts(p, redecided)
+        reg = sum(v == "REGRESSION" for v in got)
 
         def med(key: str, rows: list[dict[str, Any]] = num) -> float | None:
             return _median([r[key] for r in rows if r.get(key) is not None])
@@ -553,19 +600,19 @@ def render(data: dict[str, Any]) -> str:
             ref_txt = "failed"
         beh = p["behaviour"]
         lines.append(
-            f"| {p['kind']} | {p['name']} | {_rate(reg, len(num))} | {_counts(num)} | "
+            f"| {p['kind']} | {p['name']} | {_rate(reg, len(got))} | "
+            f"{_counts([{'verdict': v} for v in got])} | "
             f"{_fmt(med('kl_mean'))} ({_fmt(med('kl_p99'))}, {_fmt(med('kl_max'))}) | "
             f"{ref_txt} | {ratio} | {_counts(beh)} | "
             f"{_fmt_n(med('requests'))} / {_fmt_n(med('requests', beh))} | "
             f"{_fmt_n(med('seconds'))} / {_fmt_n(med('seconds', beh))} |"
         )
-    lines += ["", "## Calibration (numerics)", "", *calibration(data), ""]
-    if SWEEP_JSON.is_file():
-        sw = json.loads(SWEEP_JSON.read_text(encoding="utf-8"))
+    lines += ["", "## Calibration (numerics)", "", *calibration(data, swept), ""]
+    if swept:
         lines += ["## The tolerance swept", "",
-                  f"Command: `{sw.get('command')}`. Every numerics comparison above decided again, "
-                  "from its stored per-sequence rows, at each tolerance (nats/token):", "",
-                  *render_sweep(sw), ""]  # fmt: skip
+                  f"Command: `{swept.get('command')}`. Every numerics comparison above decided "
+                  "again, from its stored per-sequence rows, at each tolerance (nats/token):", "",
+                  *render_sweep(swept), ""]  # fmt: skip
     return "\n".join(lines)
 
 

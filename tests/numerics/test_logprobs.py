@@ -23,7 +23,7 @@ from harness.numerics.adapters import (
     VLLMAdapter,
     detect,
 )
-from harness.numerics.decide import decide
+from harness.numerics.decide import TOLERANCE, decide
 from harness.numerics.divergence import (
     align_generated,
     check_aligned,
@@ -130,7 +130,7 @@ def test_decide_verdicts() -> None:
     assert decide([_row(1e-4 + i / 1e5, 1e-5) for i in range(10)])[0] == "NO CHANGE"
     assert decide([_row(0.0, 0.0) for _ in range(10)])[0] == "NO CHANGE"  # deterministic server
     assert decide([_row(0.1, 0.0) for _ in range(3)])[0] == "INCONCLUSIVE"  # too few
-    near = [_row(0.01 + (-1) ** i * 0.005, 0.0) for i in range(10)]
+    near = [_row(TOLERANCE + (-1) ** i * TOLERANCE / 2, 0.0) for i in range(10)]
     assert decide(near)[0] == "INCONCLUSIVE"
 
 
