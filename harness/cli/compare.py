@@ -469,13 +469,13 @@ def _check_tokens(args: argparse.Namespace) -> None:
 def _logprobs_hook(
     args: argparse.Namespace, base: Target, cand: Target
 ) -> Callable[[RunFolder], None]:
-    """The numerics section, run once the folder is scored (its line kept for the console)."""
+    """The numerics section (:func:`harness.numerics.section.numerics_hook`), its line kept
+    for the console."""
     from harness.numerics.run import LogprobsOptions
-    from harness.numerics.section import logprobs_section
+    from harness.numerics.section import numerics_hook
+    from harness.present.logprobs import section_line
 
-    opts = LogprobsOptions(api=args.logprobs_api, model=args.model)
+    def done(res: Any, why: str | None) -> None:
+        args.logprobs_line = section_line(res, why)
 
-    def hook(folder: RunFolder) -> None:
-        _, args.logprobs_line = logprobs_section(folder, base, cand, opts)
-
-    return hook
+    return numerics_hook(base, cand, LogprobsOptions(api=args.logprobs_api, model=args.model), done)

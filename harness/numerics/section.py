@@ -11,6 +11,7 @@ saying so (and how to enable it), and no ``logprobs.json`` is written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +23,10 @@ from harness.numerics.run import LogprobsOptions, compare_logprobs
 from harness.numerics.sequences import from_record
 from harness.runfolder import RunFolder
 
-__all__ = ["baseline_sequences", "logprobs_section"]
+__all__ = ["SectionDone", "baseline_sequences", "logprobs_section", "numerics_hook"]
+
+#: what a caller of :func:`numerics_hook` is told: the result, or why there is none (a line)
+SectionDone = Callable[[LogprobsResult | None, str | None], None]
 
 
 def baseline_sequences(folder: RunFolder) -> list[Sequence]:
@@ -39,18 +43,18 @@ def logprobs_section(
     baseline: Any,
     candidate: Any,
     opts: LogprobsOptions | None = None,
-) -> tuple[LogprobsResult | None, str]:
+) -> tuple[LogprobsResult | None, str | None]:
     """Score the folder's baseline conversations on both servers; write ``logprobs.json``.
 
     The servers are the comparison's targets: their roots, the baseline's API key
     (``TargetConfig.api_key``) and request timeout. A recorded side
     (:class:`~harness.recording.RecordedSide`) gives the sequences and scores recorded
-    with it (:func:`~harness.numerics.run.compare_recorded`). Returns the result (None when it could
-    not be computed) and one line for the console: the verdict, or why there is none
-    (``logprobs: not compared: ...``). Never raises a
+    with it (:func:`~harness.numerics.run.compare_recorded`). Returns ``(result, None)``,
+    or ``(None, why)`` when it could not be computed: one line,
+    ``logprobs: not compared: ...`` (the console line of a result is
+    :func:`harness.present.logprobs.section_line`'s). Never raises a
     :class:`~harness.errors.LogprobsError`.
     """
-    from harness.present.logprobs import logprobs_line
     from harness.recording import RecordedSide
 
     live = next((t for t in (baseline, candidate) if isinstance(t, TargetConfig)), None)
@@ -65,7 +69,7 @@ def logprobs_section(
         if isinstance(res, str):
             return None, f"logprobs: not compared: {res}"
         folder.write_model(RunFolder.LOGPROBS, res)
-        return res, logprobs_line(res)
+        return res, None
     baseline_url, candidate_url = server_root(baseline.base_url), server_root(candidate.base_url)
 
     seqs = baseline_sequences(folder)
@@ -78,7 +82,21 @@ def logprobs_section(
     res.decode = decode_path(seqs, baseline_url, candidate_url, opts, res)
     res.experts = compare_experts(seqs, baseline_url, candidate_url, opts, notes=res.notes)
     folder.write_model(RunFolder.LOGPROBS, res)
-    return res, logprobs_line(res)
+    return res, None
+
+
+def numerics_hook(
+    baseline: Any, candidate: Any, opts: LogprobsOptions, done: SectionDone
+) -> Callable[[RunFolder], None]:
+    """The numerics section as :func:`harness.pipeline.compare`'s ``after_runs``: called
+    once the first round's runs are in, before any look, so ``logprobs.json`` is an input
+    of every decision; ``done(result, why)`` is told the outcome (for the console line).
+    One builder for ``harness compare`` and the pytest plugin."""
+
+    def hook(folder: RunFolder) -> None:
+        done(*logprobs_section(folder, baseline, candidate, opts))
+
+    return hook
 
 
 def decode_path(

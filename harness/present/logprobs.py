@@ -25,6 +25,7 @@ __all__ = [
     "logprobs_line",
     "logprobs_view",
     "scored_with",
+    "section_line",
 ]
 
 STRIP_W, STRIP_H = 560.0, 40.0
@@ -262,6 +263,12 @@ def scored_with(res: LogprobsResult) -> str:
     """The API each side was scored with (one name when both used the same)."""
     b, c = str(res.baseline.get("api")), str(res.candidate.get("api"))
     return b if b == c or c == "None" else f"baseline {b}, candidate {c}"
+
+
+def section_line(res: LogprobsResult | None, why: str | None) -> str:
+    """The console line of a numerics section (:func:`harness.numerics.section.logprobs_section`):
+    the result's :func:`logprobs_line`, or why there is none."""
+    return logprobs_line(res) if res is not None else (why or "logprobs: not compared")
 
 
 def logprobs_line(res: LogprobsResult) -> str:

@@ -18,9 +18,10 @@ judges every test; with ``--harness-batch off``, rounds of each test's own.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
@@ -81,6 +82,8 @@ class HarnessState:
     _run_dir: Path | None = None
     _recording: SelectedRecording | None = None
     _compared_runs: dict[tuple[str, bool], ScenarioRun] | None = None
+    #: the numerics section's line, told by its hook (shown after the summary's)
+    _numerics_notes: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------ targets
 
@@ -227,7 +230,7 @@ class HarnessState:
         try:
             self.compared = compare(
                 scenarios, base, cand, settings=settings, folder=RunFolder(self.run_dir()),
-                progress=False,
+                progress=False, after_runs=self._numerics_hook(),
             )  # fmt: skip
         except Exception as exc:
             self._batch_error = f"{type(exc).__name__}: {exc}"
@@ -342,6 +345,8 @@ class HarnessState:
         if self._run_dir is None:
             return
         folder = RunFolder(self._run_dir)
+        if self.compared is None and folder.transcripts.exists():
+            self._logprobs(folder)  # before the summary: the verdict is decided with it
         try:
             self.summary = self._write_summary(self._run_dir)
         except Exception as exc:  # a summary problem must not hide the test results
@@ -349,7 +354,7 @@ class HarnessState:
         if self.summary is not None:
             self.notes += [f"warning: {w}" for w in self.summary.warnings]
             self.notes.append(f"summary: {folder.summary_path}")
-            self._logprobs(folder)
+            self.notes += self._numerics_notes
         reportable = (
             RunFolder.TRANSCRIPTS,
             RunFolder.SUMMARY,
@@ -359,21 +364,32 @@ class HarnessState:
         if any(folder.has(name) for name in reportable):
             self.notes.append(write_html(self._run_dir, self.settings.html))
 
-    def _logprobs(self, folder: RunFolder) -> None:
-        """The numerics section (:mod:`harness.numerics.section`) when there is a baseline
-        (a recorded one gives its recorded numerics)."""
+    def _numerics_hook(self) -> Callable[[RunFolder], None] | None:
+        """The numerics section (:func:`harness.numerics.section.numerics_hook`) when there
+        is a baseline and it is on (a recorded baseline gives its recorded numerics); its
+        line goes to the terminal summary. Batched, :func:`harness.pipeline.compare` calls
+        it after the first round; else :meth:`finish`, before the summary is scored."""
         from harness.numerics.run import LogprobsOptions
-        from harness.numerics.section import logprobs_section
+        from harness.numerics.section import numerics_hook
+        from harness.present.logprobs import section_line
         from harness.recording import is_recording_ref
 
         if is_recording_ref(self.settings.baseline) and self._recording is None:
-            return  # the recording could not be opened: its tests said why
+            return None  # the recording could not be opened: its tests said why
         base, cand = self.baseline(), self.target()
         if base is None or cand is None or not self.settings.logprobs:
-            return
-        opts = LogprobsOptions(model=self.settings.model)
-        _, line = logprobs_section(folder, base, cand, opts)
-        self.notes.append(line)
+            return None
+
+        def done(res: Any, why: str | None) -> None:
+            self._numerics_notes.append(section_line(res, why))
+
+        return numerics_hook(base, cand, LogprobsOptions(model=self.settings.model), done)
+
+    def _logprobs(self, folder: RunFolder) -> None:
+        """The numerics section now (unbatched: the session's runs are all in)."""
+        hook = self._numerics_hook()
+        if hook is not None:
+            hook(folder)
 
     def _write_summary(self, run_dir: Path) -> Summary | None:
         """Score the folder's transcripts into ``summary.json`` as ``harness compare`` does,

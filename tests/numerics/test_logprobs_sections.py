@@ -157,7 +157,7 @@ def test_the_section_sends_the_targets_key_and_timeout(
     monkeypatch.setenv("HARNESS_TEST_KEY", "k-123")
     b = TargetConfig(base_url="http://h:1/v1", api_key_env="HARNESS_TEST_KEY", timeout_s=7)
     c = TargetConfig(base_url="http://h:2/v1", api_key_env="HARNESS_TEST_KEY")
-    _, line = section.logprobs_section(_folder(tmp_path, "r"), b, c, LogprobsOptions(model="m"))
-    assert line == "logprobs: not compared: stop here"
+    res, why = section.logprobs_section(_folder(tmp_path, "r"), b, c, LogprobsOptions(model="m"))
+    assert res is None and why == "logprobs: not compared: stop here"
     assert (seen["base"], seen["cand"]) == ("http://h:1", "http://h:2")
     assert (seen["opts"].api_key, seen["opts"].timeout_s, seen["opts"].model) == ("k-123", 7, "m")

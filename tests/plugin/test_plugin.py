@@ -584,3 +584,21 @@ def test_the_models_terminal_escapes_are_not_printed_in_the_evidence(
     out = result.stdout.str()
     assert "final answer: not the word" in out
     assert "\x1b" not in out and "\x07" not in out and "owned" not in out
+
+
+@pytest.mark.parametrize("batch", ["on", "off"])
+def test_the_numerics_section_is_an_input_of_the_session_verdict(
+    project: pytest.Pytester, healthy: str, scenario_dir: Path, batch: str
+) -> None:
+    """Batched (compare's hook, after the first round) or not (before the summary is
+    scored), the numerics decide with the behaviour: summary.json's verdict names them."""
+    with serve_in_thread("logprobs-nan", scenarios_dir=scenario_dir) as nan:
+        result = project.runpytest(
+            "scenarios", "--target", nan, "--baseline", healthy, f"--harness-batch={batch}"
+        )
+    result.stdout.fnmatch_lines(["*logprobs*REGRESSION*NaN*"])
+    [folder] = run_dirs(project.path / "results")
+    verdict = json.loads((folder / "summary.json").read_text())["verdict"]
+    assert verdict["verdict"] == "REGRESSION", verdict["message"]
+    assert verdict["reasons"][0].startswith("numerics: REGRESSION"), verdict["reasons"]
+    assert (folder / "logprobs.json").is_file()
