@@ -14,7 +14,7 @@ AA ?=
 STREAM ?=
 SCENARIOS ?= scenarios
 
-.PHONY: install bfcl test check lint typecheck shellcheck compare record bench e2e e2e-panel docs clean
+.PHONY: install bfcl test check lint typecheck shellcheck compare record bench calibrate e2e e2e-panel docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -100,18 +100,22 @@ record: $(STAMP)
 
 # The harness's own speed and scale (bench/): one table, JSON under results/bench/.
 # BENCH_ARGS="--quick" for a smoke run, "--only 1,3" for some benchmarks (~5 min in full).
-# Then the decision rule's false alarms and detection power at the shipped defaults
-# (bench/power.py, JSON in bench/power.json, ~60 min of CPU with the recorded-baseline part;
-# POWER_ARGS="--workers 2" for two processes, "--parts aa" for one part). The run's
-# figures go to the documentation: docs/benchmarks.md (bench/bench.json, the latest run),
-# docs/verdict.md, docs/recorded-baselines.md and docs/numerics.md (bench/*.json).
+# Its figures go to docs/benchmarks.md (bench/bench.json, the latest run).
 BENCH_ARGS ?=
-POWER_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/python -m bench.run $(BENCH_ARGS) --out results/bench
 	$(BIN)/python -m bench.bench_table --from "$$(ls -t results/bench/bench-*.json | head -n 1)"
-	$(BIN)/python -m bench.power --json bench/power.json $(POWER_ARGS) > /dev/null
-	$(BIN)/python -m bench.power_table bench/power.json
+
+# The decision rules' false alarms and detection power at the shipped defaults
+# (bench/calibration/): compare's (power.py, ~60 min of CPU with the recorded-baseline
+# part; POWER_ARGS="--workers 2" for two processes, "--parts aa" for one part) and the
+# numerics rule's (logprobs.py, 10-45 min by load). JSON in bench/calibration/*.json;
+# the tables in docs/verdict.md, docs/recorded-baselines.md and docs/numerics.md.
+POWER_ARGS ?=
+calibrate: $(STAMP)
+	$(BIN)/python -m bench.calibration.power --json bench/calibration/power.json $(POWER_ARGS) > /dev/null
+	$(BIN)/python -m bench.calibration.logprobs --aa 40 --regression 40 --benign 40 --json bench/calibration/logprobs.json
+	$(BIN)/python -m bench.calibration.power_table bench/calibration/power.json
 
 # End to end on a real server: upstream llama-server + SmolLM2-135M on the CPU (scripts/e2e.sh).
 # The llama-cpp-python wheel and llama-server (from the llama.cpp tree in its sdist) are

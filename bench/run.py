@@ -5,7 +5,7 @@ ratio, pass/fail) and writes ``results/bench/bench-<UTC timestamp>.json`` with e
 raw figure, the load average before and after (the machine may be shared) and the
 versions. Usage::
 
-    python -m bench.run [--quick] [--only 1,2,3,4,5] [--out results/bench]
+    python -m bench.run [--quick] [--only 1,2,3,4] [--out results/bench]
 
 ``--quick`` uses smaller sizes (for a smoke run); figures to quote come from the full
 sizes, run twice to see the spread. Exit status 0 even when a target is missed (the
@@ -29,7 +29,6 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import client_overhead, concurrency, gsm8k_throughput, scale
-from bench import logprobs as numerics
 from bench.common import ROOT, Row, load_average
 from harness._version import __version__
 from harness.runfolder import git_revision
@@ -40,7 +39,6 @@ BENCHMARKS: dict[str, tuple[Callable[[], list[Row]], Callable[[], list[Row]]]] =
     "2": (concurrency.run, lambda: concurrency.run(runs=8, concurrency=4, latency_ms=20)),
     "3": (gsm8k_throughput.run, lambda: gsm8k_throughput.run(n=40, parallel=8, rounds=1)),
     "4": (scale.run, lambda: scale.run(sizes=(24, 240))),
-    "5": (numerics.run, lambda: numerics.run(aa=5, regression=5, benign=5)),
 }
 
 
@@ -74,13 +72,15 @@ def table(rows: list[Row], errors: list[dict[str, Any]]) -> Table:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes (smoke run, not figures)")
-    p.add_argument("--only", default="1,2,3,4,5", help="comma-separated benchmark numbers")
+    p.add_argument("--only", default="1,2,3,4", help="comma-separated benchmark numbers")
     p.add_argument("--out", default=str(ROOT / "results" / "bench"), help="JSON output folder")
     args = p.parse_args(argv)
     keys = [k.strip() for k in args.only.split(",") if k.strip()]
     unknown = [k for k in keys if k not in BENCHMARKS]
     if unknown:
-        p.error(f"--only: unknown benchmark {', '.join(unknown)}; choose from 1,2,3,4,5")
+        p.error(
+            f"--only: unknown benchmark {', '.join(unknown)}; choose from 1,2,3,4 (the decision rules' error rates: make calibrate)"
+        )
     started, load_before = datetime.now(timezone.utc), load_average()
     rows: list[Row] = []
     runs: list[dict[str, Any]] = []

@@ -63,7 +63,7 @@ from harness.summary import Settings, Summary
 
 HELP = "Compare a candidate server against a baseline over the scenarios (A/B, with a verdict)."
 
-#: repeats per scenario and side; chosen with bench/power.py (the figures: docs/verdict.md)
+#: repeats per scenario and side; chosen with bench/calibration/power.py (the figures: docs/verdict.md)
 DEFAULT_REPEATS = 5
 
 

@@ -28,7 +28,7 @@ With fewer than :data:`MIN_SEQUENCES` independent sequences, the unit is a block
 :data:`BLOCK` consecutive positions (:func:`_blocks`; positions within a sequence are
 correlated, so this unit is weaker evidence than a sequence: its false alarms are
 measured in ``tests/test_numerics_blocks.py``).
-False-alarm rate and power at the defaults: ``bench/logprobs.py`` (figures: docs/numerics.md).
+False-alarm rate and power at the defaults: ``bench/calibration/logprobs.py`` (figures: docs/numerics.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Smoke test of the detection-power benchmark (bench/power.py) on a few seeds.
+"""Smoke test of the detection-power benchmark (bench/calibration/power.py) on a few seeds.
 
 The measured figures (>= 200 A/A, >= 100 regression comparisons) come from
-``python -m bench.power``; this only checks that its path decides as ``compare`` does.
+``python -m bench.calibration.power``; this only checks that its path decides as ``compare`` does.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.power import _noisy, compare_in_process
+from bench.calibration.power import _noisy, compare_in_process
 from harness.scenario.model import load_scenarios
 from harness.sim.model import ScenarioIndex
 from tests.compare.test_compare import CLOCK, ENTROPY, LOOKUP

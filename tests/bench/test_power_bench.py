@@ -1,4 +1,4 @@
-"""The detection-power benchmark (bench/power.py) and the documentation tables made from it."""
+"""The detection-power benchmark (bench/calibration/power.py) and the documentation tables made from it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import power, power_table
+from bench.calibration import power, power_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ def test_tiny_run_writes_every_figure(tmp_path: Path) -> None:
 
 
 def test_table_replaces_only_the_marked_block() -> None:
-    doc = json.loads((ROOT / "bench" / "power.json").read_text())
+    doc = json.loads((ROOT / "bench" / "calibration" / "power.json").read_text())
     readme = f"before\n{power_table.BEGIN}\nold\n{power_table.END}\nafter\n"
     new = power_table.update(readme, doc)
     assert new.startswith("before\n") and new.endswith(f"{power_table.END}\nafter\n")
@@ -39,7 +39,7 @@ def test_table_replaces_only_the_marked_block() -> None:
 
 def test_doc_tables_are_the_committed_figures() -> None:
     """The pages' measured tables are what bench/*.json give (make bench writes both)."""
-    assert power_table.main([str(ROOT / "bench" / "power.json"), "--check"]) == 0
+    assert power_table.main([str(ROOT / "bench" / "calibration" / "power.json"), "--check"]) == 0
 
 
 def test_a_stale_page_is_found_and_rewritten(tmp_path: Path) -> None:
@@ -50,12 +50,12 @@ def test_a_stale_page_is_found_and_rewritten(tmp_path: Path) -> None:
         text = page.read_text(encoding="utf-8")
         copy.write_text(text.replace(power_table.END, "a hand edit\n" + power_table.END, 1))
         pages.append(str(copy))
-    args = [str(ROOT / "bench" / "power.json"), *pages]
+    args = [str(ROOT / "bench" / "calibration" / "power.json"), *pages]
     assert power_table.main([*args, "--check"]) == 1
     assert power_table.main(args) == 0
     assert power_table.main([*args, "--check"]) == 0
     with pytest.raises(ValueError, match="in none of"):
-        power_table.main([str(ROOT / "bench" / "power.json"), pages[0], "--check"])
+        power_table.main([str(ROOT / "bench" / "calibration" / "power.json"), pages[0], "--check"])
 
 
 # ------------------------------------------------------------------------ recorded baselines
@@ -139,7 +139,7 @@ def test_clopper_pearson_known_values() -> None:
 
 
 def test_recorded_block_needs_its_markers() -> None:
-    doc = json.loads((ROOT / "bench" / "power.json").read_text())
+    doc = json.loads((ROOT / "bench" / "calibration" / "power.json").read_text())
     both = (
         f"{power_table.BEGIN}\nold\n{power_table.END}\n"
         f"{power_table.RECORDED_BEGIN}\nold\n{power_table.RECORDED_END}\n"

@@ -1,7 +1,7 @@
 """A/A false failures of the pytest plugin with a baseline, on the reference server.
 
-Run: ``python -m bench.plugin_aa [--sessions 40] [--baseline recorded|live] [--json FILE]``
-(default ``bench/plugin_aa.json``).
+Run: ``python -m bench.calibration.plugin_aa [--sessions 40] [--baseline recorded|live] [--json FILE]``
+(default ``bench/calibration/plugin_aa.json``).
 
 Each session is one ``pytest`` process, as CI runs it, over the shipped scenarios at the
 shipped defaults (temperature 0.7, ``--repeats`` 5 per round, at most 4 rounds, alpha
@@ -19,7 +19,7 @@ alike: ``paired``), not two independent samples; ``--first N`` starts at another
 Every server is the ``healthy`` profile with its own seed (fresh noise: optional calls,
 reordered steps, and a failed run in about 2% of runs at temperature > 0). With
 ``--noisy`` (the default) every scenario is sampled, greedy ones too (as
-:func:`bench.power._noisy`: ``long_context_logs`` is otherwise greedy and never noisy),
+:func:`bench.calibration.power._noisy`: ``long_context_logs`` is otherwise greedy and never noisy),
 so each of the 19 tests can fail by noise on either side. The numerics section is off on
 both sides (``--no-logprobs``, ``--harness-logprobs=false``): it judges no test.
 
@@ -49,8 +49,8 @@ from typing import Any
 import yaml
 from scipy import stats as sps
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_JSON = ROOT / "bench" / "plugin_aa.json"
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_JSON = ROOT / "bench" / "calibration" / "plugin_aa.json"
 #: the plugin's default temperature (the noisy setting of a greedy scenario)
 TEMPERATURE = 0.7
 #: server seeds are numbered from here (fresh noise, away from the tests' seeds)
@@ -58,7 +58,7 @@ SEED_BASE = 50_000
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Clopper-Pearson (exact) interval of ``k/n`` (as :func:`bench.power.clopper_pearson`)."""
+    """Clopper-Pearson (exact) interval of ``k/n`` (as :func:`bench.calibration.power.clopper_pearson`)."""
     if n == 0:
         return 0.0, 1.0
     ci = sps.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
@@ -221,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     modes = ["recorded", "live"] if args.baseline == "both" else [args.baseline]
     doc: dict[str, Any] = {
-        "command": "python -m bench.plugin_aa " + " ".join(argv or sys.argv[1:]),
+        "command": "python -m bench.calibration.plugin_aa " + " ".join(argv or sys.argv[1:]),
         "settings": {"scenarios": "shipped", "noisy": args.noisy, "profile": "healthy",
                      "temperature": TEMPERATURE, "repeats_per_round": 5, "rounds": 4,
                      "alpha": 0.01, "numerics": "off", "extra": args.pytest_args},

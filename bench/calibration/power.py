@@ -1,7 +1,7 @@
 """Detection power and false alarms of ``harness compare`` at its shipped defaults.
 
-Run: ``python -m bench.power [--parts aa,one,curve,drift,fused,gsm8k,recorded] [--json
-FILE]`` (``make bench`` runs every part as benchmark 5 and writes ``results/bench/power.json``);
+Run: ``python -m bench.calibration.power [--parts aa,one,curve,drift,fused,gsm8k,recorded] [--json
+FILE]`` (``make calibrate`` runs every part and writes ``bench/calibration/power.json``);
 sizes are options (``--aa 1000 --aa-sequential 200 --one 150 --curve 40 --drift 60 --fused
 60 --gsm8k 1000 --recorded-aa 500 --recorded-baselines 20 --recorded-candidates 50
 --recorded-detect 25``, the defaults); ``--workers N`` runs comparisons in N processes (the figures do not
@@ -102,7 +102,7 @@ from harness.transcript import RunRecord
 
 __all__ = ["InProcessClient", "Side", "compare_in_process", "main"]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: the shipped defaults every figure is measured at
 REPEATS = 5
 TEMPERATURE: float = OPTIONS["temperature"].default
@@ -829,7 +829,7 @@ def run_parts(args: argparse.Namespace) -> dict[str, Any]:
     """Every part named in ``args.parts``; the figures as one JSON-ready dict."""
     parts, sc, w = set(args.parts.split(",")), args.scenarios, args.workers
     doc: dict[str, Any] = {
-        "command": "python -m bench.power " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.calibration.power " + " ".join(sys.argv[1:]),
         "defaults": {
             "repeats": REPEATS, "temperature": TEMPERATURE, "alpha": ALPHA,
             "permutations": Settings().permutations, "rounds": ROUNDS,
@@ -870,7 +870,9 @@ def run_parts(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.power", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m bench.calibration.power", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--scenarios", default=str(ROOT / "scenarios"))
     p.add_argument("--parts", default="aa,one,curve,drift,fused,gsm8k,recorded")
     p.add_argument("--aa", type=int, default=1000)

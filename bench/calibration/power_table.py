@@ -1,12 +1,12 @@
-"""The documentation's measured tables, regenerated from ``bench/power.json`` (``make bench``).
+"""The documentation's measured tables, regenerated from ``bench/calibration/power.json`` (``make calibrate``).
 
-Usage: ``python -m bench.power_table [bench/power.json] [PAGE ...] [--check]`` (default
+Usage: ``python -m bench.calibration.power_table [bench/calibration/power.json] [PAGE ...] [--check]`` (default
 pages: :data:`PAGES`): in each page, replaces the text between ``<!-- power:begin -->`` and
-``<!-- power:end -->`` with the tables rendered from the JSON that ``python -m bench.power``
+``<!-- power:end -->`` with the tables rendered from the JSON that ``python -m bench.calibration.power``
 wrote, the text between ``<!-- power-recorded:begin -->`` and ``<!-- power-recorded:end -->``
 with the recorded baselines' table (the ``recorded`` part), and the text between
 ``<!-- numerics:begin -->`` and ``<!-- numerics:end -->`` with the numerics figures of
-``bench/logprobs.json`` (``python -m bench.logprobs --json``). Every block the JSON has
+``bench/calibration/logprobs.json`` (``python -m bench.calibration.logprobs --json``). Every block the JSON has
 figures for must be in one of the pages. ``--check`` writes nothing and exits 1 when a
 page differs from what the JSON gives (``tests/bench/test_power_bench.py`` runs it).
 """
@@ -34,7 +34,7 @@ __all__ = [
     "update_page",
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BEGIN, END = "<!-- power:begin -->", "<!-- power:end -->"
 RECORDED_BEGIN, RECORDED_END = "<!-- power-recorded:begin -->", "<!-- power-recorded:end -->"
 NUMERICS_BEGIN, NUMERICS_END = "<!-- numerics:begin -->", "<!-- numerics:end -->"
@@ -212,7 +212,7 @@ def _drift(doc: dict[str, Any]) -> list[str]:
 
 def _early(doc: dict[str, Any]) -> list[str]:
     """The early-stop case on the library it was found on (``bench/power-early-
-    stop.json``: ``python -m bench.power --parts early --scenarios <that library>``)."""
+    stop.json``: ``python -m bench.calibration.power --parts early --scenarios <that library>``)."""
     e = doc.get("early_stop_doc")
     if not e:
         return []
@@ -224,7 +224,7 @@ def _early(doc: dict[str, Any]) -> list[str]:
         "",
         f"The early-stop case on the library it was found on ({e['library']}: "
         f"`{kind}` can show in {e['early_stop_scenarios']} of its scenarios; `{e['command']}`, "
-        f"`bench/power-early-stop.json`), `{kind}@{rate}`, {seq['n']} comparisons: "
+        f"`bench/calibration/power-early-stop.json`), `{kind}@{rate}`, {seq['n']} comparisons: "
         f"sequential {_rate(seq)}, {seq['flags'].get('only', 0)} NO CHANGE naming a "
         f"candidate-only kind, {seq['mean_runs']:.0f} runs (rounds "
         + ", ".join(f"{k}: {v}" for k, v in seq["rounds"].items())
@@ -257,7 +257,7 @@ def render(doc: dict[str, Any]) -> str:
     """The Markdown between the markers, from the benchmark's JSON."""
     d = doc["defaults"]
     lines = [
-        f"Measured by `{doc['command']}` (`make bench`; figures in `bench/power.json`) at "
+        f"Measured by `{doc['command']}` (`make calibrate`; figures in `bench/calibration/power.json`) at "
         f"the shipped defaults: {d['scenarios']} scenarios, temperature {d['temperature']:g}, "
         f"{d['repeats']} repeats per round, alpha {d['alpha']:g}, {d['permutations']} "
         f"permutations; sequential: at most {d['rounds']} rounds. Runs are both sides'."
@@ -292,7 +292,7 @@ def render_recorded(doc: dict[str, Any]) -> str:
     """The Markdown between the recorded markers, from the JSON's ``recorded`` part."""
     rec = doc.get("recorded")
     if not rec:
-        return "(not measured: `python -m bench.power --parts recorded`)"
+        return "(not measured: `python -m bench.calibration.power --parts recorded`)"
     r, spread, det = rec["recording"], rec["spread"], rec["detection"]
     even = r["schedule"] == [5 * k for k in range(1, len(r["schedule"]) + 1)]
     reads = (
@@ -365,8 +365,8 @@ def _per_recording(spread: dict[str, Any], det: dict[str, Any]) -> list[str]:
 
 
 def render_numerics(m: dict[str, Any]) -> str:
-    """The numerics figures of docs/numerics.md from ``bench/logprobs.json`` (``python -m
-    bench.logprobs --json``)."""
+    """The numerics figures of docs/numerics.md from ``bench/calibration/logprobs.json`` (``python -m
+    bench.calibration.logprobs --json``)."""
     n, aa, reg, ben = m["sequences"], m["aa"], m["regression"], m["benign"]
     lp, beh = reg["requests_per_verdict"], m["behavioural"]
     per = (lp - m.get("probe_requests", 2)) // n if n else 0
@@ -375,7 +375,7 @@ def render_numerics(m: dict[str, Any]) -> str:
     bound = f"; 95% upper bound {upper:.1%}" if fa == 0 else ""
     ben_reg = ben["verdicts"].get("REGRESSION", 0)
     return "\n".join([
-        f"Measured on the reference server (`{m.get('command', 'python -m bench.logprobs')}`; "
+        f"Measured on the reference server (`{m.get('command', 'python -m bench.calibration.logprobs')}`; "
         f"{n} sequences per side, every default; {m['seconds']:.0f} s; the servers are "
         "`harness sim` subprocesses):",
         "",
@@ -460,7 +460,7 @@ def _load(source: Path) -> dict[str, Any]:
     early = source.with_name("power-early-stop.json")  # `--parts early`, another library
     if "early_stop_doc" not in doc and early.is_file():
         doc["early_stop_doc"] = json.loads(early.read_text(encoding="utf-8"))
-    numerics = source.with_name("logprobs.json")  # `python -m bench.logprobs --json`
+    numerics = source.with_name("logprobs.json")  # `python -m bench.calibration.logprobs --json`
     if "numerics" not in doc and numerics.is_file():
         doc["numerics"] = json.loads(numerics.read_text(encoding="utf-8"))
     return doc
@@ -475,7 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     check = "--check" in args
     args = [a for a in args if a != "--check"]
-    source = Path(args[0] if args else ROOT / "bench" / "power.json")
+    source = Path(args[0] if args else ROOT / "bench" / "calibration" / "power.json")
     targets = [Path(a) for a in args[1:]] or PAGES
     doc = _load(source)
     found: set[str] = set()
@@ -493,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = ", ".join(str(t) for t in targets)
         raise ValueError(f"{', '.join(missing)}: in none of {names} (add the markers)")
     for target in stale:
-        verb = "stale: run `python -m bench.power_table`" if check else "written"
+        verb = "stale: run `python -m bench.calibration.power_table`" if check else "written"
         print(f"{target}: {verb}", file=sys.stderr)
     return 1 if check and stale else 0
 

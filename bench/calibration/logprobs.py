@@ -1,8 +1,8 @@
 """Error rates of ``harness logprobs`` (the numerics verdict), against the reference server.
 
-Run: ``python -m bench.logprobs [--aa 200] [--regression 200] [--benign 200] [--sequences N]
-[--json bench/logprobs.json]`` (also ``make bench``, benchmark 5, with these sizes); the
-JSON regenerates the numerics figures of docs/numerics.md (``python -m bench.power_table``).
+Run: ``python -m bench.calibration.logprobs [--aa 200] [--regression 200] [--benign 200] [--sequences N]
+[--json bench/calibration/logprobs.json]`` (also ``make calibrate``, with these sizes); the
+JSON regenerates the numerics figures of docs/numerics.md (``python -m bench.calibration.power_table``).
 
 Each comparison is :func:`harness.numerics.run.compare_logprobs` at its defaults (API
 auto-detected: vLLM's ``prompt_logprobs``; top-5; tolerance 0.003 nats per token; alpha
@@ -64,9 +64,9 @@ def _verdicts(base: str, cand: str, seqs: list[Sequence], n: int) -> dict[str, A
 def behavioural_requests(seed: int = 0) -> dict[str, Any]:
     """Requests ``harness compare`` makes at its defaults (sequential, healthy vs
     fused-regression, every turn a request), counted in process: the runner's own loop
-    against the sim's request handler (:mod:`bench.power`'s sides, the same code path as
+    against the sim's request handler (:mod:`bench.calibration.power`'s sides, the same code path as
     over HTTP but for the socket), decided by the same rule, rounds included."""
-    from bench.power import REPEATS, Side, decide_sequential
+    from bench.calibration.power import REPEATS, Side, decide_sequential
     from harness.sim.model import ScenarioIndex
 
     scenarios = load_scenarios([SCENARIOS])
@@ -103,7 +103,7 @@ def rows(m: dict[str, Any]) -> list[Row]:
     n = m["sequences"]
     fa, det, ben = _rate(m["aa"]), _rate(m["regression"]), 1 - _rate(m["benign"])
     lp, beh = m["regression"]["requests_per_verdict"], m["behavioural"]["requests"]
-    note = f"{n} sequences per side, defaults; python -m bench.logprobs"
+    note = f"{n} sequences per side, defaults; python -m bench.calibration.logprobs"
     return [
         Row("5a. logprobs A/A false alarms", round(100 * fa, 2), 1.0, "%", None, fa <= 0.01,
             f"{m['aa']['n']} comparisons healthy vs healthy; {note}", m["aa"]),
@@ -124,14 +124,18 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.logprobs", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m bench.calibration.logprobs", description=__doc__.split("\n")[0]
+    )
     for name, default in (("aa", 200), ("regression", 200), ("benign", 200)):
         p.add_argument(f"--{name}", type=int, default=default)
     p.add_argument("--sequences", type=int, default=None, help="default: every scenario")
     p.add_argument("--json", default=None, help="write the figures here as JSON")
     args = p.parse_args(argv)
     m = measure(args.aa, args.regression, args.benign, args.sequences)
-    m["command"] = "python -m bench.logprobs " + " ".join(sys.argv[1:] if argv is None else argv)
+    m["command"] = "python -m bench.calibration.logprobs " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
     text = json.dumps(m, indent=2)
     print(text)
     if args.json:
