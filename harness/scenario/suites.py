@@ -110,7 +110,7 @@ class Suite(Protocol):
     ) -> tuple[Any, set[FailureKind]]:
         """The run's sequence match and failure kinds by the suite's own criteria.
 
-        ``calls``: the run's parsed calls (:class:`harness.scoring.score.ParsedCall`);
+        ``calls``: the run's parsed calls (:class:`harness.scoring.calls.ParsedCall`);
         returns ``(harness.scoring.models.SequenceMatch, kinds)``. Pure.
         """
         ...

@@ -24,7 +24,7 @@ from harness.scoring.models import SequenceMatch
 from harness.transcript import StateCheck
 
 if TYPE_CHECKING:
-    from harness.scoring.score import ParsedCall
+    from harness.scoring.calls import ParsedCall
 
 __all__ = ["bfcl_sequence"]
 

@@ -14,10 +14,14 @@ from types import ModuleType
 import pytest
 
 import harness.present.report.annotate
+import harness.scoring.answers
 import harness.scoring.bfcl
+import harness.scoring.calls
 import harness.scoring.contract
 import harness.scoring.drift
+import harness.scoring.protocol
 import harness.scoring.score
+import harness.scoring.sequence
 import harness.sim.app
 import harness.sim.faults
 import harness.sim.profiles
@@ -37,6 +41,10 @@ from tests.sim_driver import entropy_scenario
 #: modules that emit or compare failure kinds: they name them as FailureKind members
 ADOPTERS = [
     harness.scoring.score,
+    harness.scoring.calls,
+    harness.scoring.sequence,
+    harness.scoring.answers,
+    harness.scoring.protocol,
     harness.scoring.contract,
     harness.scoring.drift,
     harness.sim.faults,
@@ -71,7 +79,9 @@ def test_no_module_spells_a_kind_as_a_string(module: ModuleType) -> None:
 
 
 def test_every_kind_has_scoring_code_that_finds_it() -> None:
-    source = inspect.getsource(harness.scoring.score) + inspect.getsource(harness.scoring.drift)
+    scoring = (harness.scoring.score, harness.scoring.calls, harness.scoring.sequence)
+    scoring += (harness.scoring.answers, harness.scoring.protocol, harness.scoring.drift)
+    source = "".join(inspect.getsource(m) for m in scoring)
     source += inspect.getsource(harness.scoring.bfcl)  # state_mismatch: BFCL tasks only
     source += inspect.getsource(harness.scoring.contract)  # what the request asked for
     missing = [k.name for k in FailureKind if f"FailureKind.{k.name}" not in source]

@@ -1,0 +1,122 @@
+"""Protocol findings of a run's responses. Pure.
+
+Each response's ``finish_reason`` against its tool calls (and ``length`` with tool
+calls), markup or reasoning in ``content``, a call to a declared tool written into
+``content`` (:mod:`harness.scoring.leaks`, any dialect, any turn), tool_call ids
+(missing, repeated in the run) and streamed indices (missing, shared by two calls, not
+0..n-1); and :mod:`harness.scoring.contract` (the reasoning channel, argument markup,
+streamed calls two clients read differently, the request's constraints).
+"""
+
+from __future__ import annotations
+
+import json
+
+from harness.kinds import FailureKind
+from harness.scoring.calls import THINK_TAG
+from harness.scoring.contract import contract_checks
+from harness.scoring.drift import excerpt
+from harness.scoring.leaks import ToolParams, find_leaks, markup_tokens
+from harness.scoring.models import LeakedCall, ProtocolViolation
+from harness.transcript import ResponseRecord, RunRecord
+
+__all__ = ["leak_violations", "leaked_calls", "protocol_violations"]
+
+
+def _message_checks(r: ResponseRecord) -> list[tuple[FailureKind, str]]:
+    """``(kind, message)`` for one response's finish_reason, markup and reasoning leaks."""
+    out = []
+    if (r.finish_reason == "tool_calls") != bool(r.tool_calls) and r.finish_reason != "length":
+        msg = f"finish_reason {r.finish_reason!r} with {len(r.tool_calls)} tool calls"
+        out.append((FailureKind.FINISH_REASON_MISMATCH, msg))
+    if r.finish_reason == "length" and r.tool_calls:
+        msg = f'finish_reason "length" with {len(r.tool_calls)} tool calls (cut by max_tokens)'
+        out.append((FailureKind.LENGTH_WITH_TOOL_CALLS, msg))
+    content = r.content or ""
+    tokens = markup_tokens(content)
+    if tokens:
+        msg = f"{tokens[0]!r} in content: {excerpt(content, 80)}"
+        out.append((FailureKind.MARKUP_IN_CONTENT, msg))
+    reasoning = (r.reasoning_content or "").strip()
+    if THINK_TAG.search(content) or (len(reasoning) > 20 and reasoning in content):
+        msg = f"reasoning text in content: {excerpt(content, 80)}"
+        out.append((FailureKind.REASONING_LEAK, msg))
+    return out
+
+
+def _index_checks(r: ResponseRecord) -> list[tuple[FailureKind, str]]:
+    """Streamed tool_call indices: missing, shared by two calls (two ids), not 0..n-1."""
+    if not r.stream or not r.tool_calls:
+        return []
+    out = []
+    indices = [c.index for c in r.tool_calls]
+    if None in indices:
+        n = indices.count(None)
+        out.append((FailureKind.MISSING_CALL_INDEX, f"{n} tool_calls deltas without an index"))
+    given = sorted(i for i in indices if i is not None)
+    shared = sorted({i for i in given if given.count(i) > 1})
+    if shared:
+        ids = [c.id for c in r.tool_calls if c.index in shared]
+        out.append((FailureKind.SHARED_CALL_INDEX, f"index {shared} carries ids {ids}"))
+    distinct = sorted(set(given))
+    if distinct and distinct != list(range(len(distinct))):
+        msg = f"tool_call indices {given}, not 0..{len(distinct) - 1}"
+        out.append((FailureKind.INDEX_OFFSET, msg))
+    return out
+
+
+def leaked_calls(record: RunRecord, tools: ToolParams) -> list[LeakedCall]:
+    """Every call to a declared tool (``tools``) written into a response's ``content``, in
+    turn order (:mod:`harness.scoring.leaks`: any dialect, any turn)."""
+    return [
+        LeakedCall(
+            turn=t.index, tool=leak.tool, dialect=leak.dialect,
+            arguments=excerpt(json.dumps(leak.arguments, ensure_ascii=False), 300),
+        )
+        for t in record.turns
+        if t.response is not None
+        for leak in find_leaks(t.response.content, tools)
+    ]  # fmt: skip
+
+
+def leak_violations(leaked: list[LeakedCall]) -> list[ProtocolViolation]:
+    """One ``tool_call_in_content`` violation per turn with leaked calls."""
+    by_turn: dict[int, list[LeakedCall]] = {}
+    for leak in leaked:
+        by_turn.setdefault(leak.turn, []).append(leak)
+    kind = FailureKind.TOOL_CALL_IN_CONTENT
+    return [
+        ProtocolViolation(
+            kind=kind, turn=turn,
+            message="call written into content: "
+            + "; ".join(f"{x.tool} {x.arguments} ({x.dialect})" for x in leaks),
+        )
+        for turn, leaks in by_turn.items()
+    ]  # fmt: skip
+
+
+def protocol_violations(record: RunRecord, tools: ToolParams) -> list[ProtocolViolation]:
+    """Protocol invariants of every response (:mod:`harness.scoring.contract` too: what
+    the request asked for), and tool_call ids unique in the run; ``tools``: the declared
+    tools.
+
+    Returns:
+        One :class:`ProtocolViolation` per finding, in turn order.
+    """
+    out: list[ProtocolViolation] = []
+    ids: dict[str, int] = {}
+    for t in record.turns:
+        if t.response is None:
+            continue
+        found = _message_checks(t.response) + _index_checks(t.response)
+        found += contract_checks(t.request_params, t.response, tools)
+        for c in t.response.tool_calls:
+            if not c.id:
+                found.append((FailureKind.MISSING_CALL_ID, "tool call without an id"))
+            elif c.id in ids:
+                msg = f"tool_call id {c.id!r} already used at turn {ids[c.id]}"
+                found.append((FailureKind.REPEATED_IDS, msg))
+            else:
+                ids[c.id] = t.index
+        out += [ProtocolViolation(kind=k, turn=t.index, message=m) for k, m in found]
+    return out
