@@ -14,7 +14,7 @@ produced it (``TurnRecord.request_params``, ``extra_body`` merged as the SDK mer
   inside a string value of a call's arguments, whatever the scenario's matcher accepts;
 - ``ambiguous_call_deltas``: a streamed call that the SDK's accumulator and a client
   keeping each field's first fragment assemble differently
-  (``ToolCallRecord.first_fragments``, :class:`harness.client.completions.StreamAssembler`);
+  (``ToolCallRecord.first_fragments``, :class:`harness.client.wire.StreamAssembler`);
 - the request's constraints: ``calls_under_tool_choice_none``,
   ``parallel_calls_when_disabled`` (more than one call under ``parallel_tool_calls:
   false``), ``named_tool_choice_ignored`` (another tool, or no call, for a named function),
