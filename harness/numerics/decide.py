@@ -27,7 +27,7 @@ at once.
 With fewer than :data:`MIN_SEQUENCES` independent sequences, the unit is a block of
 :data:`BLOCK` consecutive positions (:func:`_blocks`; positions within a sequence are
 correlated, so this unit is weaker evidence than a sequence: its false alarms are
-measured in ``tests/test_numerics_blocks.py``).
+measured in ``tests/numerics/test_numerics_blocks.py``).
 False-alarm rate and power at the defaults: ``bench/calibration/logprobs.py`` (figures: docs/numerics.md).
 """
 
