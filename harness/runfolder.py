@@ -41,7 +41,7 @@ from pydantic import BaseModel, ValidationError
 
 from harness._version import __version__
 from harness.errors import RunFolderError
-from harness.redaction import redact_text, redact_url
+from harness.redaction import redact_text
 from harness.scoring.models import RunScore
 from harness.summary import Summary
 from harness.transcript import RunManifest, RunRecord, TargetInfo
@@ -556,50 +556,32 @@ class RunFolder:
 
     # ------------------------------------------------------------------ resume
 
-    def resume_mismatch(
-        self, args: Mapping[str, Any], keys: Sequence[str], scenario_hashes: Mapping[str, str]
-    ) -> str | None:
-        """Why resuming this folder with ``args`` would mix two different runs, or None.
+    def scenario_changes(
+        self, scenario_hashes: Mapping[str, str]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """How ``scenario_hashes`` (scenario id -> :meth:`Scenario.content_hash`) differ from
+        the scenario set recorded at creation (:meth:`record_scenarios`; older folders:
+        the ``scenario_hash`` of the recorded runs).
 
-        Compares ``args[key]`` for each of ``keys`` (target URLs, model, repeats,
-        stream...) with the ``args`` recorded in the manifest (keys it lacks are skipped;
-        a manifest without ``keys[0]``, e.g. ``target``, was written by another command),
-        and ``scenario_hashes`` (scenario id -> :meth:`Scenario.content_hash`) with the
-        scenario set recorded at creation (:meth:`record_scenarios`): the same ids, the
-        same contents (older folders: with the ``scenario_hash`` of the recorded runs). Returns one line listing what differs;
-        None for a folder without a manifest (new).
+        Returns:
+            ``(changed, missing, added)`` scenario ids, each in recorded (``added``: given)
+            order: recorded with other contents, recorded but not given now, given now but
+            not recorded (always empty for an older folder).
+
+        Raises:
+            RunFolderError: the manifest is there but unreadable.
         """
-        try:
-            manifest = self.manifest()
-        except RunFolderError as exc:
-            return str(exc)
-        if manifest is None:
-            return None
-        old = manifest.args
-        if old and keys and keys[0] not in old:  # keys[0] names the command's target(s)
-            return f"{self.path} was recorded by another command ({manifest.command!r})"
-        diffs = [
-            f"--{k.replace('_', '-')} {old[k]!r} (now {args.get(k)!r})"
-            for k in keys
-            if k in old and _norm(k, old[k]) != _norm(k, args.get(k))
-        ]
-        recorded = manifest.extra.get(self.SCENARIO_HASHES)
+        manifest = self.manifest()
+        recorded = manifest.extra.get(self.SCENARIO_HASHES) if manifest is not None else None
         if isinstance(recorded, dict):  # the scenario set the folder was created with
             changed = [
                 k for k in recorded if k in scenario_hashes and scenario_hashes[k] != recorded[k]
             ]
             missing = [k for k in recorded if k not in scenario_hashes]
             added = [k for k in scenario_hashes if k not in recorded]
-        else:  # a folder from before it was recorded: what its runs say
-            changed, missing = self._changed_scenarios(scenario_hashes)
-            added = []
-        if changed:
-            diffs.append("scenario file(s) changed since: " + ", ".join(changed))
-        if missing:
-            diffs.append("scenarios not given now: " + ", ".join(missing))
-        if added:
-            diffs.append("scenarios not in the recorded run: " + ", ".join(added))
-        return f"{self.path} was recorded with " + "; ".join(diffs) if diffs else None
+            return changed, missing, added
+        changed, missing = self._changed_scenarios(scenario_hashes)  # what its runs say
+        return changed, missing, []
 
     def _changed_scenarios(self, hashes: Mapping[str, str]) -> tuple[list[str], list[str]]:
         """(scenarios whose file changed since they were recorded, scenarios recorded but
@@ -679,14 +661,3 @@ def _run_key(line: bytes) -> str | None:
         return None
     key = data.get("run_key") if isinstance(data, dict) else None
     return key if isinstance(key, str) else None
-
-
-def _norm(key: str, value: Any) -> Any:
-    """Values as compared on resume: URLs without ``/`` or ``/v1`` at the end and without
-    their keys (the manifest keeps none), stream modes."""
-    if isinstance(value, str) and value.startswith(("http://", "https://")):
-        return redact_url(value.rstrip("/").removesuffix("/v1").rstrip("/"))
-    if key == "stream":
-        text = str(value).lower()
-        return {"on": "true", "false": "off", "none": "off"}.get(text, text)
-    return value

@@ -8,7 +8,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +137,7 @@ def check_resume(
 
     A problem when both are given, when a run id is not a plain folder name, when
     ``--resume`` names no folder, or when the existing folder was recorded with other
-    values of ``keys`` or other scenario files (:meth:`RunFolder.resume_mismatch`).
+    values of ``keys`` or other scenario files (:func:`resume_mismatch`).
     """
     resume, run_id = getattr(args, "resume", None), args.run_id
     if resume and run_id:
@@ -153,8 +153,59 @@ def check_resume(
     if resume and not (root / resume).is_dir():
         return f"--resume: no run folder {root / resume}"
     hashes = {s.id: s.content_hash() for s in scenarios}
-    why = RunFolder(root / name).resume_mismatch(vars(args), keys, hashes)
+    why = resume_mismatch(RunFolder(root / name), vars(args), keys, hashes)
     return f"cannot resume: {why}; use a new --run-id or the same arguments" if why else None
+
+
+def resume_mismatch(
+    folder: RunFolder,
+    args: Mapping[str, Any],
+    keys: Sequence[str],
+    scenario_hashes: Mapping[str, str],
+) -> str | None:
+    """Why resuming ``folder`` with ``args`` would mix two different runs, or None.
+
+    Compares ``args[key]`` for each of ``keys`` (target URLs, model, repeats,
+    stream...) with the ``args`` recorded in the manifest (keys it lacks are skipped;
+    a manifest without ``keys[0]``, e.g. ``target``, was written by another command),
+    and ``scenario_hashes`` (scenario id -> :meth:`Scenario.content_hash`) with the
+    scenario set recorded at creation (:meth:`RunFolder.scenario_changes`). Returns one
+    line listing what differs, each argument as its flag (``--model 'a' (now 'b')``);
+    None for a folder without a manifest (new).
+    """
+    try:
+        manifest = folder.manifest()
+        if manifest is None:
+            return None
+        old = manifest.args
+        if old and keys and keys[0] not in old:  # keys[0] names the command's target(s)
+            return f"{folder.path} was recorded by another command ({manifest.command!r})"
+        diffs = [
+            f"--{k.replace('_', '-')} {old[k]!r} (now {args.get(k)!r})"
+            for k in keys
+            if k in old and _resume_value(k, old[k]) != _resume_value(k, args.get(k))
+        ]
+        changed, missing, added = folder.scenario_changes(scenario_hashes)
+    except RunFolderError as exc:
+        return str(exc)
+    if changed:
+        diffs.append("scenario file(s) changed since: " + ", ".join(changed))
+    if missing:
+        diffs.append("scenarios not given now: " + ", ".join(missing))
+    if added:
+        diffs.append("scenarios not in the recorded run: " + ", ".join(added))
+    return f"{folder.path} was recorded with " + "; ".join(diffs) if diffs else None
+
+
+def _resume_value(key: str, value: Any) -> Any:
+    """Values as compared on resume: URLs without ``/`` or ``/v1`` at the end and without
+    their keys (the manifest keeps none), stream modes."""
+    if isinstance(value, str) and value.startswith(("http://", "https://")):
+        return redact_url(value.rstrip("/").removesuffix("/v1").rstrip("/"))
+    if key == "stream":
+        text = str(value).lower()
+        return {"on": "true", "false": "off", "none": "off"}.get(text, text)
+    return value
 
 
 def recorded_args(args: argparse.Namespace) -> dict[str, Any]:
