@@ -348,7 +348,7 @@ class _Loop:
     def _offer_tools(self) -> None:
         """Offer the tools of the new segment when they change (a suite's held-out tools:
         BFCL ``miss_func``)."""
-        if self.scenario.task is None:
+        if self.scenario.task is None or not self.scenario.tools:
             return
         tools = [t.openai_spec() for t in self.scenario.tools_at(self.segment)]
         if tools != self.params.get("tools"):

@@ -12,7 +12,8 @@ __all__ = ["BfclTask", "task_of"]
 
 
 class BfclTask(BaseModel):
-    """A BFCL multi-turn task's stateful tools (set by :mod:`harness.bfcl`, not in files).
+    """A BFCL multi-turn task's stateful tools: in a file, the mapping under ``bfcl:``
+    (written by :mod:`harness.bfcl`'s loader).
 
     ``classes``: the backend class names (``involved_classes``); ``initial_config``: each
     class's initial state, loaded per run with ``_load_scenario``; ``long_context``: the

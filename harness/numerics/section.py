@@ -1,10 +1,11 @@
 """The numerics section of a compare run (``harness compare``, the pytest plugin).
 
-After the behavioural runs, :func:`logprobs_section` scores the conversations the
-baseline had (its first recorded run of each scenario, ``transcripts.jsonl``) on both
-servers, teacher-forced, and writes ``logprobs.json`` beside ``summary.json``; the report
-shows it. It never changes the behavioural verdict (``harness compare`` exits 1 on a
-numerics REGRESSION, saying so) and never breaks the comparison: a
+Once the first round's runs are in (:func:`numerics_hook`, before any look),
+:func:`logprobs_section` scores the conversations the baseline had (its first recorded
+run of each scenario, ``transcripts.jsonl``) on both servers, teacher-forced and on the
+decode path, and writes ``logprobs.json`` beside ``summary.json``: an input of the
+verdict (:func:`harness.stats.verdict.decide`, its numerics rule) and a section of the
+report. It never breaks the comparison: a
 server without a logprobs API, an HTTP error or a tokenisation mismatch is one line
 saying so (and how to enable it), and no ``logprobs.json`` is written.
 """

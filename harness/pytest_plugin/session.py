@@ -84,6 +84,7 @@ class HarnessState:
     _compared_runs: dict[tuple[str, bool], ScenarioRun] | None = None
     #: the numerics section's line, told by its hook (shown after the summary's)
     _numerics_notes: list[str] = field(default_factory=list)
+    _numerics_ran: bool = False  # once per session, batched (in compare) or not
 
     # ------------------------------------------------------------ targets
 
@@ -345,7 +346,7 @@ class HarnessState:
         if self._run_dir is None:
             return
         folder = RunFolder(self._run_dir)
-        if self.compared is None and folder.transcripts.exists():
+        if not self._numerics_ran and folder.transcripts.exists():
             self._logprobs(folder)  # before the summary: the verdict is decided with it
         try:
             self.summary = self._write_summary(self._run_dir)
@@ -381,6 +382,7 @@ class HarnessState:
             return None
 
         def done(res: Any, why: str | None) -> None:
+            self._numerics_ran = True
             self._numerics_notes.append(section_line(res, why))
 
         return numerics_hook(base, cand, LogprobsOptions(model=self.settings.model), done)

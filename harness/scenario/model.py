@@ -62,7 +62,13 @@ from harness.kinds import FailureKind, failure_kind
 from harness.scenario.parse import MAX_FILE_BYTES, parse_text
 from harness.scenario.schemas import schema_problem
 from harness.scenario.schemas import validator as schema_validator
-from harness.scenario.suites import get_suite, registered_suites, suite_of_spec
+from harness.scenario.suites import (
+    get_suite,
+    registered_suites,
+    suite_of_spec,
+    unregistered_message,
+    unregistered_spec,
+)
 
 #: Bounds of the numeric fields (the JSON Schema carries them; docs/scenarios.md "Scenario files:
 #: limits"): ``max_turns`` 1-100, ``repeats`` 1-1000, ``sampling.max_tokens``
@@ -386,7 +392,15 @@ class Scenario(_Strict):
         """``<suite name>: {...}`` -> ``task`` (validated by the suite's ``task_model``)."""
         if not isinstance(data, dict):
             return data
+        if isinstance(data.get("task"), dict):  # only a suite's loader sets it, as a SuiteTask
+            raise ValueError(
+                "`task` is not a key of the file: write a suite's task under the suite's "
+                "name (`bfcl: {...}`)"
+            )
         suites = registered_suites()
+        for key in _LEGACY_NULL_KEYS:
+            if data.get(key) is not None and key not in suites:
+                raise ValueError(unregistered_message(key))
         named = [
             k for k in data if isinstance(k, str) and k in suites and k not in cls.model_fields
         ]
@@ -452,8 +466,8 @@ class Scenario(_Strict):
 
     def content_hash(self) -> str:
         """sha256 (hex, first 16) of the canonical JSON of the parsed scenario (an unset
-        ``reasoning_history`` left out, and ``bfcl`` null when no suite's task is set:
-        hashes from before these changes stay valid)."""
+        ``reasoning_history`` left out, and ``bfcl`` null when no suite's task is set: the
+        hashes of records made before either field existed stay valid)."""
         data = self.model_dump(mode="json")
         if data.get("reasoning_history") is None:
             data.pop("reasoning_history", None)
@@ -637,13 +651,11 @@ def load_scenarios(paths: Iterable[str | Path]) -> list[Scenario]:
         elif p.exists():
             files.append(p)
         else:
-            name, colon, _ = str(raw).partition(":")
-            if colon and name.isidentifier():  # meant as a suite that is not installed
-                known = ", ".join(sorted(registered_suites())) or "none"
-                raise ScenarioError(p, "", (
-                    f"no such file or directory, and no scenario suite named {name!r} is "
-                    f"registered (registered: {known}; a suite registers in the "
-                    "`harness.suites` entry points: reinstall with `pip install -e .`)"))  # fmt: skip
+            name = unregistered_spec(str(raw))
+            if name is not None:  # meant as a suite that is not installed
+                raise ScenarioError(
+                    p, "", f"no such file or directory, and {unregistered_message(name)}"
+                )
             raise ScenarioError(p, "", "no such file or directory")
     out: dict[str, Scenario] = {sc.id: sc for sc in suites}
     for f in files:

@@ -315,6 +315,11 @@ def _table(model: type[BaseModel], where: str) -> list[str]:
         if info.exclude:
             continue
         meaning, example = FIELD_DOCS[f"{model.__name__}.{name}"]
+        if (model, name) == (Scenario, "task"):  # written under the suite's name
+            out.append(
+                f"| `<suite name>` | a registered suite's task | `null` | {meaning} | `{example}` |"
+            )
+            continue
         out.append(f"| `{name}` | {_type(info)} | {_default(info)} | {meaning} | `{example}` |")
     return [*out, ""]
 

@@ -23,6 +23,7 @@ the registered ones.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -47,6 +48,8 @@ __all__ = [
     "registered_suites",
     "suite_of_spec",
     "unregister_suite",
+    "unregistered_message",
+    "unregistered_spec",
 ]
 
 #: the entry-point group a suite registers in (``[project.entry-points."harness.suites"]``)
@@ -121,16 +124,22 @@ _found: dict[str, Suite] | None = None
 
 
 def _discovered() -> dict[str, Suite]:
+    """The entry points' suites, once per process; one that cannot be loaded, or is not a
+    :class:`Suite` of its name, is left out with a warning (the others still load)."""
     global _found
     if _found is None:
         found: dict[str, Suite] = {}
         for ep in entry_points(group=ENTRY_POINT_GROUP):
-            suite = ep.load()
+            try:
+                suite = ep.load()
+            except Exception as exc:  # a broken suite package must not break every scenario
+                warnings.warn(f"scenario suite {ep.name} = {ep.value!r} not loaded: "
+                              f"{type(exc).__name__}: {exc}", stacklevel=2)  # fmt: skip
+                continue
             if not isinstance(suite, Suite) or suite.name != ep.name:
-                raise TypeError(
-                    f"entry point {ep.name} = {ep.value!r} ({ENTRY_POINT_GROUP}) is not a Suite "
-                    f"named {ep.name!r}"
-                )
+                warnings.warn(f"scenario suite {ep.name} = {ep.value!r} ({ENTRY_POINT_GROUP}) "
+                              f"is not a Suite named {ep.name!r}: not loaded", stacklevel=2)  # fmt: skip
+                continue
             found[ep.name] = suite
         _found = found
     return _found
@@ -182,3 +191,22 @@ def suite_of_spec(text: str) -> Suite | None:
     if not colon or not name.isidentifier():
         return None
     return registered_suites().get(name)
+
+
+def unregistered_spec(text: str) -> str | None:
+    """The suite name ``text`` is written for (``"bfcl:multi_turn_base"`` -> ``"bfcl"``)
+    when no suite of that name is registered, else ``None`` (a registered suite, or not
+    the ``<name>:<spec>`` form)."""
+    name, colon, _ = str(text).partition(":")
+    if not colon or not name.isidentifier() or name in registered_suites():
+        return None
+    return name
+
+
+def unregistered_message(name: str) -> str:
+    """One clause: no suite ``name`` is registered, the registered ones, and the fix."""
+    known = ", ".join(sorted(registered_suites())) or "none"
+    return (
+        f"no scenario suite named {name!r} is registered (registered: {known}; a suite "
+        "registers in the `harness.suites` entry points: reinstall with `pip install -e .`)"
+    )

@@ -56,7 +56,7 @@ from harness.scenario.model import (
     ScenarioError,
     load_scenario,
 )
-from harness.scenario.suites import suite_of_spec
+from harness.scenario.suites import suite_of_spec, unregistered_message, unregistered_spec
 from harness.sim.tokens import text_of
 
 if TYPE_CHECKING:
@@ -219,11 +219,18 @@ class ScenarioIndex:
         a one-line warning on stderr (the server must start while files are edited).
         ``<suite>:<spec>`` (``bfcl:multi_turn_base``) indexes that registered suite's
         tasks (:mod:`harness.scenario.suites`).
+
+        Raises:
+            ScenarioError: ``<name>:<spec>`` that is not a path, with no suite ``name``
+                registered (the registered ones and the fix named).
         """
         found: list[Scenario] = []
         suite = suite_of_spec(str(directory or ""))
         if suite is not None:
             return cls(suite.load(str(directory)))
+        name = unregistered_spec(str(directory or ""))
+        if name is not None and not Path(str(directory)).exists():
+            raise ScenarioError(str(directory), "", unregistered_message(name))
         root = Path(directory) if directory is not None else None
         if root is None or not root.is_dir():
             return cls([])

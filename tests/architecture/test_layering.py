@@ -56,6 +56,8 @@ def imported(path: Path) -> list[tuple[str, int]]:
                 names = [".".join([*base, *([node.module] if node.module else [])])]
                 if not node.module:  # from . import x, y
                     names = [".".join([*base, a.name]) for a in node.names]
+            elif node.module == "harness":  # from harness import pipeline, runner
+                names = [f"harness.{a.name}" for a in node.names]
             else:
                 names = [node.module or ""]
         elif isinstance(node, ast.Import):

@@ -126,3 +126,52 @@ def test_no_module_of_the_harness_names_the_toy() -> None:
         if n in p.read_text(encoding="utf-8")
     ]
     assert hits == []
+
+
+def test_a_task_key_in_a_file_is_refused(tmp_path: Path) -> None:
+    data = {"id": "x", "description": "d", "messages": [{"role": "user", "content": "hi"}],
+            "task": {"suite": "bfcl", "data": {"garbage": 1}}}  # fmt: skip
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ScenarioError, match="write a suite's task under the suite's name"):
+        load_scenarios([path])
+
+
+def test_a_bfcl_task_without_its_registration_names_the_reinstall(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An old venv (no `harness.suites` entry point): a BFCL task file, or a recorded BFCL
+    run re-scored, says what is missing instead of "unknown key"."""
+    monkeypatch.setattr(suites_module, "_found", {})
+    data = {"id": "x", "description": "d", "messages": [{"role": "user", "content": "hi"}],
+            "bfcl": {"category": "multi_turn_base", "task_id": "t", "version": "1",
+                     "classes": []}}  # fmt: skip
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ScenarioError, match="no scenario suite named 'bfcl' is registered.*pip"):
+        load_scenarios([path])
+    legacy = {**data, "bfcl": None}  # every record before suites carried `bfcl: null`
+    path.write_text(json.dumps(legacy), encoding="utf-8")
+    assert load_scenarios([path])[0].task is None
+
+
+def test_a_broken_suite_package_is_left_out_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    info = tmp_path / "broken_suite-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-suite\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[harness.suites]\nbroken = no_such_module:SUITE\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(suites_module, "_found", None)
+    with pytest.warns(
+        UserWarning, match="scenario suite broken = 'no_such_module:SUITE' not loaded"
+    ):
+        found = registered_suites()
+    assert "broken" not in found and "bfcl" in found
+    assert load_scenarios([ROOT / "scenarios"])  # plain scenario files still load
+
+
+def test_the_reference_server_refuses_an_unregistered_suite(sim_url: Callable[..., str]) -> None:
+    with pytest.raises(ScenarioError, match="no scenario suite named 'counter' is registered"):
+        sim_url("healthy", scenarios_dir="counter:3")
