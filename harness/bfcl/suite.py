@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from harness.bfcl.task import BfclTask, task_of
 from harness.kinds import FailureKind
 from harness.scenario.model import Scenario
+from harness.scenario.suites import SuiteListing
 from harness.transcript import StateCheck
 
 if TYPE_CHECKING:
@@ -52,6 +53,23 @@ class BfclSuite:
         """``BfclTask.held_out`` (the ``miss_func`` categories' tools offered later)."""
         task = task_of(scenario)
         return task.held_out if task is not None else {}
+
+    def listing(self, specs: Sequence[str]) -> SuiteListing:
+        """Tasks per backend in the named suites, or every category with its task count
+        (``-`` and the install command when bfcl-eval is missing)."""
+        from harness.bfcl.data import INSTALL_HINT, available_suites, backend_counts, load_suite
+
+        if specs:
+            counts = backend_counts([sc for p in specs for sc in load_suite(p)])
+            return SuiteListing(f"BFCL tasks per backend in {', '.join(specs)}",
+                                ("backend", "tasks"),
+                                [(b, str(n)) for b, n in counts.items()])  # fmt: skip
+        suites = available_suites()
+        return SuiteListing(
+            "BFCL suites (harness run/compare bfcl:<suite>[:N])", ("suite", "tasks"),
+            [(name, "-" if n is None else str(n)) for name, n in suites],
+            INSTALL_HINT if any(n is None for _, n in suites) else None,
+        )  # fmt: skip
 
     def referee(self, scenario: Scenario) -> Referee:
         """A :class:`harness.bfcl.backends.Referee` (needs bfcl-eval, there if the task loaded)."""

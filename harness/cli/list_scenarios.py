@@ -18,6 +18,7 @@ from harness.cli import ExitCode
 from harness.kinds import FailureKind, plural
 from harness.present.console import make_console
 from harness.scenario.model import load_scenarios
+from harness.scenario.suites import registered_suites, suite_of_spec
 
 HELP = "List scenarios (id, targeted failure kinds, tools, tags); --kinds: the failure kinds."
 
@@ -72,29 +73,22 @@ def scenarios_table(console: Console, paths: list[str]) -> Table:
     return table
 
 
-def suites_table(paths: list[str]) -> Table:
-    """The BFCL suites (:mod:`harness.bfcl`): tasks per suite, or tasks per backend of
-    the suites named in ``paths``; a missing bfcl-eval is said in the caption."""
-    from harness.bfcl.data import INSTALL_HINT, available_suites, backend_counts, load_suite
-
-    named = [p for p in paths if p.startswith("bfcl:")]
-    if named:
-        table = Table(title=f"BFCL tasks per backend in {', '.join(named)}")
-        table.add_column("backend", no_wrap=True)
-        table.add_column("tasks", justify="right")
-        counts = backend_counts([sc for p in named for sc in load_suite(p)])
-        for backend, tasks in counts.items():
-            table.add_row(backend, str(tasks))
-        return table
-    suites = available_suites()
-    table = Table(title="BFCL suites (harness run/compare bfcl:<suite>[:N])")
-    table.add_column("suite", no_wrap=True)
-    table.add_column("tasks", justify="right")
-    for name, n in suites:
-        table.add_row(name, "-" if n is None else str(n))
-    if any(n is None for _, n in suites):
-        table.caption = INSTALL_HINT
-    return table
+def suites_tables(paths: list[str], *, every: bool) -> list[Table]:
+    """One table per registered suite (:mod:`harness.scenario.suites`): of the suite's specs
+    among ``paths``, or, with ``every`` (no path given), of what each suite offers."""
+    tables = []
+    for suite in registered_suites().values():
+        named = [p for p in paths if suite_of_spec(p) is suite]
+        if not named and not every:
+            continue
+        listing = suite.listing(named)
+        table = Table(title=listing.title, caption=listing.caption)
+        for i, col in enumerate(listing.columns):
+            table.add_column(col, no_wrap=i == 0, justify="left" if i == 0 else "right")
+        for row in listing.rows:
+            table.add_row(*row)
+        tables.append(table)
+    return tables
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     console = make_console()
     paths = args.scenarios or ["scenarios"]
     console.print(kinds_table() if args.kinds else scenarios_table(console, paths))
-    if not args.kinds and (not args.scenarios or any(p.startswith("bfcl:") for p in paths)):
-        console.print(suites_table(paths))
+    if not args.kinds:
+        for table in suites_tables(paths, every=not args.scenarios):
+            console.print(table)
     return ExitCode.OK

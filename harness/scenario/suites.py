@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -43,6 +44,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "Referee",
     "Suite",
+    "SuiteListing",
     "get_suite",
     "register_suite",
     "registered_suites",
@@ -68,6 +70,17 @@ class Referee(Protocol):
     def check(self, segment: int) -> StateCheck:
         """The suite's check of ``segment`` (0 = the opening), called once as it ends."""
         ...
+
+
+@dataclass(frozen=True)
+class SuiteListing:
+    """What ``harness list`` shows of a suite: a table's title, column names, rows (text
+    cells, one per column) and an optional caption (e.g. the install command)."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+    caption: str | None = None
 
 
 @runtime_checkable
@@ -102,6 +115,12 @@ class Suite(Protocol):
 
     def held_out(self, scenario: Scenario) -> Mapping[str, list[str]]:
         """Segment index (a string) -> tools first offered at that segment."""
+        ...
+
+    def listing(self, specs: Sequence[str]) -> SuiteListing:
+        """``harness list``'s table: of the suite's specs given (``specs``), or, when none
+        is, of what the suite offers. Never raises for a missing optional dependency
+        (the caption says how to install it)."""
         ...
 
     def referee(self, scenario: Scenario) -> Referee:

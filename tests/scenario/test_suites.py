@@ -175,3 +175,16 @@ def test_a_broken_suite_package_is_left_out_with_a_warning(
 def test_the_reference_server_refuses_an_unregistered_suite(sim_url: Callable[..., str]) -> None:
     with pytest.raises(ScenarioError, match="no scenario suite named 'counter' is registered"):
         sim_url("healthy", scenarios_dir="counter:3")
+
+
+def test_harness_list_shows_every_registered_suite(
+    counter_suite: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    assert main(["list", "counter:2"]) == 0
+    out = capsys.readouterr().out
+    assert "counter tasks" in out and "counter_1" in out and "BFCL" not in out
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "counter:N" in out and "BFCL suites" in out

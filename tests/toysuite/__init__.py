@@ -31,6 +31,7 @@ from harness.scenario.model import (
     SuiteTask,
     Tool,
 )
+from harness.scenario.suites import SuiteListing
 from harness.scenario.tools import ToolOutcome
 from harness.scoring.models import SequenceMatch
 from harness.transcript import StateCheck
@@ -147,6 +148,15 @@ class CounterSuite:
 
     def referee(self, scenario: Scenario) -> Referee:
         return Referee(scenario)
+
+    def listing(self, specs: Sequence[str]) -> SuiteListing:
+        tasks = [t for s in specs for t in self.load(s)]
+        if not specs:
+            return SuiteListing(
+                "counter suite (counter:N)", ("suite", "tasks"), [("counter:N", "any")]
+            )
+        return SuiteListing(f"counter tasks in {', '.join(specs)}", ("task", "start"),
+                            [(t.id, str((t.task.data if t.task else {}).get("start"))) for t in tasks])  # fmt: skip
 
     def score(
         self, scenario: Scenario, calls: Sequence[Any], state_checks: Sequence[StateCheck]
