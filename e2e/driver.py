@@ -17,7 +17,9 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
    one round: the most any comparison below reads) and stops it.
 4. ``harness compare --baseline <recording> --candidate-cmd <A again>``: A/A at the
    scenarios' temperature (0.4) over ``--repeats``, streaming and not (required: not
-   REGRESSION; its figures give the pass rates per scenario and stream mode).
+   REGRESSION; its figures give the pass rates per scenario and stream mode). A REGRESSION
+   here is replicated once, A recorded again and compared on request seed 1, and the job
+   judged on that (:func:`e2e.steps.confirm_aa`: a false alarm does not reproduce).
 5. The same against B, A with the chat template that drops tool results
    (``e2e/templates/chatml-tools-drops-results.jinja``), over ``--catch-repeats``
    (required: REGRESSION; the kinds it names are reported, ``repeat_loop`` among them or
@@ -101,6 +103,7 @@ from e2e.steps import (
     Role,
     Step,
     compare_figures,
+    confirm_aa,
     gsm8k_figures,
     pass_rates,
     record_figures,
@@ -331,31 +334,46 @@ def _launch_args(args: argparse.Namespace, model: Path, v: Variant) -> list[str]
             "--health-path", health, "--boot-timeout", f"{args.boot_timeout:g}"]  # fmt: skip
 
 
-def _record_step(args: argparse.Namespace, out: Path, model: Path) -> Step:
+def _record_step(
+    args: argparse.Namespace, out: Path, model: Path, seed: int = 0, repeats: int | None = None
+) -> Step:
     """``harness record --cmd <A>``: server A launched, recorded at ``--catch-repeats``
-    repeats per scenario and stream mode (the most any comparison below reads), stopped."""
+    repeats per scenario and stream mode (the most any comparison below reads), stopped;
+    with ``seed``, on other request seeds (``--sampling-seed``) into a folder of its own."""
     cmd, *launch = _launch_args(args, model, Variant("A"))
-    return Step("record A", ["record", "--cmd", cmd, *launch, "--label", "A",
-                             "--repeats", str(args.catch_repeats), "--rounds", "1",
-                             "--stream", "both", "--no-logprobs",
-                             "--concurrency", str(args.concurrency), args.scenarios,
-                             *_common(out, RECORDING)], role="run")  # fmt: skip
+    repeats = args.catch_repeats if repeats is None else repeats
+    name = "record A" if seed == 0 else f"record A (seed {seed})"
+    return Step(name, ["record", "--cmd", cmd, *launch, "--label", "A",
+                       "--repeats", str(repeats), "--rounds", "1",
+                       "--stream", "both", "--no-logprobs", "--sampling-seed", str(seed),
+                       "--concurrency", str(args.concurrency), args.scenarios,
+                       *_common(out, _recording(seed))], role="run")  # fmt: skip
 
 
 def _recorded_compare_step(
-    args: argparse.Namespace, out: Path, model: Path, v: Variant, name: str, role: Role
+    args: argparse.Namespace,
+    out: Path,
+    model: Path,
+    v: Variant,
+    name: str,
+    role: Role,
+    seed: int = 0,
 ) -> Step:
     """``harness compare --baseline <recording of A> --candidate-cmd <v>``: the candidate
     launched once A is down (one server at a time), compared in one round
     (``--no-sequential``: the job's time is bounded; ``--catch-repeats`` repeats for the
     ``catch`` step, else ``--repeats``) without the numerics section (llama-server gives
     logprobs of generated tokens only; the numerics step scores prompts on
-    llama-cpp-python's server)."""
+    llama-cpp-python's server). ``seed``: the request seeds of both sides (the recording
+    made at that seed, :func:`_record_step`)."""
     label = name.split()[-1]
     repeats = args.catch_repeats if role == "catch" else args.repeats
     run_id = "compare-" + name.lower().replace("/", "").replace(" ", "-")
+    if seed:
+        name, run_id = f"{name} (seed {seed})", f"{run_id}-seed{seed}"
     cmd, *launch = _launch_args(args, model, v)
-    return Step(f"compare {name}", ["compare", "--baseline", str(out / RECORDING),
+    return Step(f"compare {name}", ["compare", "--baseline", str(out / _recording(seed)),
+                                    "--sampling-seed", str(seed),
                                     "--candidate-cmd", cmd, *launch,
                                     "--baseline-label", "A", "--candidate-label", label,
                                     "--repeats", str(repeats), "--stream", "both",
@@ -366,6 +384,29 @@ def _recorded_compare_step(
 
 #: the run folder of server A's recording (the baseline of every comparison of the job)
 RECORDING = "record-A"
+
+
+def _recording(seed: int) -> str:
+    """The run folder of A's recording at request seed ``seed`` (0: :data:`RECORDING`)."""
+    return RECORDING if seed == 0 else f"{RECORDING}-seed{seed}"
+
+
+def _recorded_aa(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
+    """The recorded A/A (A's recording against a launch of A2), replicated once on seed 1
+    (a recording of its own at ``--repeats``) when it is a REGRESSION
+    (:func:`e2e.steps.confirm_aa`)."""
+
+    def again() -> Step:
+        record = run_harness(_record_step(args, out, model, seed=1, repeats=args.repeats))
+        if record.exit_code != 0:
+            return record  # a run step that failed: the job fails on it (exit 2)
+        return run_harness(_recorded_compare_step(
+            args, out, model, Variant("A2"), "A/A A-again", "aa", seed=1))  # fmt: skip
+
+    first = run_harness(
+        _recorded_compare_step(args, out, model, Variant("A2"), "A/A A-again", "aa")
+    )
+    return confirm_aa(first, again)
 
 
 def _vllm(args: argparse.Namespace, out: Path) -> list[Step]:
@@ -409,8 +450,7 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
     record = run_harness(_record_step(args, out, model))
     steps.append(record)
     if record.exit_code == 0:
-        aa = _recorded_compare_step(args, out, model, Variant("A2"), "A/A A-again", "aa")
-        steps.append(run_harness(aa))
+        steps += _recorded_aa(args, out, model)
         for variant, name, role in _variants(args):
             steps.append(run_harness(_recorded_compare_step(args, out, model, variant, name, role)))
     for s in steps[1:]:

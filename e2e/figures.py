@@ -144,7 +144,10 @@ def render(observed: dict[str, Any]) -> str:
                      f"{_cell(verdict)} | {_cell(_figures(step))} | {step['seconds']:.0f} |")  # fmt: skip
     lines += [
         "",
-        "Roles: `aa` must not be a REGRESSION, `catch` must be one, `report` is reported "
+        "Roles: `aa` must not be a REGRESSION (an A/A that is one is run again on fresh "
+        "request seeds, and the first kept as `aa-retried`: the rule false-alarms at its "
+        "alpha, 0.01, between equal servers, and a false alarm does not reproduce), "
+        "`catch` must be one, `report` is reported "
         "whatever it says (the numerics A/A and the wrong RoPE base are required by the "
         "numerics step: NO CHANGE and REGRESSION), `bfcl` must run to the end with no "
         "infrastructure error the server did not cause. Every step's folder holds its "

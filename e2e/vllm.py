@@ -40,7 +40,8 @@ The full part: four launches, at most two servers at once (:func:`vllm_steps`):
 
 1. A (fp32) and A2 (fp32) side by side: the fault probe on A (:data:`PROBE`), the wire
    probe (:func:`wire_probe`: what the hermes parser sends, ``vllm-wire.json``),
-   ``harness compare`` A/A (required: not REGRESSION), ``harness logprobs`` A/A on the
+   ``harness compare`` A/A (required: not REGRESSION; a REGRESSION is run again on request
+   seed 1, :func:`e2e.steps.confirm_aa`), ``harness logprobs`` A/A on the
    prefill path (teacher-forced prompt logprobs, ``--logprobs-api vllm``; required: not
    REGRESSION) and on the decode path (``--logprobs-api greedy``; required: not
    REGRESSION).
@@ -77,6 +78,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from e2e.servers import TEMPLATES, E2EError, free_port, serve
+from e2e.steps import confirm_aa
 
 __all__ = [
     "ENV",
@@ -300,10 +302,11 @@ Harness = Callable[[Any], Any]
 
 
 def _compare_argv(a: str, b: str, label: str, run_id: str, out: Path, repeats: int,
-                  scenarios: str) -> list[str]:  # fmt: skip
+                  scenarios: str, seed: int = 0) -> list[str]:  # fmt: skip
     return ["compare", "--baseline", a, "--candidate", b, "--baseline-label", "A",
             "--candidate-label", label, "--repeats", str(repeats), "--stream", "both",
             "--no-sequential", "--no-logprobs", "--concurrency", "4", scenarios,
+            "--sampling-seed", str(seed),
             "--results", str(out), "--run-id", run_id, "--no-progress"]  # fmt: skip
 
 
@@ -415,8 +418,11 @@ def vllm_steps(
                 except (OSError, ValueError, KeyError, IndexError) as exc:
                     steps.append(step_cls("vllm wire", [], exit_code=2,
                                           figures={"message": f"wire probe failed: {exc}"}))  # fmt: skip
-                steps.append(run("vllm compare A/A", _compare_argv(
-                    a, a2, "A-again", "vllm-compare-aa", out, repeats, scenarios), "aa"))  # fmt: skip
+                aa = run("vllm compare A/A", _compare_argv(
+                    a, a2, "A-again", "vllm-compare-aa", out, repeats, scenarios), "aa")  # fmt: skip
+                steps += confirm_aa(aa, lambda: run("vllm compare A/A (seed 1)", _compare_argv(
+                    a, a2, "A-again", "vllm-compare-aa-seed1", out, repeats, scenarios, 1),
+                    "aa"))  # fmt: skip
                 steps.append(run("vllm logprobs A/A prefill", logprobs_argv(
                     a, a2, "vllm", "vllm-logprobs-aa-prefill", out)))  # fmt: skip
                 steps.append(run("vllm logprobs A/A decode", logprobs_argv(

@@ -225,6 +225,67 @@ def test_exit_code_requires_aa_no_regression_and_the_broken_template_caught() ->
     assert e2e.exit_code([*ok, _step("gsm8k A/A", 2, role="aa")]) == 2
 
 
+def test_an_aa_regression_is_replicated_once_on_fresh_seeds_and_the_job_judged_on_that() -> None:
+    ok = [_step("boot", 0, role="boot"), _step("compare A/B broken-template", 1, "REGRESSION",
+                                                "catch", ("repeat_loop",))]  # fmt: skip
+    calls: list[str] = []
+
+    def again(code: int, verdict: str) -> Callable[[], e2e.Step]:
+        def run() -> e2e.Step:
+            calls.append(verdict)
+            return _step("compare A/A (seed 1)", code, verdict, "aa")
+
+        return run
+
+    # not a REGRESSION: nothing more runs
+    first = _step("compare A/A", 0, "NO CHANGE", "aa")
+    assert e2e.confirm_aa(first, again(0, "NO CHANGE")) == [first] and calls == []
+    # a false alarm that does not reproduce: shown, the job passes on the second
+    first = _step("compare A/A", 1, "REGRESSION", "aa")
+    steps = e2e.confirm_aa(first, again(0, "NO CHANGE"))
+    assert [s.role for s in steps] == ["aa-retried", "aa"] and calls == ["NO CHANGE"]
+    assert e2e.exit_code([*ok, *steps]) == 0
+    # one that reproduces fails it, naming the second
+    steps = e2e.confirm_aa(_step("compare A/A", 1, "REGRESSION", "aa"), again(1, "REGRESSION"))
+    assert e2e.failures([*ok, *steps]) == (
+        1,
+        ["compare A/A (seed 1): REGRESSION (exit 1), required: not REGRESSION"],
+    )
+    # an infrastructure failure is not a false alarm: no second run, the job fails on it
+    calls.clear()
+    first = _step("compare A/A", 3, role="aa")
+    assert e2e.confirm_aa(first, again(0, "NO CHANGE")) == [first] and calls == []
+    assert e2e.exit_code([*ok, first]) == 3
+
+
+def test_the_recorded_aa_replica_records_a_again_on_seed_1_and_compares_on_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    ran: list[list[str]] = []
+
+    def fake_run(step: e2e.Step) -> e2e.Step:
+        ran.append(step.argv)
+        step.exit_code = 1 if step.argv[0] == "compare" and len(ran) == 1 else 0
+        return step
+
+    monkeypatch.setattr(e2e, "run_harness", fake_run)
+    monkeypatch.setattr(e2e, "_launch_args", lambda args, model, v: [f"serve {v.name}"])
+    args = e2e._parser().parse_args(["--repeats", "3", "--catch-repeats", "16"])
+    steps = e2e._recorded_aa(args, tmp_path, tmp_path / "m.gguf")
+    assert [s.name for s in steps] == ["compare A/A A-again", "compare A/A A-again (seed 1)"]
+    assert [s.role for s in steps] == ["aa-retried", "aa"]
+    first, record, second = ran
+    assert first[first.index("--baseline") + 1] == str(tmp_path / "record-A")
+    assert first[first.index("--sampling-seed") + 1] == "0"
+    # a recording of its own, on seed 1, at the A/A's repeats (not the catch step's 16)
+    assert record[0] == "record" and record[record.index("--run-id") + 1] == "record-A-seed1"
+    assert record[record.index("--sampling-seed") + 1] == "1"
+    assert record[record.index("--repeats") + 1] == "3"
+    assert second[second.index("--baseline") + 1] == str(tmp_path / "record-A-seed1")
+    assert second[second.index("--sampling-seed") + 1] == "1"
+    assert second[second.index("--run-id") + 1] == "compare-aa-a-again-seed1"
+
+
 def test_the_broken_template_must_be_caught() -> None:
     base = [_step("compare A/A", 0, "NO CHANGE", "aa")]
     missed = _step("compare A/B broken-template", 0, "NO CHANGE", "catch")
