@@ -28,7 +28,15 @@ exist (a panel cut short keeps what it measured); ``--render`` writes the table 
 merges panels into ``e2e/panel.json`` first (:func:`merge`); ``--sweep FOLDER ...`` decides
 every numerics comparison those panels stored again at each tolerance of :data:`GRID`, from
 its per-sequence rows (:func:`sweep`, no server: ``e2e/panel-sweep.json``, a section of the
-page), which is how the tolerance is calibrated against the panel.
+page), which is how the tolerance is calibrated against the panel; ``--sweep ... --add``
+adds a later panel's counts to the committed ones (:func:`add_sweeps`: a session's run
+folders do not outlive it).
+
+``--no-prompt-cache`` launches every server, H's included, in one slot with llama-server's
+prompt cache off (:data:`NO_PROMPT_CACHE`), its pairs named with
+:data:`NO_PROMPT_CACHE_SUFFIX`: what llama-server's prompt cache adds to our KL, which
+llama-perplexity (fixed chunks, each evaluated afresh) never sees; the page says pair by
+pair whether ours stays a lower bound of llama-perplexity's KLD (:func:`lower_bound`).
 """
 
 from __future__ import annotations
@@ -63,7 +71,9 @@ __all__ = [
     "PAIRS",
     "PANEL_JSON",
     "Pair",
+    "add_sweeps",
     "calibration",
+    "lower_bound",
     "main",
     "merge",
     "parse_kld",
@@ -85,6 +95,12 @@ SWEEP_JSON = HERE / "panel-sweep.json"
 GRID = (0.001, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01)
 
 Kind = Literal["aa", "fault", "benign"]
+#: ``--no-prompt-cache``: llama-server flags added to every launch (H's too), and the suffix
+#: of the pairs' names. llama-server reuses a slot's cached prefix (and its host-memory
+#: prompt cache) and evaluates the rest in another batch split than a fresh request: a
+#: floating-point difference that llama-perplexity, evaluating fixed chunks afresh, never has
+NO_PROMPT_CACHE = ("--parallel", "1", "--no-cache-prompt", "--cache-ram", "0")
+NO_PROMPT_CACHE_SUFFIX = " (prompt cache off)"
 
 
 @dataclass(frozen=True)
@@ -144,9 +160,12 @@ def _harness(argv: list[str]) -> int:
 
 
 @contextlib.contextmanager
-def _up(binary: Path, pair: Pair, out: Path, tag: str, timeout_s: float) -> Iterator[str]:
+def _up(
+    binary: Path, pair: Pair, out: Path, tag: str, timeout_s: float, first: Sequence[str] = ()
+) -> Iterator[str]:
+    """``pair``'s llama-server up (``first``: flags before the pair's own, which win)."""
     model = cached_build(pair.spec)
-    cmd = llama_server_command(binary, model, free_port(), pair.template, pair.extra)
+    cmd = llama_server_command(binary, model, free_port(), pair.template, (*first, *pair.extra))
     with serve(cmd, out / "logs" / f"server-{tag}.log", timeout_s=timeout_s) as url:
         yield url
 
@@ -229,6 +248,10 @@ class _Panel:
         self.args = args
         self.out = out
         self.binary = find_llama_server(args.llama_server)
+        no_cache = bool(getattr(args, "no_prompt_cache", False))
+        #: flags of every launch, and the suffix of every pair's name (--no-prompt-cache)
+        self.first: tuple[str, ...] = NO_PROMPT_CACHE if no_cache else ()
+        self.suffix = NO_PROMPT_CACHE_SUFFIX if no_cache else ""
         self.data: dict[str, Any] = {
             "command": "python -m e2e.panel " + shlex.join(args.argv),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -240,6 +263,7 @@ class _Panel:
                 "max_tokens": args.max_tokens,
                 "tolerance": TOLERANCE,
                 "perplexity_ctx": args.ctx,
+                "server_flags": shlex.join(self.first),
             },  # fmt: skip
             "pairs": [],
         }
@@ -258,7 +282,7 @@ class _Panel:
             self.save()
             return
         healthy = Pair("healthy", "aa")
-        with _up(self.binary, healthy, self.out, "H", self.args.boot_timeout) as h:
+        with _up(self.binary, healthy, self.out, "H", self.args.boot_timeout, self.first) as h:
             if self.args.no_numerics:  # behaviour only: no recording, no reference
                 for i, pair in enumerate(pairs):
                     self.data["pairs"].append(self._pair(h, pair, i))
@@ -286,9 +310,9 @@ class _Panel:
         self.data["seconds"] = round(time.monotonic() - t0, 1)
         self.save()
 
-    @staticmethod
-    def _row(pair: Pair) -> dict[str, Any]:
-        return {"name": pair.name, "kind": pair.kind, "flags": shlex.join(pair.extra),
+    def _row(self, pair: Pair) -> dict[str, Any]:
+        return {"name": pair.name + self.suffix, "kind": pair.kind,
+                "flags": shlex.join((*self.first, *pair.extra)),
                 "model": pair.spec.name(), "template": pair.template.name, "numerics": [],
                 "behaviour": []}  # fmt: skip
 
@@ -300,7 +324,8 @@ class _Panel:
         for r in range(repeats):
             tag = f"p{index:02d}-r{r:02d}"
             try:
-                with _up(self.binary, pair, self.out, tag, self.args.boot_timeout) as c:
+                with _up(self.binary, pair, self.out, tag, self.args.boot_timeout,
+                         self.first) as c:  # fmt: skip
                     if not self.args.no_numerics:
                         row["numerics"].append(self._logprobs(c, tag))
                     if r < self.args.behaviour_repeats:
@@ -409,6 +434,61 @@ def _verdicts(p: dict[str, Any], redecided: dict[str, dict[str, int]]) -> list[s
     return out + [f"exit {n.get('exit_code')}" for n in p["numerics"] if not n.get("verdict")]
 
 
+def _references(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each pair's llama-perplexity figure by name; a ``--no-prompt-cache`` pair takes its
+    base pair's (llama-perplexity has no prompt cache: the same flags, the same run)."""
+    refs = {p["name"]: p["reference"] for p in data.get("pairs", [])
+            if (p.get("reference") or {}).get("mean") is not None}  # fmt: skip
+    for p in data.get("pairs", []):
+        name = p["name"]
+        if name.endswith(NO_PROMPT_CACHE_SUFFIX) and name not in refs:
+            base = refs.get(name[: -len(NO_PROMPT_CACHE_SUFFIX)])
+            if base is not None:
+                refs[name] = base
+    return refs
+
+
+def _median_kl(p: dict[str, Any]) -> float | None:
+    return _median([n["kl_mean"] for n in p["numerics"] if n.get("kl_mean") is not None])
+
+
+def lower_bound(data: dict[str, Any]) -> list[str]:
+    """Sentences on whether our top-k mean KL is a lower bound of llama-perplexity's
+    full-vocabulary KLD (it is stated to be one: the top-k leaves out the tail's mass),
+    pair by pair, and what llama-server's prompt cache adds (the ``--no-prompt-cache``
+    pairs, when the panel holds them)."""
+    refs = _references(data)
+    rows = [(p["name"], _median_kl(p), refs[p["name"]]["mean"]) for p in data.get("pairs", [])
+            if p["name"] in refs and _median_kl(p) is not None]  # fmt: skip
+    if not rows:
+        return []
+    above = [(n, ours, ref) for n, ours, ref in rows if ours is not None and ours > max(ref, 0.0)]
+    ratios = sorted(ours / ref for _, ours, ref in rows if ours is not None and ref > 1e-4)
+    lines = [f"- Ours at or below llama-perplexity's KLD in {len(rows) - len(above)} of "
+             f"{len(rows)} pairs with a reference"
+             + (f"; where the KLD is above 1e-4, ours is {ratios[0]:.2f}-{ratios[-1]:.2f} of "
+                f"it (median {_median(ratios):.2f})" if ratios else "") + "."]  # fmt: skip
+    if above:
+        lines.append("- Above it: " + "; ".join(
+            f"{n} (ours {_fmt(o)}, llama-perplexity's {_fmt(r)})" for n, o, r in above) + ".")  # fmt: skip
+    by_name = {p["name"]: p for p in data.get("pairs", [])}
+    for name, p in by_name.items():
+        if not name.endswith(NO_PROMPT_CACHE_SUFFIX):
+            continue
+        base = by_name.get(name[: -len(NO_PROMPT_CACHE_SUFFIX)])
+        off = _median_kl(p)
+        if base is None or off is None:
+            continue
+        ref = refs.get(name, {}).get("mean")
+        lines.append(
+            f"- {base['name']}: ours {_fmt(_median_kl(base))} with llama-server's prompt cache "
+            f"(its default), {_fmt(off)} with it off ({p.get('flags')}, {len(p['numerics'])} "
+            f"comparisons, H launched the same way)"
+            + (f"; llama-perplexity's {_fmt(ref)}." if ref is not None else ".")
+        )
+    return lines
+
+
 def calibration(data: dict[str, Any], swept: dict[str, Any] | None = None) -> list[str]:
     """Sentences on whether the tolerance separates benign changes from faults (numerics),
     from the panel's median mean-KL per pair and its verdicts (at the shipped tolerance,
@@ -435,8 +515,7 @@ def calibration(data: dict[str, Any], swept: dict[str, Any] | None = None) -> li
         else:
             lines.append(f"- Overlap: faults at or below the tolerance: {', '.join(under) or 'none'}; "
                          f"a benign change at {_fmt(top[1])} against a fault at {_fmt(low[1])}.")  # fmt: skip
-    ref = {p["name"]: p["reference"]["mean"] for p in data.get("pairs", [])
-           if (p.get("reference") or {}).get("mean") is not None}  # fmt: skip
+    ref = {name: r["mean"] for name, r in _references(data).items()}
     for name, _ in by_kind["fault"]:
         if name not in ref:
             continue
@@ -485,6 +564,26 @@ def sweep(folders: Sequence[Path], grid: Sequence[float] = GRID) -> dict[str, An
                 counts = row["verdicts"][f"{t:g}"]
                 counts[verdict] = counts.get(verdict, 0) + 1
     return {"grid": [f"{t:g}" for t in grid], "pairs": list(rows.values())}
+
+
+def add_sweeps(first: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """Two ``--sweep`` results as one (``--sweep ... --add``: comparisons of a later session,
+    whose panel folders are gone, added to the committed counts): verdict counts summed per
+    pair and tolerance, pairs in ``first``'s order then ``more``'s new ones, the commands
+    joined. Raises ValueError when the grids differ."""
+    if first["grid"] != more["grid"]:
+        raise ValueError(f"sweep grids differ: {first['grid']} and {more['grid']}")
+    pairs = {p["name"]: {**p, "verdicts": {t: dict(c) for t, c in p["verdicts"].items()}}
+             for p in first["pairs"]}  # fmt: skip
+    for p in more["pairs"]:
+        row = pairs.setdefault(p["name"], {**p, "verdicts": {t: {} for t in first["grid"]}})
+        if row is p:
+            continue
+        for t, counts in p["verdicts"].items():
+            for verdict, n in counts.items():
+                row["verdicts"][t][verdict] = row["verdicts"][t].get(verdict, 0) + n
+    command = " ; ".join(c for c in (first.get("command"), more.get("command")) if c)
+    return {**first, "command": command, "pairs": list(pairs.values())}
 
 
 def render_sweep(data: dict[str, Any]) -> list[str]:
@@ -581,6 +680,7 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
         "numerics / behaviour | wall s: numerics / behaviour |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    refs = _references(data)
     for p in data.get("pairs", []):
         num = p["numerics"]
         got = _verdicts(p, redecided)
@@ -589,7 +689,7 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
         def med(key: str, rows: list[dict[str, Any]] = num) -> float | None:
             return _median([r[key] for r in rows if r.get(key) is not None])
 
-        ref = p.get("reference")
+        ref = refs.get(p["name"]) or p.get("reference")
         ref_txt, ratio = "-", "-"
         if ref and "mean" in ref:
             ref_txt = f"{_fmt(ref['mean'])} ({_fmt(ref['p99'])}, {_fmt(ref['max'])})"
@@ -608,6 +708,8 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
             f"{_fmt_n(med('seconds'))} / {_fmt_n(med('seconds', beh))} |"
         )
     lines += ["", "## Calibration (numerics)", "", *calibration(data, swept), ""]
+    if bound := lower_bound(data):
+        lines += ["## Ours against llama-perplexity's", "", *bound, ""]
     if swept:
         lines += ["## The tolerance swept", "",
                   f"Command: `{swept.get('command')}`. Every numerics comparison above decided "
@@ -659,6 +761,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", nargs="+", metavar="FOLDER",
                    help="decide these panels' stored numerics again at each tolerance of "
                         f"{', '.join(map(str, GRID))}: write {SWEEP_JSON.name}, then --render")  # fmt: skip
+    p.add_argument("--add", action="store_true",
+                   help=f"with --sweep: add the counts to {SWEEP_JSON.name}'s instead of "
+                        "replacing them (the earlier panels' folders gone)")  # fmt: skip
+    p.add_argument("--no-prompt-cache", action="store_true",
+                   help="every launch, H's included, in one slot with llama-server's prompt "
+                        f"cache off ({' '.join(NO_PROMPT_CACHE)}): each request evaluated "
+                        "afresh, as llama-perplexity evaluates its chunks; the pairs' names "
+                        f"end in '{NO_PROMPT_CACHE_SUFFIX}'")  # fmt: skip
     p.add_argument("--publish", nargs="+", metavar="PANEL_JSON",
                    help="merge these panel.json into e2e/panel.json, then --render")  # fmt: skip
     return p
@@ -675,6 +785,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.sweep:
         sw = {"command": "python -m e2e.panel " + shlex.join(argv),
               **sweep([Path(f) for f in args.sweep])}  # fmt: skip
+        if args.add and SWEEP_JSON.is_file():
+            sw = add_sweeps(json.loads(SWEEP_JSON.read_text(encoding="utf-8")), sw)
         SWEEP_JSON.write_text(json.dumps(sw, indent=1) + "\n", encoding="utf-8")
     if args.render or args.publish or args.sweep:
         DOC.write_text(render(json.loads(PANEL_JSON.read_text(encoding="utf-8"))),

@@ -326,3 +326,40 @@ def test_sweep_decides_the_stored_comparisons_again_at_each_tolerance(tmp_path: 
         "pairs with a REGRESSION: none." in text
     )
     assert "- tolerance 0.01: faults not REGRESSION in every comparison: subtle;" in text
+
+
+def test_a_later_sweep_adds_its_counts_to_the_committed_one() -> None:
+    first = {"command": "a", "grid": ["0.003"], "pairs": [
+        {"name": "A/A", "kind": "aa", "verdicts": {"0.003": {"NO CHANGE": 20}}},
+        {"name": "2 threads", "kind": "benign", "verdicts": {"0.003": {"NO CHANGE": 1}}}]}  # fmt: skip
+    more = {"command": "b", "grid": ["0.003"], "pairs": [
+        {"name": "2 threads", "kind": "benign",
+         "verdicts": {"0.003": {"NO CHANGE": 3, "INCONCLUSIVE": 1}}},
+        {"name": "new", "kind": "fault", "verdicts": {"0.003": {"REGRESSION": 5}}}]}  # fmt: skip
+    out = panel.add_sweeps(first, more)
+    assert [p["name"] for p in out["pairs"]] == ["A/A", "2 threads", "new"]
+    assert out["pairs"][1]["verdicts"]["0.003"] == {"NO CHANGE": 4, "INCONCLUSIVE": 1}
+    assert out["pairs"][2]["verdicts"]["0.003"] == {"REGRESSION": 5}
+    assert first["pairs"][1]["verdicts"]["0.003"] == {"NO CHANGE": 1}  # not changed in place
+    assert out["command"] == "a ; b"
+    with pytest.raises(ValueError, match="grids differ"):
+        panel.add_sweeps(first, {**more, "grid": ["0.01"]})
+
+
+def test_the_page_says_where_ours_is_not_a_lower_bound_and_what_the_prompt_cache_adds() -> None:
+    aa = _pair("aa", "A/A", [0.0004, 0.0003], ["NO CHANGE"] * 2)
+    aa["reference"] = {"mean": -1e-6, "p99": 0.0, "max": 0.0}
+    off = {**_pair("aa", "A/A" + panel.NO_PROMPT_CACHE_SUFFIX, [0.0, 0.0], ["NO CHANGE"] * 2),
+           "reference": None, "flags": "--parallel 1 --no-cache-prompt"}  # fmt: skip
+    drop = _pair("fault", "drop", [1.0], ["REGRESSION"])  # llama-perplexity's 2.0
+    lines = panel.lower_bound({"pairs": [aa, drop, off]})
+    assert lines[0].startswith("- Ours at or below llama-perplexity's KLD in 2 of 3 pairs")
+    assert "ours is 0.50-0.50 of it" in lines[0]
+    assert lines[1] == "- Above it: A/A (ours 0.00035, llama-perplexity's -1e-06)."
+    assert lines[2].startswith("- A/A: ours 0.00035 with llama-server's prompt cache")
+    assert "0 with it off (--parallel 1 --no-cache-prompt, 2 comparisons" in lines[2]
+    assert lines[2].endswith("llama-perplexity's -1e-06.")
+    # the prompt-cache-off row takes its base pair's reference figure on the page
+    row = next(ln for ln in panel.render({"pairs": [aa, drop, off]}).splitlines()
+               if ln.startswith("| aa | A/A (prompt cache off)"))  # fmt: skip
+    assert "-1e-06 (0, 0)" in row
