@@ -36,6 +36,10 @@ def test_compare_has_a_numerics_section_by_default(tmp_path: Path, capsys: Any) 
     assert 'id="logprobs"' in html and '<svg class="strip"' in html and "baseline top-5" in html
     md = (tmp_path / "ab" / "report.md").read_text()
     assert "**Numerics**: 🔴 numerics (token logprobs" in md
+    # the verdict's reasons name the numerics' verdict once (the message opens with it)
+    (reason,) = [ln for ln in md.splitlines() if ln.startswith("- numerics: ")]
+    assert reason.startswith("- numerics: REGRESSION: A/B KL")
+    assert not reason.endswith("(REGRESSION)")
     assert main([*args, "--run-id", "aa", "--aa"]) == 0
     assert "NO CHANGE: A/B KL" in capsys.readouterr().out
     assert main([*args, "--run-id", "skip", "--no-logprobs"]) == 1

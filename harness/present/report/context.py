@@ -381,6 +381,14 @@ def _warnings(rf: ReportInput, provenance: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _tagged(verdict: str | None, message: str) -> str:
+    """``message (verdict)``, unless the message already opens with its verdict after its
+    source (``numerics: REGRESSION: ...``)."""
+    if verdict and message.partition(": ")[2].startswith(verdict):
+        return message
+    return f"{message} ({verdict})"
+
+
 def _verdict(rf: ReportInput) -> tuple[str | None, str, list[str]]:
     """Headline verdict: the comparison's, else GSM8K's, else the boot checks'; the other
     sources' verdicts join the reasons."""
@@ -407,7 +415,7 @@ def _verdict(rf: ReportInput) -> tuple[str | None, str, list[str]]:
         )
     if found:
         head, msg, reasons = found[0]
-        return head, msg, [f"{m} ({v})" for v, m, _ in found[1:]] + reasons
+        return head, msg, [_tagged(v, m) for v, m, _ in found[1:]] + reasons
     if len({r.side for r in rf.runs}) > 1:
         return None, "transcripts only: no summary.json, so no scores and no verdict", []
     agg = (
