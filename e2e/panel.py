@@ -249,9 +249,13 @@ class _Panel:
         self.out = out
         self.binary = find_llama_server(args.llama_server)
         no_cache = bool(getattr(args, "no_prompt_cache", False))
-        #: flags of every launch, and the suffix of every pair's name (--no-prompt-cache)
-        self.first: tuple[str, ...] = NO_PROMPT_CACHE if no_cache else ()
-        self.suffix = NO_PROMPT_CACHE_SUFFIX if no_cache else ""
+        flags = tuple(shlex.split(getattr(args, "server_flags", None) or ""))
+        #: flags of every launch, and the suffix of every pair's name (--no-prompt-cache,
+        #: --server-flags)
+        self.first: tuple[str, ...] = (*(NO_PROMPT_CACHE if no_cache else ()), *flags)
+        self.suffix = (NO_PROMPT_CACHE_SUFFIX if no_cache else "") + (
+            f" [{shlex.join(flags)}]" if flags else ""
+        )
         self.data: dict[str, Any] = {
             "command": "python -m e2e.panel " + shlex.join(args.argv),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -472,19 +476,33 @@ def lower_bound(data: dict[str, Any]) -> list[str]:
         lines.append("- Above it: " + "; ".join(
             f"{n} (ours {_fmt(o)}, llama-perplexity's {_fmt(r)})" for n, o, r in above) + ".")  # fmt: skip
     by_name = {p["name"]: p for p in data.get("pairs", [])}
-    for name, p in by_name.items():
-        if not name.endswith(NO_PROMPT_CACHE_SUFFIX):
+    for name, base in by_name.items():
+        variants = [v for n, v in by_name.items() if n.startswith(name + NO_PROMPT_CACHE_SUFFIX)]
+        if _median_kl(base) is None or not variants:
             continue
-        base = by_name.get(name[: -len(NO_PROMPT_CACHE_SUFFIX)])
-        off = _median_kl(p)
-        if base is None or off is None:
-            continue
+        parts = [f"ours {_fmt(_median_kl(base))} with llama-server's prompt cache (its default)"]
+        for v in variants:
+            kl = _median_kl(v)
+            if kl is None:
+                continue
+            more = v["name"][len(name + NO_PROMPT_CACHE_SUFFIX) :].strip(" []")
+            parts.append(f"{_fmt(kl)} with it off" + (f" and {more}" if more else "")
+                         + f" ({len(v['numerics'])} comparison"
+                         + ("s)" if len(v["numerics"]) != 1 else ")"))  # fmt: skip
         ref = refs.get(name, {}).get("mean")
+        lines.append(f"- {name}: " + "; ".join(parts)
+                     + (f"; llama-perplexity's {_fmt(ref)}." if ref is not None else "."))  # fmt: skip
+    if any(n.endswith("]") and NO_PROMPT_CACHE_SUFFIX in n for n in by_name):
         lines.append(
-            f"- {base['name']}: ours {_fmt(_median_kl(base))} with llama-server's prompt cache "
-            f"(its default), {_fmt(off)} with it off ({p.get('flags')}, {len(p['numerics'])} "
-            f"comparisons, H launched the same way)"
-            + (f"; llama-perplexity's {_fmt(ref)}." if ref is not None else ".")
+            f"  (H launched with the same flags each time; with the prompt cache off every "
+            f"launch runs `{' '.join(NO_PROMPT_CACHE)}`. With the prompt cache on, a request "
+            "that shares a prefix with an earlier one evaluates only the rest, in another "
+            "batch split than a fresh request: a floating-point difference between any two "
+            "launches, which llama-perplexity, evaluating fixed chunks afresh, never has. "
+            "And ours scores what the server decodes, llama-perplexity only what it "
+            "evaluates as prompts: a change that moves the decode path alone, such as "
+            "flash attention's decode with another thread count, shows in ours and not in "
+            "its.)"
         )
     return lines
 
@@ -769,6 +787,10 @@ def _parser() -> argparse.ArgumentParser:
                         f"cache off ({' '.join(NO_PROMPT_CACHE)}): each request evaluated "
                         "afresh, as llama-perplexity evaluates its chunks; the pairs' names "
                         f"end in '{NO_PROMPT_CACHE_SUFFIX}'")  # fmt: skip
+    p.add_argument("--server-flags", metavar="FLAGS",
+                   help="llama-server flags for every launch, H's included (after "
+                        "--no-prompt-cache's; a pair's own come last and win); the pairs' "
+                        "names end in ' [FLAGS]'")  # fmt: skip
     p.add_argument("--publish", nargs="+", metavar="PANEL_JSON",
                    help="merge these panel.json into e2e/panel.json, then --render")  # fmt: skip
     return p

@@ -357,8 +357,17 @@ def test_the_page_says_where_ours_is_not_a_lower_bound_and_what_the_prompt_cache
     assert "ours is 0.50-0.50 of it" in lines[0]
     assert lines[1] == "- Above it: A/A (ours 0.00035, llama-perplexity's -1e-06)."
     assert lines[2].startswith("- A/A: ours 0.00035 with llama-server's prompt cache")
-    assert "0 with it off (--parallel 1 --no-cache-prompt, 2 comparisons" in lines[2]
-    assert lines[2].endswith("llama-perplexity's -1e-06.")
+    assert "(its default); 0 with it off (2 comparisons); llama-perplexity's -1e-06." in lines[2]
+    assert len(lines) == 3
+    # a variant with more flags on every launch: named after them, and the page says why
+    fa = _pair("aa", "A/A" + panel.NO_PROMPT_CACHE_SUFFIX + " [--flash-attn off]", [0.0],
+               ["NO CHANGE"])  # fmt: skip
+    lines = panel.lower_bound({"pairs": [aa, drop, off, fa]})
+    assert (
+        "; 0 with it off (2 comparisons); 0 with it off and --flash-attn off (1 comparison)"
+        in (lines[2])
+    )
+    assert "decode path alone" in lines[3]
     # the prompt-cache-off row takes its base pair's reference figure on the page
     row = next(ln for ln in panel.render({"pairs": [aa, drop, off]}).splitlines()
                if ln.startswith("| aa | A/A (prompt cache off)"))  # fmt: skip
