@@ -721,7 +721,7 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
             f"| {p['kind']} | {p['name']} | {_rate(reg, len(got))} | "
             f"{_counts([{'verdict': v} for v in got])} | "
             f"{_fmt(med('kl_mean'))} ({_fmt(med('kl_p99'))}, {_fmt(med('kl_max'))}) | "
-            f"{ref_txt} | {ratio} | {_counts(beh)} | "
+            f"{ref_txt} | {ratio} | {_behaviour_cell(beh)} | "
             f"{_fmt_n(med('requests'))} / {_fmt_n(med('requests', beh))} | "
             f"{_fmt_n(med('seconds'))} / {_fmt_n(med('seconds', beh))} |"
         )
@@ -734,6 +734,16 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
                   "again, from its stored per-sequence rows, at each tolerance (nats/token):", "",
                   *render_sweep(swept), ""]  # fmt: skip
     return "\n".join(lines)
+
+
+def _behaviour_cell(rows: list[dict[str, Any]]) -> str:
+    """The behaviour verdicts' counts and, over the judged ones, the REGRESSION rate with
+    its Wilson 95% interval."""
+    if not rows:
+        return "-"
+    judged = [r for r in rows if r.get("verdict")]
+    reg = sum(r["verdict"] == "REGRESSION" for r in judged)
+    return f"{_counts(rows)}; REGRESSION {_rate(reg, len(judged))}"
 
 
 def _spread(data: dict[str, Any], key: str, *kinds: str) -> str:

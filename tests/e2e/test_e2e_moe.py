@@ -248,6 +248,10 @@ def test_render_gives_rates_intervals_and_the_ratio() -> None:
     row = next(ln for ln in page.splitlines() if ln.startswith("| fault | drop"))
     assert "3/3 [0.44, 1.00]" in row  # Wilson 95%
     assert "| 0.60 |" in row  # median 1.2 over llama-perplexity's 2.0
+    data["pairs"][0]["behaviour"] = [{"verdict": "REGRESSION"}, {"verdict": "INCONCLUSIVE"},
+                                     {"exit_code": 2}]  # fmt: skip
+    row = next(ln for ln in panel.render(data).splitlines() if ln.startswith("| fault | drop"))
+    assert "| INCONCLUSIVE 1, REGRESSION 1, exit 2 1; REGRESSION 1/2 [0.09, 0.91] |" in row
 
 
 def test_the_panel_page_is_generated_from_the_committed_json() -> None:
