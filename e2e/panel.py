@@ -693,7 +693,7 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
         "is the full-vocabulary KLD on the same conversations and prompts as ChatML "
         f"(`-c {s.get('perplexity_ctx')}`). The ratio is ours / llama-perplexity's.",
         "",
-        "| kind | pair | numerics REGRESSION [95% CI] | numerics verdicts | KL mean (p99, max) "
+        "| kind | pair | numerics REGRESSION [95% CI] of the decided | numerics verdicts | KL mean (p99, max) "
         "| llama-perplexity KLD mean (p99, max) | ratio | behaviour verdicts | requests: "
         "numerics / behaviour | wall s: numerics / behaviour |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -703,6 +703,7 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
         num = p["numerics"]
         got = _verdicts(p, redecided)
         reg = sum(v == "REGRESSION" for v in got)
+        judged = sum(not v.startswith("exit ") for v in got)  # a comparison that gave a verdict
 
         def med(key: str, rows: list[dict[str, Any]] = num) -> float | None:
             return _median([r[key] for r in rows if r.get(key) is not None])
@@ -718,7 +719,7 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
             ref_txt = "failed"
         beh = p["behaviour"]
         lines.append(
-            f"| {p['kind']} | {p['name']} | {_rate(reg, len(got))} | "
+            f"| {p['kind']} | {p['name']} | {_rate(reg, judged)} | "
             f"{_counts([{'verdict': v} for v in got])} | "
             f"{_fmt(med('kl_mean'))} ({_fmt(med('kl_p99'))}, {_fmt(med('kl_max'))}) | "
             f"{ref_txt} | {ratio} | {_behaviour_cell(beh)} | "

@@ -247,6 +247,12 @@ def test_render_gives_rates_intervals_and_the_ratio() -> None:
     page = panel.render(data)
     row = next(ln for ln in page.splitlines() if ln.startswith("| fault | drop"))
     assert "3/3 [0.44, 1.00]" in row  # Wilson 95%
+    # a comparison cut short (no verdict) is shown, and left out of the rate
+    cut = {**_pair("benign", "kv", [0.001], ["NO CHANGE"]), "reference": None}
+    cut["numerics"].append({"exit_code": 143})
+    cut_row = next(ln for ln in panel.render({"settings": {}, "pairs": [cut]}).splitlines()
+                   if ln.startswith("| benign | kv"))  # fmt: skip
+    assert "| 0/1 [0.00, 0.79] | NO CHANGE 1, exit 143 1 |" in cut_row
     assert "| 0.60 |" in row  # median 1.2 over llama-perplexity's 2.0
     data["pairs"][0]["behaviour"] = [{"verdict": "REGRESSION"}, {"verdict": "INCONCLUSIVE"},
                                      {"exit_code": 2}]  # fmt: skip
