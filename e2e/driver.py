@@ -396,17 +396,23 @@ def _recorded_aa(args: argparse.Namespace, out: Path, model: Path) -> list[Step]
     (a recording of its own at ``--repeats``) when it is a REGRESSION
     (:func:`e2e.steps.confirm_aa`)."""
 
-    def again() -> Step:
+    def again() -> list[Step]:
         record = run_harness(_record_step(args, out, model, seed=1, repeats=args.repeats))
-        if record.exit_code != 0:
-            return record  # a run step that failed: the job fails on it (exit 2)
-        return run_harness(_recorded_compare_step(
-            args, out, model, Variant("A2"), "A/A A-again", "aa", seed=1))  # fmt: skip
+        if record.exit_code != 0:  # no replica: the gate fails (exit 2), naming why
+            return [record, _not_run("compare A/A A-again (seed 1)", record)]
+        return [record, run_harness(_recorded_compare_step(
+            args, out, model, Variant("A2"), "A/A A-again", "aa", seed=1))]  # fmt: skip
 
     first = run_harness(
         _recorded_compare_step(args, out, model, Variant("A2"), "A/A A-again", "aa")
     )
     return confirm_aa(first, again)
+
+
+def _not_run(name: str, record: Step) -> Step:
+    """An ``aa`` step that could not run because ``record`` failed: exit 2, saying so."""
+    return Step(name, [], role="aa", exit_code=2, figures={
+        "message": f"not run: {record.name} exited {record.exit_code}"})  # fmt: skip
 
 
 def _vllm(args: argparse.Namespace, out: Path) -> list[Step]:
@@ -449,7 +455,9 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
     # stopped, then each candidate launched and compared against the recording
     record = run_harness(_record_step(args, out, model))
     steps.append(record)
-    if record.exit_code == 0:
+    if record.exit_code != 0:  # no comparison can run: the job must not pass without them
+        steps.append(_not_run("compare A/A A-again", record))
+    else:
         steps += _recorded_aa(args, out, model)
         for variant, name, role in _variants(args):
             steps.append(run_harness(_recorded_compare_step(args, out, model, variant, name, role)))

@@ -250,6 +250,8 @@ class _Panel:
         self.binary = find_llama_server(args.llama_server)
         no_cache = bool(getattr(args, "no_prompt_cache", False))
         flags = tuple(shlex.split(getattr(args, "server_flags", None) or ""))
+        #: --server-flags, which llama-perplexity takes too (llama.cpp's common flags)
+        self.flags = flags
         #: flags of every launch, and the suffix of every pair's name (--no-prompt-cache,
         #: --server-flags)
         self.first: tuple[str, ...] = (*(NO_PROMPT_CACHE if no_cache else ()), *flags)
@@ -368,7 +370,8 @@ class _Panel:
         logs.mkdir(parents=True, exist_ok=True)
         healthy = cached_build(MoESpec())
         t = time.monotonic()
-        _perplexity(ppl, healthy, text, (), kld, True, logs / "ppl-base.log", self.args.ctx)
+        _perplexity(ppl, healthy, text, self.flags, kld, True, logs / "ppl-base.log",
+                    self.args.ctx)  # fmt: skip
         self.data["reference_base_seconds"] = round(time.monotonic() - t, 1)
         for i, pair in enumerate(pairs):
             row = self.data["pairs"][i]
@@ -376,6 +379,7 @@ class _Panel:
                 row["reference"] = None
                 continue
             extra = pair.extra if pair.reference_extra is None else pair.reference_extra
+            extra = (*self.flags, *extra)  # as the server got them (not the prompt cache's)
             t = time.monotonic()
             try:
                 ref = _perplexity(ppl, cached_build(pair.spec), text, extra, kld, False,
@@ -485,7 +489,9 @@ def lower_bound(data: dict[str, Any]) -> list[str]:
             kl = _median_kl(v)
             if kl is None:
                 continue
-            more = v["name"][len(name + NO_PROMPT_CACHE_SUFFIX) :].strip(" []")
+            more = v["name"][len(name + NO_PROMPT_CACHE_SUFFIX) :]
+            if more.startswith(" [") and more.endswith("]"):
+                more = more[2:-1]
             parts.append(f"{_fmt(kl)} with it off" + (f" and {more}" if more else "")
                          + f" ({len(v['numerics'])} comparison"
                          + ("s)" if len(v["numerics"]) != 1 else ")"))  # fmt: skip
@@ -494,7 +500,7 @@ def lower_bound(data: dict[str, Any]) -> list[str]:
                      + (f"; llama-perplexity's {_fmt(ref)}." if ref is not None else "."))  # fmt: skip
     if any(n.endswith("]") and NO_PROMPT_CACHE_SUFFIX in n for n in by_name):
         lines.append(
-            f"  (H launched with the same flags each time; with the prompt cache off every "
+            f"\n(H launched with the same flags each time; with the prompt cache off every "
             f"launch runs `{' '.join(NO_PROMPT_CACHE)}`. With the prompt cache on, a request "
             "that shares a prefix with an earlier one evaluates only the rest, in another "
             "batch split than a fresh request: a floating-point difference between any two "
@@ -533,7 +539,8 @@ def calibration(data: dict[str, Any], swept: dict[str, Any] | None = None) -> li
         else:
             lines.append(f"- Overlap: faults at or below the tolerance: {', '.join(under) or 'none'}; "
                          f"a benign change at {_fmt(top[1])} against a fault at {_fmt(low[1])}.")  # fmt: skip
-    ref = {name: r["mean"] for name, r in _references(data).items()}
+    ref = {p["name"]: p["reference"]["mean"] for p in data.get("pairs", [])
+           if (p.get("reference") or {}).get("mean") is not None}  # fmt: skip
     for name, _ in by_kind["fault"]:
         if name not in ref:
             continue
@@ -581,7 +588,8 @@ def sweep(folders: Sequence[Path], grid: Sequence[float] = GRID) -> dict[str, An
                 verdict = decide(result.sequences, tolerance=t)[0]
                 counts = row["verdicts"][f"{t:g}"]
                 counts[verdict] = counts.get(verdict, 0) + 1
-    return {"grid": [f"{t:g}" for t in grid], "pairs": list(rows.values())}
+    return {"grid": [f"{t:g}" for t in grid], "folders": [str(f) for f in folders],
+            "pairs": list(rows.values())}  # fmt: skip
 
 
 def add_sweeps(first: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
@@ -591,17 +599,19 @@ def add_sweeps(first: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     joined. Raises ValueError when the grids differ."""
     if first["grid"] != more["grid"]:
         raise ValueError(f"sweep grids differ: {first['grid']} and {more['grid']}")
+    again = sorted(set(first.get("folders", [])) & set(more.get("folders", [])))
+    if again:
+        raise ValueError(f"already counted in the sweep: {', '.join(again)}")
     pairs = {p["name"]: {**p, "verdicts": {t: dict(c) for t, c in p["verdicts"].items()}}
              for p in first["pairs"]}  # fmt: skip
     for p in more["pairs"]:
         row = pairs.setdefault(p["name"], {**p, "verdicts": {t: {} for t in first["grid"]}})
-        if row is p:
-            continue
         for t, counts in p["verdicts"].items():
             for verdict, n in counts.items():
                 row["verdicts"][t][verdict] = row["verdicts"][t].get(verdict, 0) + n
     command = " ; ".join(c for c in (first.get("command"), more.get("command")) if c)
-    return {**first, "command": command, "pairs": list(pairs.values())}
+    folders = [*first.get("folders", []), *more.get("folders", [])]
+    return {**first, "command": command, "folders": folders, "pairs": list(pairs.values())}
 
 
 def render_sweep(data: dict[str, Any]) -> list[str]:
@@ -743,6 +753,8 @@ def _behaviour_cell(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "-"
     judged = [r for r in rows if r.get("verdict")]
+    if not judged:
+        return _counts(rows)
     reg = sum(r["verdict"] == "REGRESSION" for r in judged)
     return f"{_counts(rows)}; REGRESSION {_rate(reg, len(judged))}"
 
@@ -819,7 +831,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sw = {"command": "python -m e2e.panel " + shlex.join(argv),
               **sweep([Path(f) for f in args.sweep])}  # fmt: skip
         if args.add and SWEEP_JSON.is_file():
-            sw = add_sweeps(json.loads(SWEEP_JSON.read_text(encoding="utf-8")), sw)
+            try:
+                sw = add_sweeps(json.loads(SWEEP_JSON.read_text(encoding="utf-8")), sw)
+            except ValueError as exc:
+                print(f"panel: --sweep --add: {exc}", file=sys.stderr)
+                return 2
         SWEEP_JSON.write_text(json.dumps(sw, indent=1) + "\n", encoding="utf-8")
     if args.render or args.publish or args.sweep:
         DOC.write_text(render(json.loads(PANEL_JSON.read_text(encoding="utf-8"))),

@@ -77,24 +77,27 @@ def run_harness(step: Step) -> Step:
     return step
 
 
-def confirm_aa(first: Step, again: Callable[[], Step]) -> list[Step]:
+def confirm_aa(first: Step, again: Callable[[], list[Step]]) -> list[Step]:
     """An A/A comparison's gate, replicated once: ``[first]`` unless ``first`` came out
     REGRESSION (``harness compare`` exit 1); then ``again()`` runs a second A/A on fresh
-    request seeds (a fresh recording where the baseline is one), and the first is kept as
-    ``aa-retried``: shown in the figures, the job judged on the second.
+    request seeds (a fresh recording where the baseline is one) and returns its steps, the
+    last of them the replica's ``aa`` step, and the first is kept as ``aa-retried``: shown in
+    the figures, the job judged on the replica.
 
     Why: between equal servers the rule false-alarms at its alpha (0.01, and at most that
-    under exchangeable runs: a permutation test), so a job with three A/A gates would fail
-    about 3% of healthy builds; a false alarm reproduces on independent runs with
-    probability alpha again (a gate error of alpha squared), while a real difference
-    between the two launches (state carried between runs, a server that is not what its
-    flags say) reproduces and fails the job."""
+    under exchangeable runs: a permutation test), so every A/A gate of a job fails about 1%
+    of healthy builds; a false alarm reproduces on independent runs with probability alpha
+    again (a gate error of about alpha squared). The price is power: a difference between
+    two launches that one comparison shows with probability p now fails the job with p
+    squared, so a systematic one (state carried between runs, a server that is not what its
+    flags say) still fails it nearly every time, and one that shows only now and then may
+    not. An infrastructure failure (exit 3) or a step that did not run is never replicated."""
     if first.exit_code != 1:
         return [first]
     print(f"e2e: {first.name}: REGRESSION between equal servers; an independent A/A on "
           "fresh seeds decides (a false alarm does not reproduce)", flush=True)  # fmt: skip
     first.role = "aa-retried"
-    return [first, again()]
+    return [first, *again()]
 
 
 # ---------------------------------------------------------------- figures

@@ -420,9 +420,9 @@ def vllm_steps(
                                           figures={"message": f"wire probe failed: {exc}"}))  # fmt: skip
                 aa = run("vllm compare A/A", _compare_argv(
                     a, a2, "A-again", "vllm-compare-aa", out, repeats, scenarios), "aa")  # fmt: skip
-                steps += confirm_aa(aa, lambda: run("vllm compare A/A (seed 1)", _compare_argv(
+                steps += confirm_aa(aa, lambda: [run("vllm compare A/A (seed 1)", _compare_argv(
                     a, a2, "A-again", "vllm-compare-aa-seed1", out, repeats, scenarios, 1),
-                    "aa"))  # fmt: skip
+                    "aa")])  # fmt: skip
                 steps.append(run("vllm logprobs A/A prefill", logprobs_argv(
                     a, a2, "vllm", "vllm-logprobs-aa-prefill", out)))  # fmt: skip
                 steps.append(run("vllm logprobs A/A decode", logprobs_argv(

@@ -230,10 +230,10 @@ def test_an_aa_regression_is_replicated_once_on_fresh_seeds_and_the_job_judged_o
                                                 "catch", ("repeat_loop",))]  # fmt: skip
     calls: list[str] = []
 
-    def again(code: int, verdict: str) -> Callable[[], e2e.Step]:
-        def run() -> e2e.Step:
+    def again(code: int, verdict: str) -> Callable[[], list[e2e.Step]]:
+        def run() -> list[e2e.Step]:
             calls.append(verdict)
-            return _step("compare A/A (seed 1)", code, verdict, "aa")
+            return [_step("compare A/A (seed 1)", code, verdict, "aa")]
 
         return run
 
@@ -272,8 +272,9 @@ def test_the_recorded_aa_replica_records_a_again_on_seed_1_and_compares_on_it(
     monkeypatch.setattr(e2e, "_launch_args", lambda args, model, v: [f"serve {v.name}"])
     args = e2e._parser().parse_args(["--repeats", "3", "--catch-repeats", "16"])
     steps = e2e._recorded_aa(args, tmp_path, tmp_path / "m.gguf")
-    assert [s.name for s in steps] == ["compare A/A A-again", "compare A/A A-again (seed 1)"]
-    assert [s.role for s in steps] == ["aa-retried", "aa"]
+    assert [s.name for s in steps] == ["compare A/A A-again", "record A (seed 1)",
+                                       "compare A/A A-again (seed 1)"]  # fmt: skip
+    assert [s.role for s in steps] == ["aa-retried", "run", "aa"]
     first, record, second = ran
     assert first[first.index("--baseline") + 1] == str(tmp_path / "record-A")
     assert first[first.index("--sampling-seed") + 1] == "0"
@@ -284,6 +285,19 @@ def test_the_recorded_aa_replica_records_a_again_on_seed_1_and_compares_on_it(
     assert second[second.index("--baseline") + 1] == str(tmp_path / "record-A-seed1")
     assert second[second.index("--sampling-seed") + 1] == "1"
     assert second[second.index("--run-id") + 1] == "compare-aa-a-again-seed1"
+    # the replica's recording failed: no replica, and the job fails saying so (not passes)
+    ran.clear()
+
+    def record_fails(step: e2e.Step) -> e2e.Step:
+        ran.append(step.argv)
+        step.exit_code = {1: 1, 2: 3}.get(len(ran), 0)  # the A/A a REGRESSION, the record 3
+        return step
+
+    monkeypatch.setattr(e2e, "run_harness", record_fails)
+    steps = e2e._recorded_aa(args, tmp_path, tmp_path / "m.gguf")
+    assert [s.role for s in steps] == ["aa-retried", "run", "aa"] and len(ran) == 2
+    assert e2e.failures(steps) == (2, ["compare A/A A-again (seed 1): did not run (exit 2)"])
+    assert steps[-1].figures["message"] == "not run: record A (seed 1) exited 3"
 
 
 def test_the_broken_template_must_be_caught() -> None:

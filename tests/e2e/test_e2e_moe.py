@@ -354,6 +354,11 @@ def test_a_later_sweep_adds_its_counts_to_the_committed_one() -> None:
     assert out["command"] == "a ; b"
     with pytest.raises(ValueError, match="grids differ"):
         panel.add_sweeps(first, {**more, "grid": ["0.01"]})
+    # a folder counted once is refused the second time (it would double its counts)
+    once = panel.add_sweeps({**first, "folders": ["r/a"]}, {**more, "folders": ["r/b"]})
+    assert once["folders"] == ["r/a", "r/b"]
+    with pytest.raises(ValueError, match="already counted in the sweep: r/b"):
+        panel.add_sweeps(once, {**more, "folders": ["r/b"]})
 
 
 def test_the_page_says_where_ours_is_not_a_lower_bound_and_what_the_prompt_cache_adds() -> None:
@@ -370,14 +375,17 @@ def test_the_page_says_where_ours_is_not_a_lower_bound_and_what_the_prompt_cache
     assert "(its default); 0 with it off (2 comparisons); llama-perplexity's -1e-06." in lines[2]
     assert len(lines) == 3
     # a variant with more flags on every launch: named after them, and the page says why
+    kv = _pair("aa", "A/A" + panel.NO_PROMPT_CACHE_SUFFIX + " [--override-kv a=str:[x]]", [0.0],
+               ["NO CHANGE"])  # fmt: skip
     fa = _pair("aa", "A/A" + panel.NO_PROMPT_CACHE_SUFFIX + " [--flash-attn off]", [0.0],
                ["NO CHANGE"])  # fmt: skip
-    lines = panel.lower_bound({"pairs": [aa, drop, off, fa]})
+    lines = panel.lower_bound({"pairs": [aa, drop, off, fa, kv]})
     assert (
         "; 0 with it off (2 comparisons); 0 with it off and --flash-attn off (1 comparison)"
         in (lines[2])
     )
-    assert "decode path alone" in lines[3]
+    assert "and --override-kv a=str:[x] (1 comparison)" in lines[2]  # its own brackets kept
+    assert lines[3].startswith("\n(H launched") and "decode path alone" in lines[3]
     # the prompt-cache-off row takes its base pair's reference figure on the page
     row = next(ln for ln in panel.render({"pairs": [aa, drop, off]}).splitlines()
                if ln.startswith("| aa | A/A (prompt cache off)"))  # fmt: skip
