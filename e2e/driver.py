@@ -16,10 +16,10 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
    <A>`` launches A, records it (``--catch-repeats`` repeats per scenario and stream mode,
    one round: the most any comparison below reads) and stops it.
 4. ``harness compare --baseline <recording> --candidate-cmd <A again>``: A/A at the
-   scenarios' temperature (0.4) over ``--repeats``, streaming and not (required: not
-   REGRESSION; its figures give the pass rates per scenario and stream mode). A REGRESSION
-   here is replicated once, A recorded again and compared on request seed 1, and the job
-   judged on that (:func:`e2e.steps.confirm_aa`: a false alarm does not reproduce).
+   scenarios' temperature (0.4) over ``--repeats``, streaming and not (reported, not
+   required, for now: :data:`RECORDED_AA_ROLE` says why; its figures give the pass rates
+   per scenario and stream mode). A REGRESSION here is replicated once, A recorded again
+   and compared on request seed 1 (:func:`e2e.steps.confirm_aa`).
 5. The same against B, A with the chat template that drops tool results
    (``e2e/templates/chatml-tools-drops-results.jinja``), over ``--catch-repeats``
    (required: REGRESSION; the kinds it names are reported, ``repeat_loop`` among them or
@@ -391,6 +391,18 @@ def _recording(seed: int) -> str:
     return RECORDING if seed == 0 else f"{RECORDING}-seed{seed}"
 
 
+#: the recorded A/A's role: reported, not required. Measured on llama-server: two of three
+#: recorded A/A comparisons came out REGRESSION (a CI run of e33a540, and the seed-1
+#: replica on 2026-12-02), far above the rule's alpha of 0.01; in the replica the split
+#: was e2e_clock_no_args's missing_calls (baseline 6/8) against tool_call_in_content
+#: (candidate 5/8): 6 of 8 baseline runs opened with ``def get_time()``, none of the
+#: candidate's; 4 of 8 candidate runs with ``get_time()``, none of the baseline's. Until
+#: that is understood (llama-server's prompt cache, which gives each launch its own
+#: floating-point path, is the suspect: docs/moe-panel.md), the gate would fail healthy
+#: builds; the verdicts stay in e2e.md, the replica included.
+RECORDED_AA_ROLE: Role = "report"
+
+
 def _recorded_aa(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
     """The recorded A/A (A's recording against a launch of A2), replicated once on seed 1
     (a recording of its own at ``--repeats``) when it is a REGRESSION
@@ -401,10 +413,10 @@ def _recorded_aa(args: argparse.Namespace, out: Path, model: Path) -> list[Step]
         if record.exit_code != 0:  # no replica: the gate fails (exit 2), naming why
             return [record, _not_run("compare A/A A-again (seed 1)", record)]
         return [record, run_harness(_recorded_compare_step(
-            args, out, model, Variant("A2"), "A/A A-again", "aa", seed=1))]  # fmt: skip
+            args, out, model, Variant("A2"), "A/A A-again", RECORDED_AA_ROLE, seed=1))]  # fmt: skip
 
     first = run_harness(
-        _recorded_compare_step(args, out, model, Variant("A2"), "A/A A-again", "aa")
+        _recorded_compare_step(args, out, model, Variant("A2"), "A/A A-again", RECORDED_AA_ROLE)
     )
     return confirm_aa(first, again)
 

@@ -269,6 +269,7 @@ def test_the_recorded_aa_replica_records_a_again_on_seed_1_and_compares_on_it(
         return step
 
     monkeypatch.setattr(e2e, "run_harness", fake_run)
+    monkeypatch.setattr(e2e, "RECORDED_AA_ROLE", "aa")  # as a gate (it is reported for now)
     monkeypatch.setattr(e2e, "_launch_args", lambda args, model, v: [f"serve {v.name}"])
     args = e2e._parser().parse_args(["--repeats", "3", "--catch-repeats", "16"])
     steps = e2e._recorded_aa(args, tmp_path, tmp_path / "m.gguf")
@@ -505,3 +506,21 @@ def test_sigterm_stops_the_driver_with_143_and_every_server(tmp_path: Path) -> N
         for pid in [int(r[0]) for r in rows]:  # orphans of a driver that did not stop them
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+
+
+def test_the_recorded_aa_is_reported_not_required_and_still_replicated(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    ran: list[list[str]] = []
+
+    def both_regress(step: e2e.Step) -> e2e.Step:
+        ran.append(step.argv)
+        step.exit_code = 1 if step.argv[0] == "compare" else 0
+        return step
+
+    monkeypatch.setattr(e2e, "run_harness", both_regress)
+    monkeypatch.setattr(e2e, "_launch_args", lambda args, model, v: [f"serve {v.name}"])
+    args = e2e._parser().parse_args([])
+    steps = e2e._recorded_aa(args, tmp_path, tmp_path / "m.gguf")
+    assert [s.role for s in steps] == ["report", "run", "report"] and len(ran) == 3
+    assert e2e.failures(steps) == (0, [])
