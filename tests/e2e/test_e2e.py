@@ -258,19 +258,37 @@ def test_an_aa_regression_is_replicated_once_on_fresh_seeds_and_the_job_judged_o
     assert e2e.exit_code([*ok, first]) == 3
 
 
-def test_the_recorded_aa_replica_records_a_again_on_seed_1_and_compares_on_it(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def _fake_harness(
+    monkeypatch: pytest.MonkeyPatch, exit_of: Callable[[list[str], int], int]
+) -> list[list[str]]:
+    """``run_harness`` and the launch commands faked: each step's exit code is
+    ``exit_of(argv, its 1-based index)``; returns the argv list as the steps run."""
     ran: list[list[str]] = []
 
     def fake_run(step: e2e.Step) -> e2e.Step:
         ran.append(step.argv)
-        step.exit_code = 1 if step.argv[0] == "compare" and len(ran) == 1 else 0
+        step.exit_code = exit_of(step.argv, len(ran))
         return step
 
     monkeypatch.setattr(e2e, "run_harness", fake_run)
-    monkeypatch.setattr(e2e, "RECORDED_AA_ROLE", "aa")  # as a gate (it is reported for now)
     monkeypatch.setattr(e2e, "_launch_args", lambda args, model, v: [f"serve {v.name}"])
+    return ran
+
+
+def test_the_recorded_aa_is_reported_not_required_and_still_replicated(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    ran = _fake_harness(monkeypatch, lambda argv, n: 1 if argv[0] == "compare" else 0)
+    steps = e2e._recorded_aa(e2e._parser().parse_args([]), tmp_path, tmp_path / "m.gguf")
+    assert [s.role for s in steps] == ["report", "run", "report"] and len(ran) == 3
+    assert e2e.failures(steps) == (0, [])
+
+
+def test_the_recorded_aa_replica_records_a_again_on_seed_1_and_compares_on_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    ran = _fake_harness(monkeypatch, lambda argv, n: 1 if argv[0] == "compare" and n == 1 else 0)
+    monkeypatch.setattr(e2e, "RECORDED_AA_ROLE", "aa")  # as a gate (it is reported for now)
     args = e2e._parser().parse_args(["--repeats", "3", "--catch-repeats", "16"])
     steps = e2e._recorded_aa(args, tmp_path, tmp_path / "m.gguf")
     assert [s.name for s in steps] == ["compare A/A A-again", "record A (seed 1)",
@@ -287,14 +305,7 @@ def test_the_recorded_aa_replica_records_a_again_on_seed_1_and_compares_on_it(
     assert second[second.index("--sampling-seed") + 1] == "1"
     assert second[second.index("--run-id") + 1] == "compare-aa-a-again-seed1"
     # the replica's recording failed: no replica, and the job fails saying so (not passes)
-    ran.clear()
-
-    def record_fails(step: e2e.Step) -> e2e.Step:
-        ran.append(step.argv)
-        step.exit_code = {1: 1, 2: 3}.get(len(ran), 0)  # the A/A a REGRESSION, the record 3
-        return step
-
-    monkeypatch.setattr(e2e, "run_harness", record_fails)
+    ran = _fake_harness(monkeypatch, lambda argv, n: {1: 1, 2: 3}.get(n, 0))  # record: 3
     steps = e2e._recorded_aa(args, tmp_path, tmp_path / "m.gguf")
     assert [s.role for s in steps] == ["aa-retried", "run", "aa"] and len(ran) == 2
     assert e2e.failures(steps) == (2, ["compare A/A A-again (seed 1): did not run (exit 2)"])
@@ -506,21 +517,3 @@ def test_sigterm_stops_the_driver_with_143_and_every_server(tmp_path: Path) -> N
         for pid in [int(r[0]) for r in rows]:  # orphans of a driver that did not stop them
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
-
-
-def test_the_recorded_aa_is_reported_not_required_and_still_replicated(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    ran: list[list[str]] = []
-
-    def both_regress(step: e2e.Step) -> e2e.Step:
-        ran.append(step.argv)
-        step.exit_code = 1 if step.argv[0] == "compare" else 0
-        return step
-
-    monkeypatch.setattr(e2e, "run_harness", both_regress)
-    monkeypatch.setattr(e2e, "_launch_args", lambda args, model, v: [f"serve {v.name}"])
-    args = e2e._parser().parse_args([])
-    steps = e2e._recorded_aa(args, tmp_path, tmp_path / "m.gguf")
-    assert [s.role for s in steps] == ["report", "run", "report"] and len(ran) == 3
-    assert e2e.failures(steps) == (0, [])
