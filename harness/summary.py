@@ -142,6 +142,18 @@ class Aggregate(_Model):
     #: failure kinds) sorted and joined with ``,`` -> runs (what the permutation tests of
     #: :mod:`harness.stats.verdict` relabel; empty in summaries written before it)
     patterns: dict[str, int] = Field(default_factory=dict)
+    #: per outcome set, the repeats that showed it, when some repeat has more than one
+    #: scored run (``--stream both``: a repeat runs once streamed and once not, on one
+    #: request seed, so its two runs are one draw, not two): a repeat keeps ``passed`` and
+    #: ``final_answer`` only if each of its runs reached them, and every failure kind any
+    #: of its runs showed. The permutation tests relabel these units instead of
+    #: ``patterns`` (empty when every repeat is one run, and in summaries written before it)
+    units: dict[str, int] = Field(default_factory=dict)
+
+    def unit_count(self) -> int:
+        """The independent units of the tests: repeats with a scored run when ``units`` is
+        set, else scored runs."""
+        return sum(self.units.values()) if self.units else self.scored
 
     def rate(self, metric: str) -> Rate:
         """``rates[metric]``, or ``0/scored`` for a failure kind that never occurred."""

@@ -21,6 +21,11 @@ Parts:
 
 - ``aa``: healthy against healthy: REGRESSION and INCONCLUSIVE rates (fixed on all,
   sequential on the first ``--aa-sequential``), runs spent;
+- ``aa-both``: healthy against healthy at ``--stream both`` (every repeat streamed and
+  not, on one request seed: the sim, like llama-server, gives both the same draw), fixed
+  on ``--aa-both`` comparisons and sequential on the first ``--aa-sequential``, each
+  decided twice from the same runs: a repeat as the unit of the tests (shipped) and each
+  run as a unit (the rule before, figures suffixed ``_runs_as_units``);
 - ``one``: one scenario (``enum_units``) looping in every candidate run, the rest healthy
   (sim profile ``repeat-loop@enum_units``);
 - ``curve``: a loop in 5/10/20/30% of all candidate runs (``repeat-loop@RATE``) at 5, 10
@@ -68,13 +73,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import random
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +101,7 @@ from harness.sim.gsm8k_model import _unit
 from harness.sim.model import ScenarioIndex
 from harness.sim.profiles import get_profile
 from harness.sim.wire import completion_body, stream_events
+from harness.stats.aggregate import AggregateBuilder
 from harness.stats.sequential import ROUNDS, look_alpha, should_stop, suggestive_p
 from harness.stats.verdict import ALPHA
 from harness.summary import Settings, Summary
@@ -207,7 +214,9 @@ class Side:
     profile: str
     side: str
     seed: int
-    stream: bool = False
+    #: ``True``/``False``, or ``"both"``: every repeat streamed and not, on one request
+    #: seed (``--stream both``)
+    stream: bool | str = False
     #: the sim's seed (its noise); None: ``2 * seed`` (+1 for the candidate). The request
     #: seeds always come from ``seed``, so a side with its own ``server_seed`` sends the
     #: requests of ``seed``'s comparison to a server with fresh noise
@@ -241,12 +250,12 @@ class Side:
             side="candidate" if self.side == "candidate" else "baseline",
         )
         policy = SamplingPolicy(TEMPERATURE, self.seed)
+        modes = (False, True) if self.stream == "both" else (bool(self.stream),)
         return [
-            await run_scenario(
-                sc, target, repeat=r, stream=self.stream, client=client, sampling=policy
-            )
+            await run_scenario(sc, target, repeat=r, stream=m, client=client, sampling=policy)
             for sc in self.scenarios
             for r in repeats
+            for m in modes
         ]
 
 
@@ -454,6 +463,8 @@ def _job(args: tuple[Any, ...]) -> list[Outcome]:
         return b.drift_one(base, seed)
     if cand == "early":
         return b.drift_one(base, seed, [EARLY_STOP_CASE])
+    if cand == "aa-both":
+        return b.aa_both_one(seed, seq)
     c = b.side(cand, "candidate", seed)
     out: list[Outcome] = []
     if fixed:
@@ -474,11 +485,29 @@ class Bench:
     scenarios: list[Scenario]
     index: ScenarioIndex
 
-    def side(self, profile: str, side: str, seed: int) -> Side:
-        return Side(self.scenarios, self.index, profile, side, seed)
+    def side(self, profile: str, side: str, seed: int, stream: bool | str = False) -> Side:
+        return Side(self.scenarios, self.index, profile, side, seed, stream)
 
     def runs(self, repeats: int) -> int:
         return 2 * repeats * len(self.scenarios)
+
+    def aa_both_one(self, seed: int, seq: bool) -> list[Outcome]:
+        """One A/A at ``--stream both``: fixed (5 repeats, 10 runs a scenario and side) and,
+        with ``seq``, sequential, each decided twice from the same runs: with a repeat as
+        the unit (shipped) and with each run as a unit (the rule before it,
+        :data:`RUNS_AS_UNITS`)."""
+        base = self.side("healthy", "baseline", seed, "both")
+        cand = self.side("healthy", "candidate", seed, "both")
+        out: list[Outcome] = []
+        for suffix, units in (("", True), (RUNS_AS_UNITS, False)):
+            with _units(units):
+                s = decide_fixed(base, cand, REPEATS)
+                out.append((f"fixed{suffix}", _verdict(s), 1, 2 * self.runs(REPEATS), _flags(s)))
+                if seq:
+                    s, look = decide_sequential(base, cand)
+                    out.append((f"sequential{suffix}", _verdict(s), look,
+                                2 * self.runs(look * REPEATS), _flags(s)))  # fmt: skip
+        return out
 
     def curve_one(self, base: Side, seed: int) -> list[Outcome]:
         """One index of the loop curve: every rate at every budget and sequential."""
@@ -515,6 +544,24 @@ class Bench:
                 s = decide_fixed(base, cand, 20)
                 out.append((f"{key}/20", _verdict(s), 4, self.runs(20), _flags(s)))
         return out
+
+
+#: the figure suffix of the rule before repeats were the units of ``--stream both``
+RUNS_AS_UNITS = "_runs_as_units"
+
+
+@contextlib.contextmanager
+def _units(repeats: bool) -> Iterator[None]:
+    """With ``repeats`` false, every scored run is a unit of the tests, as before a
+    ``--stream both`` repeat became one (:attr:`harness.summary.Aggregate.units` left
+    empty); restored on exit."""
+    shipped = AggregateBuilder._units
+    if not repeats:
+        AggregateBuilder._units = lambda self: {}  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        AggregateBuilder._units = shipped  # type: ignore[method-assign]
 
 
 def _run_jobs(jobs: Sequence[tuple[Any, ...]], workers: int) -> dict[str, Any]:
@@ -844,6 +891,10 @@ def run_parts(args: argparse.Namespace) -> dict[str, Any]:
         n, first = max(args.aa, args.aa_sequential), args.aa_first
         aa = [(sc, "healthy", first + i, i < args.aa_sequential, i < args.aa) for i in range(n)]
         doc["aa"] = _timed("aa", lambda: _run_jobs(aa, w))
+    if "aa-both" in parts:  # --stream both: fixed on all, sequential on --aa-sequential
+        n, first = args.aa_both, 600_000 + args.aa_first
+        both = [(sc, "aa-both", first + i, i < args.aa_sequential) for i in range(n)]
+        doc["aa_stream_both"] = _timed("aa-both", lambda: _run_jobs(both, w))
     if "one" in parts:
         prof = f"repeat-loop@{ONE_SCENARIO}"
         doc["one_scenario"] = _timed("one", lambda: pairs(prof, args.one, 200_000, args.one))
@@ -879,6 +930,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--aa-sequential", type=int, default=200)
     p.add_argument("--aa-first", type=int, default=0, help="the A/A's first seed")
     p.add_argument("--curve-first", type=int, default=0, help="the loop curve's first index")
+    p.add_argument("--aa-both", type=int, default=200, help="A/As at --stream both")
     p.add_argument("--one", type=int, default=150)
     p.add_argument("--curve", type=int, default=40)
     p.add_argument("--fused", type=int, default=60)

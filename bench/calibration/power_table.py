@@ -6,7 +6,9 @@ pages: :data:`PAGES`): in each page, replaces the text between ``<!-- power:begi
 wrote, the text between ``<!-- power-recorded:begin -->`` and ``<!-- power-recorded:end -->``
 with the recorded baselines' table (the ``recorded`` part), and the text between
 ``<!-- numerics:begin -->`` and ``<!-- numerics:end -->`` with the numerics figures of
-``bench/calibration/logprobs.json`` (``python -m bench.calibration.logprobs --json``). Every block the JSON has
+``bench/calibration/logprobs.json`` (``python -m bench.calibration.logprobs --json``), and
+the text between ``<!-- power-stream-both:begin -->`` and ``<!-- power-stream-both:end -->``
+with the ``--stream both`` A/A of ``bench/calibration/power-stream-both.json``. Every block the JSON has
 figures for must be in one of the pages. ``--check`` writes nothing and exits 1 when a
 page differs from what the JSON gives (``tests/bench/test_power_bench.py`` runs it).
 """
@@ -21,6 +23,8 @@ from typing import Any
 
 __all__ = [
     "BEGIN",
+    "BOTH_BEGIN",
+    "BOTH_END",
     "END",
     "NUMERICS_BEGIN",
     "NUMERICS_END",
@@ -29,6 +33,7 @@ __all__ = [
     "RECORDED_END",
     "render",
     "render_numerics",
+    "render_stream_both",
     "render_recorded",
     "update",
     "update_page",
@@ -38,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BEGIN, END = "<!-- power:begin -->", "<!-- power:end -->"
 RECORDED_BEGIN, RECORDED_END = "<!-- power-recorded:begin -->", "<!-- power-recorded:end -->"
 NUMERICS_BEGIN, NUMERICS_END = "<!-- numerics:begin -->", "<!-- numerics:end -->"
+BOTH_BEGIN, BOTH_END = "<!-- power-stream-both:begin -->", "<!-- power-stream-both:end -->"
 #: the pages that hold the blocks (power: the verdict; recorded: the recordings; numerics)
 PAGES = [ROOT / "docs" / "verdict.md", ROOT / "docs" / "recorded-baselines.md",
          ROOT / "docs" / "numerics.md"]  # fmt: skip
@@ -432,6 +438,39 @@ def update(readme: str, doc: dict[str, Any]) -> str:
     return out
 
 
+def render_stream_both(doc: dict[str, Any]) -> str:
+    """The A/A at ``--stream both`` (``python -m bench.calibration.power --parts aa-both``,
+    ``bench/calibration/power-stream-both.json``): each comparison decided with a repeat
+    as the unit (shipped) and with each run as one (the rule before), from the same runs."""
+    figs, d = doc["aa_stream_both"], doc["defaults"]
+    rows = [
+        ("fixed", "fixed, a repeat a unit (shipped)"),
+        ("fixed_runs_as_units", "fixed, each run a unit (before)"),
+        ("sequential", "sequential, a repeat a unit (shipped)"),
+        ("sequential_runs_as_units", "sequential, each run a unit (before)"),
+    ]
+    lines = [
+        f"Measured by `{doc['command']}` (figures in "
+        "`bench/calibration/power-stream-both.json`): healthy against healthy on the "
+        f"reference server, {d['scenarios']} scenarios, temperature {d['temperature']:g}, "
+        f"{d['repeats']} repeats per round, each streamed and not on one request seed, "
+        f"alpha {d['alpha']:g}; every comparison decided both ways from the same runs. "
+        "Runs are both sides'.",
+        "",
+        "| A/A at `--stream both` | REGRESSION verdicts | IMPROVEMENT | INCONCLUSIVE "
+        "| runs spent (mean) |",
+        "|---|---|---|---|---|",
+    ]
+    for key, name in rows:
+        if key in figs:
+            t = figs[key]
+            lines.append(
+                f"| {name} | {_rate(t)} | {_share(t, 'IMPROVEMENT')} "
+                f"| {_share(t, 'INCONCLUSIVE')} | {_runs(t)} |"
+            )
+    return "\n".join(lines)
+
+
 def _blocks(doc: dict[str, Any]) -> list[tuple[str, str, Callable[[], str]]]:
     """The blocks the JSON has figures for: (begin marker, end marker, renderer)."""
     out: list[tuple[str, str, Callable[[], str]]] = [(BEGIN, END, lambda: render(doc))]
@@ -439,6 +478,8 @@ def _blocks(doc: dict[str, Any]) -> list[tuple[str, str, Callable[[], str]]]:
         out.append((RECORDED_BEGIN, RECORDED_END, lambda: render_recorded(doc)))
     if "numerics" in doc:
         out.append((NUMERICS_BEGIN, NUMERICS_END, lambda: render_numerics(doc["numerics"])))
+    if "stream_both" in doc:
+        out.append((BOTH_BEGIN, BOTH_END, lambda: render_stream_both(doc["stream_both"])))
     return out
 
 
@@ -463,6 +504,9 @@ def _load(source: Path) -> dict[str, Any]:
     numerics = source.with_name("logprobs.json")  # `python -m bench.calibration.logprobs --json`
     if "numerics" not in doc and numerics.is_file():
         doc["numerics"] = json.loads(numerics.read_text(encoding="utf-8"))
+    both = source.with_name("power-stream-both.json")  # `--parts aa-both`
+    if "stream_both" not in doc and both.is_file():
+        doc["stream_both"] = json.loads(both.read_text(encoding="utf-8"))
     return doc
 
 

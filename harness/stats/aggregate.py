@@ -3,7 +3,9 @@ r"""Aggregates over repeats: one side x one scenario, built one score at a time.
 :class:`AggregateBuilder` takes :class:`~harness.scoring.models.RunScore`\ s one by one
 (``scores.jsonl`` is streamed through it) and keeps only counters: per outcome the runs
 showing it, per count metric a histogram of values, how runs ended. Its memory is
-bounded by the number of distinct failure kinds and values, never by the number of runs.
+bounded by the number of distinct failure kinds and values and by the number of repeats
+(one outcome set each: with ``--stream both`` a repeat's two runs are one unit of the
+tests, :attr:`~harness.summary.Aggregate.units`), never by the number of runs.
 :meth:`AggregateBuilder.build` gives the :class:`~harness.summary.Aggregate` written to
 ``summary.json``: rates with Wilson intervals, counts with mean and median, tau-bench
 pass^k (:mod:`harness.stats.tests`).
@@ -17,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from harness.kinds import COUNT_METRICS
+from harness.kinds import COUNT_METRICS, SUCCESS_METRICS
 from harness.scoring.models import RunScore
 from harness.stats.tests import pass_hat_k, wilson_interval
 from harness.summary import Aggregate, CountStat, Rate
@@ -82,6 +84,8 @@ class AggregateBuilder:
     termination: Counter[str] = field(default_factory=Counter)
     termination_failed: Counter[str] = field(default_factory=Counter)
     patterns: Counter[str] = field(default_factory=Counter)
+    #: (scenario id, repeat) -> the repeat's outcome set so far and its scored runs
+    repeats: dict[tuple[str, int], tuple[frozenset[str], int]] = field(default_factory=dict)
 
     def add(self, score: RunScore) -> None:
         """Count one run (an infrastructure error counts as a run, not as scored)."""
@@ -95,6 +99,9 @@ class AggregateBuilder:
         found = outcomes(score)
         self.events.update(found)
         self.patterns[",".join(sorted(found))] += 1
+        key, now = (score.scenario_id, score.repeat), frozenset(found)
+        kept = self.repeats.get(key)
+        self.repeats[key] = (now, 1) if kept is None else (_unit(kept[0], now), kept[1] + 1)
         for metric, histogram in self.counts.items():
             histogram[score.count(metric)] += 1
 
@@ -124,7 +131,22 @@ class AggregateBuilder:
             termination=dict(self.termination),
             termination_failed=dict(self.termination_failed),
             patterns=dict(sorted(self.patterns.items())),
+            units=self._units(),
         )
+
+    def _units(self) -> dict[str, int]:
+        """Repeats per outcome set, when some repeat has more than one scored run (else
+        empty: the units are the runs, ``patterns``)."""
+        if all(n == 1 for _, n in self.repeats.values()):
+            return {}
+        found = Counter(",".join(sorted(o)) for o, _ in self.repeats.values())
+        return dict(sorted(found.items()))
+
+
+def _unit(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
+    """Two runs of one repeat as one unit: the success outcomes (``passed``,
+    ``final_answer``) both reached, and every failure kind either showed."""
+    return (a & b) | frozenset(k for k in a | b if k not in SUCCESS_METRICS)
 
 
 def aggregate(

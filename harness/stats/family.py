@@ -14,6 +14,12 @@ adjusted p-values, and the family's critical p-value at ``alpha``.
   procedure of Westfall & Young (1993) over ``permutations`` relabellings within each
   scenario (:func:`~harness.stats.permutation.westfall_young`); ``final_answer`` is shown,
   never in a family (a missing final answer is already a failed run).
+- Units: a run, or with ``--stream both`` a repeat (its streamed and its non-streamed run
+  send one request seed, so on a server that honours it they are one draw twice; counted
+  as two, an A/A difference of 3 of 4 draws against 0 of 4 reads 6/8 against 0/8,
+  Fisher's one-sided p 0.0035 instead of 0.071): the repeat fails a success metric if
+  either run does and shows every failure kind either run shows
+  (:attr:`~harness.summary.Aggregate.units`).
 - Greedy scenarios (temperature 0): the repeats of one side are copies of one transcript,
   not independent trials; each side's runs collapse to one unit (the most common outcome
   set) and the evidence comes from the test across scenarios.
@@ -101,9 +107,11 @@ def _comonotone(agg: Aggregate) -> dict[str, int]:
 
 
 def runs_of(agg: Aggregate, collapse: bool = False) -> list[frozenset[str]]:
-    """The outcome set of every scored run of ``agg``; with ``collapse``, only the most
-    common one (a greedy scenario's repeats are one unit)."""
-    patterns = agg.patterns or _comonotone(agg)
+    """The outcome set of every unit of ``agg``: each repeat when a repeat has more than
+    one scored run (``--stream both``: :attr:`~harness.summary.Aggregate.units`), else
+    each scored run; with ``collapse``, only the most common one (a greedy scenario's
+    repeats are one unit)."""
+    patterns = agg.units or agg.patterns or _comonotone(agg)
     runs = [frozenset(p.split(",")) - {""} for p, c in patterns.items() for _ in range(c)]
     if collapse and runs:
         return [Counter(runs).most_common(1)[0][0]]

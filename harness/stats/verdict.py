@@ -492,7 +492,7 @@ def _more_repeats(
     if ctx.family.copies:
         return None
     pooled = ctx.n_scenarios if sid == "*" else 1
-    have = min(base.scored, cand.scored) // pooled
+    have = min(base.unit_count(), cand.unit_count()) // pooled
     crit = ctx.family.critical_worse or ctx.alpha / max(1, len(ctx.family.tests))
     needs = [n for n in (_needed(t, crit, pooled) for t in suggest) if n]
     return max(1, min(needs) - have) if needs else None

@@ -208,3 +208,20 @@ def test_flags_name_the_bands_a_verdict_falls_in() -> None:
     assert power._flags(s).split(",") == ["only", "band_0.1", "band_0.044", "band_0.03"]
     loop = Verdict(verdict="REGRESSION", message="REGRESSION: x with repeat_loop (1 of its 1")
     assert power._flags(Summary(run_id="s", verdict=loop)) == "loop"  # type: ignore[arg-type]
+
+
+def test_tiny_stream_both_part_decides_each_comparison_both_ways(tmp_path: Path) -> None:
+    out = tmp_path / "both.json"
+    argv = ["--parts", "aa-both", "--aa-both", "2", "--aa-sequential", "1"]
+    assert power.main([*argv, "--json", str(out)]) == 0
+    figs = json.loads(out.read_text())["aa_stream_both"]
+    assert {k: v["n"] for k, v in figs.items()} == {
+        "fixed": 2, "fixed_runs_as_units": 2, "sequential": 1, "sequential_runs_as_units": 1}  # fmt: skip
+    runs = 2 * 2 * 5 * json.loads(out.read_text())["defaults"]["scenarios"]  # sides, modes
+    assert figs["fixed"]["mean_runs"] == figs["fixed_runs_as_units"]["mean_runs"] == runs
+    # the rule before is restored after each decision: the shipped one counts repeats
+    from harness.stats.aggregate import AggregateBuilder
+
+    assert AggregateBuilder._units.__name__ == "_units"  # not the stand-in lambda
+    text = power_table.render_stream_both({"aa_stream_both": figs, **json.loads(out.read_text())})
+    assert "| fixed, a repeat a unit (shipped) | " in text and "each run a unit" in text

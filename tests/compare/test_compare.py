@@ -11,6 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.runfolder import RunFolder
+from harness.stats.family import run_family
 from tests.sim_driver import ENTROPY_TOOL
 
 ENTROPY: dict[str, Any] = {
@@ -121,6 +122,23 @@ def test_aa_on_healthy_is_no_change(scenarios: Path, tmp_path: Path) -> None:
     assert len(scores) == 30
     # sampled at 0.7: the healthy server's noise fails a few runs, on both sides alike
     assert sum(not r.passed for r in scores) <= 6
+
+
+def test_stream_both_tests_each_repeat_once(scenarios: Path, tmp_path: Path) -> None:
+    """``--stream both`` over HTTP: each repeat runs streamed and not on one request seed
+    (the reference server gives both the same draw), and the tests count the repeat once."""
+    args = ["compare", str(scenarios), "--aa", "--repeats", "3", "--no-sequential"]
+    args += ["--stream", "both", "--results", str(tmp_path), "--run-id", "b", "--no-progress"]
+    assert main(args) in (0, 1)
+    s = RunFolder(tmp_path / "b").read_summary()
+    assert s is not None and s.parity_pairs == 18 and not s.parity
+    base = {a.scenario_id: a for a in s.aggregates if a.side == "baseline"}
+    cand = {a.scenario_id: a for a in s.aggregates if a.side == "candidate"}
+    for sid in ("entropy", "lookup", "clock"):
+        assert (base[sid].scored, base[sid].unit_count(), cand[sid].unit_count()) == (6, 3, 3)
+    metrics = {sid: ["passed"] for sid in base}
+    fam = run_family(base, cand, metrics, alpha=0.01, permutations=100)
+    assert {(t.n_b, t.n_c) for t in fam.tests if t.scenario != "*"} == {(3, 3)}
 
 
 def test_no_change_needs_a_budget_that_could_detect_something(

@@ -213,3 +213,65 @@ def test_no_change_states_what_it_would_have_detected() -> None:
     assert q is not None and f"a new failure kind in >= {q:.1%} of candidate runs" in v.power
     assert "one scenario failing every candidate run would have been detected" in v.power
     assert "10000 permutations" in v.power
+
+
+def _both(side: str, scenario: str, failures: list[list[str]]) -> list:  # type: ignore[type-arg]
+    """``failures`` per repeat, each repeat run twice (streamed and not) with one outcome,
+    as ``--stream both`` gives on a server that honours the request seed."""
+    runs = _scores(side, scenario, failures)
+    twins = [r.model_copy(update={"stream": True, "run_key": r.run_key + "-s"}) for r in runs]
+    return [*runs, *twins]
+
+
+def test_stream_both_counts_a_repeat_once() -> None:
+    # 3 of 4 candidate draws fail, 0 of 4 baseline draws, each run streamed and not: the
+    # test is Fisher's on 3/4 against 0/4 (p 0.071), not on 6/8 against 0/8 (p 0.0035)
+    kinds = ["missing_calls"]
+    cand = aggregate("candidate", "c", "s", _both("candidate", "s", [kinds] * 3 + [[]]), kinds)
+    base = aggregate("baseline", "b", "s", _both("baseline", "s", [[]] * 4), kinds)
+    assert cand.scored == 8 and cand.unit_count() == 4
+    assert cand.units == {"final_answer,missing_calls": 3, "final_answer,passed": 1}
+    assert cand.rate("missing_calls").k == 6  # the rates still count runs
+    metrics = {"s": ["passed", "missing_calls"], "*": ["passed", "missing_calls"]}
+    fam = run_family({"s": base, "*": base}, {"s": cand, "*": cand}, metrics,
+                     alpha=0.01, permutations=2000)  # fmt: skip
+    t = next(t for t in fam.tests if t.scenario == "s" and t.metric == "missing_calls")
+    assert (t.k_c, t.n_c, t.k_b, t.n_b) == (3, 4, 0, 4)
+    assert t.p_worse == pytest.approx(fisher_one_sided(3, 4, 0, 4)) == pytest.approx(1 / 14)
+    assert fisher_one_sided(6, 8, 0, 8) < 0.01  # what counting each run as a unit said
+
+
+def test_a_repeat_is_a_unit_of_both_of_its_runs() -> None:
+    # the streamed run of repeat 0 drifts and misses its final answer, the other passes:
+    # the repeat fails, shows the failure kinds of either run, and reached no final answer
+    runs = _scores("candidate", "s", [[], []])
+    bad = runs[0].model_copy(update={
+        "stream": True, "run_key": "s0-s", "failures": ["value_mismatch"], "passed": False,
+        "final_answer": False})  # fmt: skip
+    agg = aggregate("candidate", "c", "s", [*runs, bad])
+    assert agg.units == {"final_answer,passed": 1, "value_mismatch": 1}
+    assert agg.unit_count() == 2 and agg.scored == 3
+    one_each = aggregate("candidate", "c", "s", runs)
+    assert one_each.units == {} and one_each.unit_count() == 2  # one run a repeat: runs
+
+
+def test_stream_both_aa_false_alarms_at_most_alpha_with_repeats_as_units() -> None:
+    # 400 A/A tables of 8 draws a side, each draw a run twice: a draw fails with p 0.5.
+    # With repeats as units the one-sided Fisher test keeps its size (<= alpha 0.05 here);
+    # counting each run as a unit, it rejects about twice as often as alpha
+    rng = np.random.default_rng(7)
+    kinds = ["missing_calls"]
+    metrics = {"s": ["missing_calls"], "*": ["missing_calls"]}
+    as_units = as_runs = 0
+    for _ in range(400):
+        draws = rng.random((2, 8)) < 0.5
+        c, b = ([kinds if x else [] for x in row] for row in draws)
+        ca = aggregate("candidate", "c", "s", _both("candidate", "s", c), kinds)
+        ba = aggregate("baseline", "b", "s", _both("baseline", "s", b), kinds)
+        fam = run_family({"s": ba, "*": ba}, {"s": ca, "*": ca}, metrics,
+                         alpha=0.05, permutations=200)  # fmt: skip
+        t = next(t for t in fam.tests if t.scenario == "s")
+        as_units += t.p_worse <= 0.05
+        as_runs += fisher_one_sided(2 * t.k_c, 16, 2 * t.k_b, 16) <= 0.05
+    assert as_units / 400 <= 0.05
+    assert as_runs / 400 > 1.5 * 0.05
