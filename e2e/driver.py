@@ -13,13 +13,14 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
    each); A2, a second process of the same configuration, up beside A: ``harness gsm8k``
    A/A on ``--gsm8k-questions``. Both are then stopped.
 3. One server at a time from here, as on a GPU box that fits one: ``harness record --cmd
-   <A>`` launches A, records it (``--catch-repeats`` repeats per scenario and stream mode,
-   one round: the most any comparison below reads) and stops it.
+   <A>`` launches A, records it (``--catch-repeats`` repeats per scenario, not streamed,
+   one round: the most any comparison below reads) and stops it. The recorded
+   comparisons are not streamed: a ``--stream both`` repeat is one unit of the tests
+   (:attr:`harness.summary.Aggregate.units`), so runs not streamed buy twice the draws.
 4. ``harness compare --baseline <recording> --candidate-cmd <A again>``: A/A at the
-   scenarios' temperature (0.4) over ``--repeats``, streaming and not (reported, not
-   required, for now: :data:`RECORDED_AA_ROLE` says why; its figures give the pass rates
-   per scenario and stream mode). A REGRESSION here is replicated once, A recorded again
-   and compared on request seed 1 (:func:`e2e.steps.confirm_aa`).
+   scenarios' temperature (0.4) over ``--repeats`` (:data:`RECORDED_AA_ROLE`; its figures
+   give the pass rates per scenario). A REGRESSION here is replicated once, A recorded
+   again and compared on request seed 1 (:func:`e2e.steps.confirm_aa`).
 5. The same against B, A with the chat template that drops tool results
    (``e2e/templates/chatml-tools-drops-results.jinja``), over ``--catch-repeats``
    (required: REGRESSION; the kinds it names are reported, ``repeat_loop`` among them or
@@ -166,17 +167,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--repeats",
         type=int,
-        default=4,
-        help="compare: repeats per scenario, side and stream mode (4)",
+        default=8,
+        help="compare: repeats per scenario and side, not streamed (8)",
     )
     p.add_argument("--run-repeats", type=int, default=1, help="run: repeats per scenario (1)")
     p.add_argument(
         "--catch-repeats",
         type=int,
-        default=16,
-        help="the broken-template compare's repeats (16: at 8 the healthy side passed 8-15 "
-        "of 48 runs, so the required REGRESSION rested on pooled adjusted p 0.007-0.009 "
-        "in some runs; see docs/e2e.md)",
+        default=32,
+        help="the broken-template compare's repeats, not streamed (32: at 16 the REGRESSION "
+        "it requires came out in about half of the comparisons; see docs/e2e.md)",
     )
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight (4)")
     p.add_argument(
@@ -223,10 +223,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--vllm-python", help="the vLLM venv's python ($HARNESS_VLLM_PYTHON)")
     p.add_argument("--vllm-model", help="the converted model folder ($HARNESS_VLLM_MODEL)")
-    p.add_argument("--vllm-repeats", type=int, default=4, help="the vLLM compares' repeats (4)")
     p.add_argument(
-        "--vllm-catch-repeats", type=int, default=8, help="the vLLM broken-template repeats (8)"
+        "--vllm-repeats", type=int, default=4, help="the vLLM A/A's repeats, streamed and not (4)"
     )
+    p.add_argument(
+        "--vllm-catch-repeats", type=int, default=16,
+        help="the vLLM broken-template repeats, not streamed (16)")  # fmt: skip
     p.add_argument("--boot-timeout", type=float, default=300.0, help="seconds to wait (300)")
     return p  # fmt: skip
 
@@ -338,14 +340,14 @@ def _record_step(
     args: argparse.Namespace, out: Path, model: Path, seed: int = 0, repeats: int | None = None
 ) -> Step:
     """``harness record --cmd <A>``: server A launched, recorded at ``--catch-repeats``
-    repeats per scenario and stream mode (the most any comparison below reads), stopped;
+    repeats per scenario, not streamed (the most any comparison below reads), stopped;
     with ``seed``, on other request seeds (``--sampling-seed``) into a folder of its own."""
     cmd, *launch = _launch_args(args, model, Variant("A"))
     repeats = args.catch_repeats if repeats is None else repeats
     name = "record A" if seed == 0 else f"record A (seed {seed})"
     return Step(name, ["record", "--cmd", cmd, *launch, "--label", "A",
                        "--repeats", str(repeats), "--rounds", "1",
-                       "--stream", "both", "--no-logprobs", "--sampling-seed", str(seed),
+                       "--stream", "off", "--no-logprobs", "--sampling-seed", str(seed),
                        "--concurrency", str(args.concurrency), args.scenarios,
                        *_common(out, _recording(seed))], role="run")  # fmt: skip
 
@@ -376,7 +378,7 @@ def _recorded_compare_step(
                                     "--sampling-seed", str(seed),
                                     "--candidate-cmd", cmd, *launch,
                                     "--baseline-label", "A", "--candidate-label", label,
-                                    "--repeats", str(repeats), "--stream", "both",
+                                    "--repeats", str(repeats), "--stream", "off",
                                     "--no-sequential", "--no-logprobs",
                                     "--concurrency", str(args.concurrency), args.scenarios,
                                     *_common(out, run_id)], role=role)  # fmt: skip

@@ -49,7 +49,7 @@ The full part: four launches, at most two servers at once (:func:`vllm_steps`):
    ``harness logprobs`` A/B prefill (reported) and decode.
 3. B stopped, C up beside A: fp32 with ``e2e/templates/hermes-tools-drops-results.jinja``
    (every tool result dropped, the fault the llama-server job catches too): ``harness
-   compare`` A/B over ``catch_repeats`` (required: REGRESSION). C is the broken variant
+   compare`` A/B over ``catch_repeats``, not streamed (required: REGRESSION). C is the broken variant
    that does not depend on the machine: on this job's machine the bf16 fault was gone.
 
 B is the broken variant while its decode fault reproduces (:func:`fault_state`): where
@@ -302,9 +302,12 @@ Harness = Callable[[Any], Any]
 
 
 def _compare_argv(a: str, b: str, label: str, run_id: str, out: Path, repeats: int,
-                  scenarios: str, seed: int = 0) -> list[str]:  # fmt: skip
+                  scenarios: str, seed: int = 0, stream: str = "both") -> list[str]:  # fmt: skip
+    """``harness compare`` of ``b`` against ``a``, both live, in one round; ``stream``
+    ``both`` (the A/A: vLLM's streamed and non-streamed tool calls checked for parity;
+    a repeat is one unit of the tests) or ``off`` (the catch: every run its own draw)."""
     return ["compare", "--baseline", a, "--candidate", b, "--baseline-label", "A",
-            "--candidate-label", label, "--repeats", str(repeats), "--stream", "both",
+            "--candidate-label", label, "--repeats", str(repeats), "--stream", stream,
             "--no-sequential", "--no-logprobs", "--concurrency", "4", scenarios,
             "--sampling-seed", str(seed),
             "--results", str(out), "--run-id", run_id, "--no-progress"]  # fmt: skip
@@ -448,7 +451,7 @@ def vllm_steps(
             with up("C", "float32", "1", BROKEN_TEMPLATE) as c:
                 steps.append(run("vllm compare A/B broken-template", _compare_argv(
                     a, c, "C-drops-results", "vllm-compare-broken-template", out,
-                    catch_repeats, scenarios), "catch"))  # fmt: skip
+                    catch_repeats, scenarios, stream="off"), "catch"))  # fmt: skip
     except E2EError as exc:  # a server that did not boot
         print(f"e2e: vLLM: {exc}", flush=True)
         steps.append(step_cls("vllm boot", [], role="run", exit_code=2,

@@ -155,7 +155,7 @@ def test_the_driver_flags() -> None:
     args = driver._parser().parse_args(["--no-vllm"])
     assert args.no_vllm and not args.only_vllm
     args = driver._parser().parse_args(["--only-vllm", "--vllm-repeats", "2"])
-    assert args.only_vllm and args.vllm_repeats == 2 and args.vllm_catch_repeats == 8
+    assert args.only_vllm and args.vllm_repeats == 2 and args.vllm_catch_repeats == 16
 
 
 def test_the_only_vllm_job_without_vllm_is_one_line_and_exit_2(
