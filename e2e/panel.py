@@ -46,6 +46,7 @@ import contextlib
 import json
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -64,6 +65,7 @@ from e2e.servers import (
     llama_server_command,
     serve,
 )
+from harness.cli import catch_sigterm, interrupted_code
 from harness.numerics.decide import TOLERANCE as SHIPPED_TOLERANCE
 
 __all__ = [
@@ -150,13 +152,21 @@ PAIRS: tuple[Pair, ...] = (
 
 
 def _harness(argv: list[str]) -> int:
+    """``harness <argv>`` in this process: its exit code.
+
+    Raises:
+        KeyboardInterrupt: the command was stopped (exit 130 or 143: Ctrl-C or SIGTERM),
+            so the panel stops too instead of going on to the next comparison."""
     from harness.cli import main as cli_main
 
     print(f"panel: harness {shlex.join(argv)}", flush=True)
     try:
-        return int(cli_main(argv))
+        code = int(cli_main(argv))
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
+    if code in (130, 143):
+        raise KeyboardInterrupt
+    return code
 
 
 @contextlib.contextmanager
@@ -848,11 +858,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     pairs = PAIRS
     if args.only:
         pairs = tuple(PAIRS[int(i)] for i in args.only.split(","))
+    previous = catch_sigterm()  # a time limit's SIGTERM: every server stopped, exit 143
     try:
         _Panel(args, out).run(pairs)
     except E2EError as exc:
         print(f"panel: FAILED: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        print(f"panel: interrupted (servers stopped); the comparisons that finished are in "
+              f"{out / 'panel.json'}: run the rest with --only and add them with --publish",
+              file=sys.stderr)  # fmt: skip
+        return interrupted_code(exc)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     print(f"panel: {out / 'panel.json'}")
     return 0
 

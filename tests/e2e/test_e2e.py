@@ -17,9 +17,11 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -517,3 +519,51 @@ def test_sigterm_stops_the_driver_with_143_and_every_server(tmp_path: Path) -> N
         for pid in [int(r[0]) for r in rows]:  # orphans of a driver that did not stop them
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+
+
+def test_the_recorded_comparisons_send_every_run_as_its_own_draw(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The recording and its comparisons are not streamed: with ``--stream both`` a repeat
+    is one unit of the tests (its two runs share a request seed), so the catch step's 32
+    repeats are 32 draws a scenario and side, the same runs as 16 repeats both ways."""
+    monkeypatch.setattr(e2e, "_launch_args", lambda args, model, v: [f"serve {v.name}"])
+    args = e2e._parser().parse_args([])
+    assert (args.repeats, args.catch_repeats) == (8, 32)
+    record = e2e._record_step(args, tmp_path, tmp_path / "m.gguf")
+    catch = e2e._recorded_compare_step(
+        args, tmp_path, tmp_path / "m.gguf", e2e.Variant("B"), "A/B broken-template", "catch"
+    )
+    for step, repeats in ((record, "32"), (catch, "32")):
+        assert step.argv[step.argv.index("--stream") + 1] == "off"
+        assert step.argv[step.argv.index("--repeats") + 1] == repeats
+
+
+def test_the_panel_stops_on_sigterm_instead_of_going_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A SIGTERM during one of the panel's comparisons (a real ``harness compare`` on the
+    reference server) stops the panel with exit 143; the next comparison never starts."""
+    from e2e import panel
+
+    started: list[str] = []
+
+    class Panel:  # the panel's comparisons, without its llama-servers
+        def __init__(self, args: Any, out: Path) -> None:
+            pass
+
+        def run(self, pairs: Any) -> None:
+            for run_id in ("first", "second"):
+                started.append(run_id)
+                panel._harness(["compare", "--results", str(tmp_path), "--run-id", run_id,
+                                "--repeats", "40", "--no-sequential", "--no-progress"])  # fmt: skip
+
+    monkeypatch.setattr(panel, "_Panel", Panel)
+    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        code = panel.main(["--out", str(tmp_path / "panel"), "--only", "0"])
+    finally:
+        timer.cancel()
+    assert code == 143 and started == ["first"]
+    assert "panel: interrupted (servers stopped)" in capsys.readouterr().err
