@@ -424,10 +424,16 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.2g}" if x < 0.01 else f"{x:.3f}"
 
 
+def _verdict(r: dict[str, Any]) -> str | None:
+    """A comparison's verdict, or None when it did not finish (an exit code other than 0
+    or 1: stopped, or a server or recording that failed, whatever its folder says)."""
+    return r.get("verdict") if r.get("exit_code", 0) in (0, 1) else None
+
+
 def _counts(rows: list[dict[str, Any]]) -> str:
     found: dict[str, int] = {}
     for r in rows:
-        v = r.get("verdict") or f"exit {r.get('exit_code')}"
+        v = _verdict(r) or f"exit {r.get('exit_code')}"
         found[v] = found.get(v, 0) + 1
     return ", ".join(f"{v} {n}" for v, n in sorted(found.items())) or "-"
 
@@ -447,9 +453,9 @@ def _at_tolerance(
 def _verdicts(p: dict[str, Any], redecided: dict[str, dict[str, int]]) -> list[str]:
     """A pair's numerics verdicts: re-decided ones, plus the comparisons that gave none."""
     if p["name"] not in redecided:
-        return [n.get("verdict") or f"exit {n.get('exit_code')}" for n in p["numerics"]]
+        return [_verdict(n) or f"exit {n.get('exit_code')}" for n in p["numerics"]]
     out = [v for v, k in redecided[p["name"]].items() for _ in range(k)]
-    return out + [f"exit {n.get('exit_code')}" for n in p["numerics"] if not n.get("verdict")]
+    return out + [f"exit {n.get('exit_code')}" for n in p["numerics"] if not _verdict(n)]
 
 
 def _references(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -726,7 +732,8 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
         judged = sum(not v.startswith("exit ") for v in got)  # a comparison that gave a verdict
 
         def med(key: str, rows: list[dict[str, Any]] = num) -> float | None:
-            return _median([r[key] for r in rows if r.get(key) is not None])
+            """The median over the comparisons that finished."""
+            return _median([r[key] for r in rows if r.get(key) is not None and _verdict(r)])
 
         ref = refs.get(p["name"]) or p.get("reference")
         ref_txt, ratio = "-", "-"
@@ -762,10 +769,10 @@ def _behaviour_cell(rows: list[dict[str, Any]]) -> str:
     its Wilson 95% interval."""
     if not rows:
         return "-"
-    judged = [r for r in rows if r.get("verdict")]
+    judged = [v for r in rows if (v := _verdict(r))]
     if not judged:
         return _counts(rows)
-    reg = sum(r["verdict"] == "REGRESSION" for r in judged)
+    reg = sum(v == "REGRESSION" for v in judged)
     return f"{_counts(rows)}; REGRESSION {_rate(reg, len(judged))}"
 
 

@@ -258,6 +258,14 @@ def test_render_gives_rates_intervals_and_the_ratio() -> None:
                                      {"exit_code": 2}]  # fmt: skip
     row = next(ln for ln in panel.render(data).splitlines() if ln.startswith("| fault | drop"))
     assert "| INCONCLUSIVE 1, REGRESSION 1, exit 2 1; REGRESSION 1/2 [0.09, 0.91] |" in row
+    # a comparison stopped part way (exit 143) keeps the verdict its partial folder gave:
+    # not counted as one, nor in the medians of requests and seconds
+    data["pairs"][0]["behaviour"] = [
+        {"verdict": "REGRESSION", "exit_code": 1, "requests": 10, "seconds": 60},
+        {"verdict": "NO CHANGE", "exit_code": 143, "requests": 4, "seconds": 20}]  # fmt: skip
+    row = next(ln for ln in panel.render(data).splitlines() if ln.startswith("| fault | drop"))
+    assert "| REGRESSION 1, exit 143 1; REGRESSION 1/1 [0.21, 1.00] |" in row
+    assert row.endswith("| 14 / 10 | 30 / 60 |")  # numerics / behaviour medians
 
 
 def test_the_panel_page_is_generated_from_the_committed_json() -> None:
