@@ -29,6 +29,7 @@ from typing import Literal
 __all__ = [
     "COUNT_METRICS",
     "METRIC_LABELS",
+    "STREAM_ONLY_KINDS",
     "SUCCESS_METRICS",
     "TERMINATION_LABELS",
     "VERDICTS",
@@ -367,6 +368,13 @@ SUCCESS_METRICS: dict[str, str] = {
     "passed": "passed",
     "final_answer": "reached a final answer",
 }
+#: the failure kinds only a streamed run can show (they are about SSE deltas): under
+#: ``--stream both`` a repeat's unit takes these from its streamed run, the rest from its
+#: non-streamed run (:mod:`harness.stats.aggregate`)
+STREAM_ONLY_KINDS: frozenset[str] = frozenset({
+    FailureKind.STREAM_TRUNCATED_ARGS.value, FailureKind.INDEX_OFFSET.value,
+    FailureKind.MISSING_CALL_INDEX.value, FailureKind.SHARED_CALL_INDEX.value,
+    FailureKind.AMBIGUOUS_CALL_DELTAS.value})  # fmt: skip
 #: every metric's label (counts and success rates)
 METRIC_LABELS: dict[str, str] = {**COUNT_METRICS, **SUCCESS_METRICS}
 #: how a run ended (``RunScore.termination``) -> label

@@ -132,7 +132,8 @@ class Aggregate(_Model):
     #: "passed", "final_answer", and each failure kind seen in this scenario (either side)
     rates: dict[str, Rate]
     counts: dict[str, CountStat]  # "tool_calls", "repeated_calls", "malformed_args", ...
-    #: tau-bench pass^k per scenario at k = 1 and k = scored runs (``{"1": .., "5": ..}``)
+    #: tau-bench pass^k per scenario at k = 1 and k = scored runs (repeats under
+    #: ``--stream both``: :attr:`units`) (``{"1": .., "5": ..}``)
     pass_hat_k: dict[str, float] = Field(default_factory=dict)
     termination: dict[str, int] = Field(default_factory=dict)
     #: how the runs that did not pass ended (runs not counted here passed, whatever their
@@ -142,12 +143,13 @@ class Aggregate(_Model):
     #: failure kinds) sorted and joined with ``,`` -> runs (what the permutation tests of
     #: :mod:`harness.stats.verdict` relabel; empty in summaries written before it)
     patterns: dict[str, int] = Field(default_factory=dict)
-    #: per outcome set, the repeats that showed it, when some repeat has more than one
-    #: scored run (``--stream both``: a repeat runs once streamed and once not, on one
-    #: request seed, so its two runs are one draw, not two): a repeat keeps ``passed`` and
-    #: ``final_answer`` only if each of its runs reached them, and every failure kind any
-    #: of its runs showed. The permutation tests relabel these units instead of
-    #: ``patterns`` (empty when every repeat is one run, and in summaries written before it)
+    #: per outcome set, the repeats that showed it, when some repeat has a streamed and a
+    #: non-streamed scored run (``--stream both``: a repeat runs both ways on one request
+    #: seed, often one draw twice, not two draws): a repeat's outcomes are its
+    #: non-streamed run's, and its streamed run's stream-only kinds
+    #: (:func:`harness.stats.aggregate.unit_outcomes`). The permutation tests relabel
+    #: these units instead of ``patterns`` (empty when every repeat is one run, and in
+    #: summaries written before it)
     units: dict[str, int] = Field(default_factory=dict)
 
     def unit_count(self) -> int:

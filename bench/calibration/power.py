@@ -25,7 +25,8 @@ Parts:
   not, on one request seed: the sim, like llama-server, gives both the same draw), fixed
   on ``--aa-both`` comparisons and sequential on the first ``--aa-sequential``, each
   decided twice from the same runs: a repeat as the unit of the tests (shipped) and each
-  run as a unit (the rule before, figures suffixed ``_runs_as_units``);
+  run as a unit (the rule before, figures suffixed ``_runs_as_units``); and fixed against a
+  healthy candidate whose streamed runs are independent draws (``fixed_independent_twins``);
 - ``one``: one scenario (``enum_units``) looping in every candidate run, the rest healthy
   (sim profile ``repeat-loop@enum_units``);
 - ``curve``: a loop in 5/10/20/30% of all candidate runs (``repeat-loop@RATE``) at 5, 10
@@ -81,7 +82,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,9 @@ class Side:
     #: ``True``/``False``, or ``"both"``: every repeat streamed and not, on one request
     #: seed (``--stream both``)
     stream: bool | str = False
+    #: with ``stream="both"``: the streamed run of a repeat sent another request seed, an
+    #: independent draw (a server that does not reproduce a seeded sample across modes)
+    independent_twins: bool = False
     #: the sim's seed (its noise); None: ``2 * seed`` (+1 for the candidate). The request
     #: seeds always come from ``seed``, so a side with its own ``server_seed`` sends the
     #: requests of ``seed``'s comparison to a server with fresh noise
@@ -250,9 +254,14 @@ class Side:
             side="candidate" if self.side == "candidate" else "baseline",
         )
         policy = SamplingPolicy(TEMPERATURE, self.seed)
+        twin = (
+            SamplingPolicy(TEMPERATURE, self.seed + 1_000_003) if self.independent_twins else policy
+        )
         modes = (False, True) if self.stream == "both" else (bool(self.stream),)
         return [
-            await run_scenario(sc, target, repeat=r, stream=m, client=client, sampling=policy)
+            await run_scenario(
+                sc, target, repeat=r, stream=m, client=client, sampling=twin if m else policy
+            )
             for sc in self.scenarios
             for r in repeats
             for m in modes
@@ -495,14 +504,20 @@ class Bench:
         """One A/A at ``--stream both``: fixed (5 repeats, 10 runs a scenario and side) and,
         with ``seq``, sequential, each decided twice from the same runs: with a repeat as
         the unit (shipped) and with each run as a unit (the rule before it,
-        :data:`RUNS_AS_UNITS`)."""
+        :data:`RUNS_AS_UNITS`); and fixed against a candidate whose streamed runs are
+        independent draws (``independent_twins``: another request seed), the sides then
+        alike in their failure rates, not in how their twin runs agree."""
         base = self.side("healthy", "baseline", seed, "both")
         cand = self.side("healthy", "candidate", seed, "both")
+        loose = replace(cand, independent_twins=True, records=[], made=0, scores={})
         out: list[Outcome] = []
         for suffix, units in (("", True), (RUNS_AS_UNITS, False)):
             with _units(units):
                 s = decide_fixed(base, cand, REPEATS)
                 out.append((f"fixed{suffix}", _verdict(s), 1, 2 * self.runs(REPEATS), _flags(s)))
+                s = decide_fixed(base, loose, REPEATS)
+                out.append((f"fixed_independent_twins{suffix}", _verdict(s), 1,
+                            2 * self.runs(REPEATS), _flags(s)))  # fmt: skip
                 if seq:
                     s, look = decide_sequential(base, cand)
                     out.append((f"sequential{suffix}", _verdict(s), look,

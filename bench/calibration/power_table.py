@@ -446,6 +446,14 @@ def render_stream_both(doc: dict[str, Any]) -> str:
     rows = [
         ("fixed", "fixed, a repeat a unit (shipped)"),
         ("fixed_runs_as_units", "fixed, each run a unit (before)"),
+        (
+            "fixed_independent_twins",
+            "fixed, a repeat a unit, the candidate's twin runs independent draws (shipped)",
+        ),
+        (
+            "fixed_independent_twins_runs_as_units",
+            "fixed, each run a unit, the candidate's twin runs independent draws (before)",
+        ),
         ("sequential", "sequential, a repeat a unit (shipped)"),
         ("sequential_runs_as_units", "sequential, each run a unit (before)"),
     ]

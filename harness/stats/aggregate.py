@@ -19,12 +19,12 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from harness.kinds import COUNT_METRICS, SUCCESS_METRICS
+from harness.kinds import COUNT_METRICS, STREAM_ONLY_KINDS
 from harness.scoring.models import RunScore
 from harness.stats.tests import pass_hat_k, wilson_interval
 from harness.summary import Aggregate, CountStat, Rate
 
-__all__ = ["AggregateBuilder", "aggregate", "count_stat", "outcomes", "rate"]
+__all__ = ["AggregateBuilder", "aggregate", "count_stat", "outcomes", "rate", "unit_outcomes"]
 
 
 def outcomes(score: RunScore) -> list[str]:
@@ -84,8 +84,8 @@ class AggregateBuilder:
     termination: Counter[str] = field(default_factory=Counter)
     termination_failed: Counter[str] = field(default_factory=Counter)
     patterns: Counter[str] = field(default_factory=Counter)
-    #: (scenario id, repeat) -> the repeat's outcome set so far and its scored runs
-    repeats: dict[tuple[str, int], tuple[frozenset[str], int]] = field(default_factory=dict)
+    #: (scenario id, repeat) -> streamed or not -> that run's outcome set
+    repeats: dict[tuple[str, int], dict[bool, frozenset[str]]] = field(default_factory=dict)
 
     def add(self, score: RunScore) -> None:
         """Count one run (an infrastructure error counts as a run, not as scored)."""
@@ -99,9 +99,9 @@ class AggregateBuilder:
         found = outcomes(score)
         self.events.update(found)
         self.patterns[",".join(sorted(found))] += 1
-        key, now = (score.scenario_id, score.repeat), frozenset(found)
-        kept = self.repeats.get(key)
-        self.repeats[key] = (now, 1) if kept is None else (_unit(kept[0], now), kept[1] + 1)
+        self.repeats.setdefault((score.scenario_id, score.repeat), {})[score.stream] = frozenset(
+            found
+        )
         for metric, histogram in self.counts.items():
             histogram[score.count(metric)] += 1
 
@@ -116,8 +116,11 @@ class AggregateBuilder:
         metrics = ["passed", "final_answer", *sorted(self.kinds() | set(kinds))]
         passes = self.events["passed"]
         pass_k: dict[str, float] = {}
-        if self.scenario_id != "*" and self.scored:
-            pass_k = {str(k): pass_hat_k(passes, self.scored, k) for k in {1, self.scored}}
+        units = self._units()
+        if self.scenario_id != "*" and self.scored:  # over repeats under --stream both
+            n = sum(units.values()) if units else self.scored
+            ok = sum(c for p, c in units.items() if "passed" in p.split(",")) if units else passes
+            pass_k = {str(k): pass_hat_k(ok, n, k) for k in {1, n}}
         return Aggregate(
             side=self.side,
             label=self.label,
@@ -131,22 +134,33 @@ class AggregateBuilder:
             termination=dict(self.termination),
             termination_failed=dict(self.termination_failed),
             patterns=dict(sorted(self.patterns.items())),
-            units=self._units(),
+            units=units,
         )
 
     def _units(self) -> dict[str, int]:
-        """Repeats per outcome set, when some repeat has more than one scored run (else
-        empty: the units are the runs, ``patterns``)."""
-        if all(n == 1 for _, n in self.repeats.values()):
+        """Repeats per outcome set (:func:`unit_outcomes`), when some repeat has a
+        streamed and a non-streamed scored run (else empty: the units are the runs,
+        ``patterns``)."""
+        if all(len(modes) == 1 for modes in self.repeats.values()):
             return {}
-        found = Counter(",".join(sorted(o)) for o, _ in self.repeats.values())
+        found = Counter(",".join(sorted(unit_outcomes(m))) for m in self.repeats.values())
         return dict(sorted(found.items()))
 
 
-def _unit(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
-    """Two runs of one repeat as one unit: the success outcomes (``passed``,
-    ``final_answer``) both reached, and every failure kind either showed."""
-    return (a & b) | frozenset(k for k in a | b if k not in SUCCESS_METRICS)
+def unit_outcomes(modes: dict[bool, frozenset[str]]) -> frozenset[str]:
+    """One repeat's outcome set as a unit of the tests, from its runs by stream mode: the
+    stream-only kinds (:data:`~harness.kinds.STREAM_ONLY_KINDS`) of its streamed run,
+    every other outcome of its non-streamed run (of the streamed run when that is the
+    only one scored).
+
+    One designated run per outcome, not a combination of the two: each outcome's rate
+    over units is then its rate over runs of that mode whatever the two runs share. A
+    combination (failed if either run failed) would fail a repeat at p on a server that
+    gives both runs the same draw and at 2p - p^2 on one that does not: a difference in
+    how a server reproduces seeded samples read as one in quality."""
+    main = modes.get(False, modes.get(True, frozenset()))
+    streamed = modes.get(True, frozenset())
+    return frozenset(k for k in main if k not in STREAM_ONLY_KINDS) | (streamed & STREAM_ONLY_KINDS)
 
 
 def aggregate(

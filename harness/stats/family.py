@@ -15,11 +15,11 @@ adjusted p-values, and the family's critical p-value at ``alpha``.
   scenario (:func:`~harness.stats.permutation.westfall_young`); ``final_answer`` is shown,
   never in a family (a missing final answer is already a failed run).
 - Units: a run, or with ``--stream both`` a repeat (its streamed and its non-streamed run
-  send one request seed, so on a server that honours it they are one draw twice; counted
-  as two, an A/A difference of 3 of 4 draws against 0 of 4 reads 6/8 against 0/8,
-  Fisher's one-sided p 0.0035 instead of 0.071): the repeat fails a success metric if
-  either run does and shows every failure kind either run shows
-  (:attr:`~harness.summary.Aggregate.units`).
+  send one request seed, so on a server that honours it they are often one draw twice;
+  counted as two, an A/A difference of 3 of 4 draws against 0 of 4 reads 6/8 against 0/8,
+  Fisher's one-sided p 0.0035 instead of 0.071): the repeat's outcomes are its
+  non-streamed run's, and its streamed run's stream-only kinds
+  (:func:`harness.stats.aggregate.unit_outcomes`, :attr:`~harness.summary.Aggregate.units`).
 - Greedy scenarios (temperature 0): the repeats of one side are copies of one transcript,
   not independent trials; each side's runs collapse to one unit (the most common outcome
   set) and the evidence comes from the test across scenarios.
@@ -56,8 +56,9 @@ PERMUTATIONS = 10_000
 
 @dataclass
 class FamilyTest:
-    """One test: candidate ``k_c`` of ``n_c`` runs with the event, baseline ``k_b`` of
-    ``n_b`` (units after any collapse); one-sided p-values and, when in a family, the
+    """One test: candidate ``k_c`` of ``n_c`` units (runs, or repeats under ``--stream
+    both``) with the event, baseline ``k_b`` of ``n_b`` (after any collapse); one-sided
+    p-values and, when in a family, the
     Westfall-Young adjusted ones."""
 
     scenario: str

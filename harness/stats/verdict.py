@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.kinds import COUNT_METRICS, SUCCESS_METRICS, VerdictName, label, plural
+from harness.stats.aggregate import rate
 from harness.stats.family import PERMUTATIONS, Family, FamilyTest, run_family
 from harness.stats.permutation import min_detectable_rate, one_scenario_p
 from harness.stats.sequential import SUGGESTIVE_P, Look, suggestive_p
@@ -78,6 +79,7 @@ from harness.stats.tests import (
 from harness.summary import (
     Aggregate,
     MetricRow,
+    Rate,
     RunOutcome,
     ScenarioComparison,
     SideInfo,
@@ -93,6 +95,7 @@ __all__ = [
     "NumericsFinding",
     "decide",
     "judge_run",
+    "unit_rate",
     "over_infra_limit",
 ]
 
@@ -106,7 +109,9 @@ NO_SCORED = "no scored runs on one side (infrastructure errors)"
 DECISION_RULE = (
     "one-sided Fisher's exact test per scenario and an exact test stratified by scenario "
     "(Mantel-Haenszel) pooled, for 'failed' and each failure kind; Westfall-Young step-down "
-    "min-p adjustment over permutations of the runs within each scenario; greedy scenarios "
+    "min-p adjustment over permutations of the runs within each scenario (under --stream "
+    "both, of the repeats: a non-streamed run's outcomes and its streamed twin's stream-only "
+    "kinds); greedy scenarios "
     f"count once per side; REGRESSION at adjusted p <= alpha (alpha={ALPHA})"
 )
 
@@ -164,8 +169,18 @@ def _below(a: Aggregate, name_side: bool) -> str:
     return f"{where} ({a.rate('passed').text()} passed)"
 
 
+def unit_rate(agg: Aggregate, metric: str) -> Rate:
+    """``metric``'s rate over the units the tests count: over repeats when ``agg.units``
+    is set (``--stream both``: :func:`harness.stats.aggregate.unit_outcomes`), else over
+    scored runs (:meth:`Aggregate.rate`)."""
+    if not agg.units:
+        return agg.rate(metric)
+    n = sum(agg.units.values())
+    return rate(sum(c for p, c in agg.units.items() if metric in p.split(",")), n)
+
+
 def _rate_row(t: FamilyTest, base: Aggregate, cand: Aggregate, ctx: _Context) -> MetricRow:
-    rb, rc = base.rate(t.metric), cand.rate(t.metric)
+    rb, rc = unit_rate(base, t.metric), unit_rate(cand, t.metric)
     effect = (rc.rate - rb.rate) if rc.rate is not None and rb.rate is not None else None
     worse = None if t.k_c * t.n_b == t.k_b * t.n_c else t.k_c * t.n_b > t.k_b * t.n_c
     adj = t.adj_worse if worse else t.adj_better if worse is False else None
@@ -526,11 +541,12 @@ def _reason(r: MetricRow, base: Aggregate, cand: Aggregate) -> str:
     Rates are shown as the tables show them: successes for ``passed``/``final_answer``,
     failing runs for a failure kind.
     """
-    unit = "" if r.metric in SUCCESS_METRICS else " runs"
+    noun = " repeats" if base.units or cand.units else " runs"
+    unit = "" if r.metric in SUCCESS_METRICS else noun
     adj = "not in the family" if r.p_adjusted is None else format_p(r.p_adjusted)
     return (
-        f"{label(r.metric)}: candidate {cand.rate(r.metric).text()}{unit}, "
-        f"baseline {base.rate(r.metric).text()}{unit} "
+        f"{label(r.metric)}: candidate {unit_rate(cand, r.metric).text()}{unit}, "
+        f"baseline {unit_rate(base, r.metric).text()}{unit} "
         f"(p one-sided {format_p(r.p_value)}; p adj. W-Y {adj})"
     )
 

@@ -534,7 +534,10 @@ def test_the_recorded_comparisons_send_every_run_as_its_own_draw(
     catch = e2e._recorded_compare_step(
         args, tmp_path, tmp_path / "m.gguf", e2e.Variant("B"), "A/B broken-template", "catch"
     )
-    for step, repeats in ((record, "32"), (catch, "32")):
+    aa = e2e._recorded_compare_step(
+        args, tmp_path, tmp_path / "m.gguf", e2e.Variant("A2"), "A/A A-again", "aa"
+    )
+    for step, repeats in ((record, "32"), (catch, "32"), (aa, "8")):
         assert step.argv[step.argv.index("--stream") + 1] == "off"
         assert step.argv[step.argv.index("--repeats") + 1] == repeats
 

@@ -239,20 +239,62 @@ def test_stream_both_counts_a_repeat_once() -> None:
     assert (t.k_c, t.n_c, t.k_b, t.n_b) == (3, 4, 0, 4)
     assert t.p_worse == pytest.approx(fisher_one_sided(3, 4, 0, 4)) == pytest.approx(1 / 14)
     assert fisher_one_sided(6, 8, 0, 8) < 0.01  # what counting each run as a unit said
+    assert set(cand.pass_hat_k) == {"1", "4"}  # pass^k over the 4 repeats, not 8 runs
+    # the table and the reasons show what the test counted: repeats
+    row = next(r for r in _scenario_rows(base, cand) if r.metric == "missing_calls")
+    assert (row.baseline, row.candidate) == (0.0, 0.75)
 
 
-def test_a_repeat_is_a_unit_of_both_of_its_runs() -> None:
-    # the streamed run of repeat 0 drifts and misses its final answer, the other passes:
-    # the repeat fails, shows the failure kinds of either run, and reached no final answer
+def _scenario_rows(base, cand):  # type: ignore[no-untyped-def]
+    d = decide({"s": base, "*": base}, {"s": cand, "*": cand})
+    return next(c for c in d.comparisons if c.scenario_id == "s").rows
+
+
+def test_a_repeat_takes_its_non_streamed_outcomes_and_its_streamed_stream_only_kinds() -> None:
+    # repeat 0: the streamed run drifts, misses its answer and loses its last delta; the
+    # non-streamed run passes. The unit is the non-streamed run's outcomes plus the
+    # streamed run's stream-only kind (stream_truncated_args), not its drift
     runs = _scores("candidate", "s", [[], []])
     bad = runs[0].model_copy(update={
-        "stream": True, "run_key": "s0-s", "failures": ["value_mismatch"], "passed": False,
-        "final_answer": False})  # fmt: skip
+        "stream": True, "run_key": "s0-s", "passed": False, "final_answer": False,
+        "failures": ["stream_truncated_args", "value_mismatch"]})  # fmt: skip
     agg = aggregate("candidate", "c", "s", [*runs, bad])
-    assert agg.units == {"final_answer,passed": 1, "value_mismatch": 1}
+    assert agg.units == {"final_answer,passed": 1, "final_answer,passed,stream_truncated_args": 1}
     assert agg.unit_count() == 2 and agg.scored == 3
+    # only the streamed run of a repeat scored (the other an infrastructure error): its own
+    twin = runs[0].model_copy(update={"stream": True, "run_key": "s0-s"})
+    alone = aggregate("candidate", "c", "s", [runs[0], twin, bad.model_copy(update={"repeat": 1})])
+    assert alone.units == {"final_answer,passed": 1, "stream_truncated_args,value_mismatch": 1}
     one_each = aggregate("candidate", "c", "s", runs)
     assert one_each.units == {} and one_each.unit_count() == 2  # one run a repeat: runs
+
+
+def test_a_side_whose_twin_runs_differ_is_not_judged_worse_for_it() -> None:
+    # The same per-run failure rate on both sides (a draw fails with p 0.3); the baseline
+    # gives a repeat's two runs the same draw, the candidate two independent draws (a
+    # server whose streamed sample is not its non-streamed one). Failing a repeat when
+    # either run fails would read that as a regression (2p - p^2 against p); one
+    # designated run per outcome keeps the test's size.
+    rng = np.random.default_rng(11)
+    kinds = ["value_mismatch"]
+    metrics = {"s": ["passed", "value_mismatch"], "*": ["passed", "value_mismatch"]}
+    worse = 0
+    for _ in range(300):
+        b = [kinds if x else [] for x in rng.random(12) < 0.3]
+        twins = [[kinds if x else [] for x in row] for row in rng.random((2, 12)) < 0.3]
+        base = _both("baseline", "s", b)
+        cand = _scores("candidate", "s", twins[0]) + [
+            r.model_copy(update={"stream": True, "run_key": r.run_key + "-s"})
+            for r in _scores("candidate", "s", twins[1])
+        ]
+        ba, ca = (
+            aggregate(n, n, "s", x, kinds) for n, x in (("baseline", base), ("candidate", cand))
+        )
+        fam = run_family({"s": ba, "*": ba}, {"s": ca, "*": ca}, metrics,
+                         alpha=0.05, permutations=200)  # fmt: skip
+        t = next(t for t in fam.tests if t.scenario == "s" and t.metric == "value_mismatch")
+        worse += t.p_worse <= 0.05
+    assert worse / 300 <= 0.05
 
 
 def test_stream_both_aa_false_alarms_at_most_alpha_with_repeats_as_units() -> None:
