@@ -216,7 +216,8 @@ def test_tiny_stream_both_part_decides_each_comparison_both_ways(tmp_path: Path)
     assert power.main([*argv, "--json", str(out)]) == 0
     figs = json.loads(out.read_text())["aa_stream_both"]
     assert {k: v["n"] for k, v in figs.items()} == {
-        "fixed": 2, "fixed_runs_as_units": 2, "sequential": 1, "sequential_runs_as_units": 1}  # fmt: skip
+        "fixed": 2, "fixed_runs_as_units": 2, "sequential": 1, "sequential_runs_as_units": 1,
+        "fixed_independent_twins": 2, "fixed_independent_twins_runs_as_units": 2}  # fmt: skip
     runs = 2 * 2 * 5 * json.loads(out.read_text())["defaults"]["scenarios"]  # sides, modes
     assert figs["fixed"]["mean_runs"] == figs["fixed_runs_as_units"]["mean_runs"] == runs
     # the rule before is restored after each decision: the shipped one counts repeats

@@ -277,20 +277,19 @@ def _fake_harness(
     return ran
 
 
-def test_the_recorded_aa_is_reported_not_required_and_still_replicated(
+def test_the_recorded_aa_is_a_gate_replicated_once(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     ran = _fake_harness(monkeypatch, lambda argv, n: 1 if argv[0] == "compare" else 0)
     steps = e2e._recorded_aa(e2e._parser().parse_args([]), tmp_path, tmp_path / "m.gguf")
-    assert [s.role for s in steps] == ["report", "run", "report"] and len(ran) == 3
-    assert e2e.failures(steps) == (0, [])
+    assert [s.role for s in steps] == ["aa-retried", "run", "aa"] and len(ran) == 3
+    assert e2e.failures(steps)[0] == 1  # REGRESSION twice: the job fails
 
 
 def test_the_recorded_aa_replica_records_a_again_on_seed_1_and_compares_on_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     ran = _fake_harness(monkeypatch, lambda argv, n: 1 if argv[0] == "compare" and n == 1 else 0)
-    monkeypatch.setattr(e2e, "RECORDED_AA_ROLE", "aa")  # as a gate (it is reported for now)
     args = e2e._parser().parse_args(["--repeats", "3", "--catch-repeats", "16"])
     steps = e2e._recorded_aa(args, tmp_path, tmp_path / "m.gguf")
     assert [s.name for s in steps] == ["compare A/A A-again", "record A (seed 1)",
