@@ -24,7 +24,16 @@ from harness.scoring.models import RunScore
 from harness.stats.tests import pass_hat_k, wilson_interval
 from harness.summary import Aggregate, CountStat, Rate
 
-__all__ = ["AggregateBuilder", "aggregate", "count_stat", "outcomes", "rate", "unit_outcomes"]
+__all__ = [
+    "AggregateBuilder",
+    "aggregate",
+    "count_stat",
+    "holding",
+    "outcomes",
+    "rate",
+    "unit_outcomes",
+    "unit_rate",
+]
 
 
 def outcomes(score: RunScore) -> list[str]:
@@ -119,7 +128,7 @@ class AggregateBuilder:
         units = self._units()
         if self.scenario_id != "*" and self.scored:  # over repeats under --stream both
             n = sum(units.values()) if units else self.scored
-            ok = sum(c for p, c in units.items() if "passed" in p.split(",")) if units else passes
+            ok = holding(units, "passed") if units else passes
             pass_k = {str(k): pass_hat_k(ok, n, k) for k in {1, n}}
         return Aggregate(
             side=self.side,
@@ -145,6 +154,21 @@ class AggregateBuilder:
             return {}
         found = Counter(",".join(sorted(unit_outcomes(m))) for m in self.repeats.values())
         return dict(sorted(found.items()))
+
+
+def holding(patterns: dict[str, int], outcome: str) -> int:
+    """How many of the runs or repeats counted in ``patterns`` (outcome set -> count) hold
+    ``outcome``."""
+    return sum(c for p, c in patterns.items() if outcome in p.split(","))
+
+
+def unit_rate(agg: Aggregate, metric: str) -> Rate:
+    """``metric``'s rate over the units the tests count: over repeats when ``agg.units``
+    is set (``--stream both``: :func:`unit_outcomes`), else over scored runs
+    (:meth:`~harness.summary.Aggregate.rate`)."""
+    if not agg.units:
+        return agg.rate(metric)
+    return rate(holding(agg.units, metric), sum(agg.units.values()))
 
 
 def unit_outcomes(modes: dict[bool, frozenset[str]]) -> frozenset[str]:

@@ -58,8 +58,7 @@ PERMUTATIONS = 10_000
 class FamilyTest:
     """One test: candidate ``k_c`` of ``n_c`` units (runs, or repeats under ``--stream
     both``) with the event, baseline ``k_b`` of ``n_b`` (after any collapse); one-sided
-    p-values and, when in a family, the
-    Westfall-Young adjusted ones."""
+    p-values and, when in a family, the Westfall-Young adjusted ones."""
 
     scenario: str
     metric: str

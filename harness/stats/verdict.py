@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.kinds import COUNT_METRICS, SUCCESS_METRICS, VerdictName, label, plural
-from harness.stats.aggregate import rate
+from harness.stats.aggregate import unit_rate
 from harness.stats.family import PERMUTATIONS, Family, FamilyTest, run_family
 from harness.stats.permutation import min_detectable_rate, one_scenario_p
 from harness.stats.sequential import SUGGESTIVE_P, Look, suggestive_p
@@ -79,7 +79,6 @@ from harness.stats.tests import (
 from harness.summary import (
     Aggregate,
     MetricRow,
-    Rate,
     RunOutcome,
     ScenarioComparison,
     SideInfo,
@@ -95,7 +94,6 @@ __all__ = [
     "NumericsFinding",
     "decide",
     "judge_run",
-    "unit_rate",
     "over_infra_limit",
 ]
 
@@ -167,16 +165,6 @@ def _below(a: Aggregate, name_side: bool) -> str:
     """``s (0/2 passed)``, or with ``name_side`` ``s on fused (0/2 passed)``."""
     where = f"{a.scenario_id} on {a.label}" if name_side else a.scenario_id
     return f"{where} ({a.rate('passed').text()} passed)"
-
-
-def unit_rate(agg: Aggregate, metric: str) -> Rate:
-    """``metric``'s rate over the units the tests count: over repeats when ``agg.units``
-    is set (``--stream both``: :func:`harness.stats.aggregate.unit_outcomes`), else over
-    scored runs (:meth:`Aggregate.rate`)."""
-    if not agg.units:
-        return agg.rate(metric)
-    n = sum(agg.units.values())
-    return rate(sum(c for p, c in agg.units.items() if metric in p.split(",")), n)
 
 
 def _rate_row(t: FamilyTest, base: Aggregate, cand: Aggregate, ctx: _Context) -> MetricRow:
