@@ -43,7 +43,10 @@ from harness.present.views import (
     p_legend,
     scenario_name,
     scenario_rows,
+    unit_noun,
+    units_note,
 )
+from harness.stats.aggregate import unit_rate
 from harness.summary import Summary
 
 __all__ = [
@@ -244,7 +247,7 @@ def _detail(
         for i, text in enumerate(divergence_lines(comp, summary))
     ]
     agg = summary.aggregate(summary.sides[0].side, sid) if summary.sides else None
-    label = comp.label if comp else f"{agg.rate('passed').text()} passed" if agg else ""
+    label = comp.label if comp else f"{unit_rate(agg, 'passed').text()} passed" if agg else ""
     if full:
         console.print(_metric_table(summary, sid, metric_rows(summary, sid), f"{sid}  {label}"))
     elif body:
@@ -324,14 +327,16 @@ def render_run(
             tool_calls = a.counts["tool_calls"].total
             _print(
                 console,
-                f"  {s.label}: {a.rate('passed').text()} runs passed, "
-                f"{a.rate('final_answer').text()} reached a final answer, "
+                f"  {s.label}: {unit_rate(a, 'passed').text()} {unit_noun(a)} passed, "
+                f"{unit_rate(a, 'final_answer').text()} reached a final answer, "
                 f"{tool_calls} tool calls; how runs ended: {ending_text(a)}",
             )
     failing = set(summary.outcome.failing) if summary.outcome else set()
     for r in rows:
         if verbose or r.scenario_id in failing:
             _detail(summary, r.scenario_id, traces or {}, console, full=verbose)
+    if note := units_note(summary):
+        _print(console, note, style="dim")
     _infra(summary, console)
     render_parity(summary, console)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from harness.kinds import COUNT_METRICS, label, plural
 from harness.scoring.models import CallScore, RunScore
+from harness.stats.aggregate import unit_rate
 from harness.stats.tests import format_p
 from harness.summary import Aggregate, ScenarioComparison, Summary, scenario_name
 
@@ -50,6 +51,8 @@ __all__ = [
     "p_legend",
     "scenario_name",
     "scenario_rows",
+    "unit_noun",
+    "units_note",
 ]
 
 #: verdict reasons shown before "N more" (console, report.html, report.md alike)
@@ -119,11 +122,32 @@ class TableRow:
 
 
 def _cell(agg: Aggregate | None, metric: str) -> str:
+    """A rate over the units the tests count (:func:`~harness.stats.aggregate.unit_rate`:
+    repeats under ``--stream both``, else runs) or a count over runs."""
     if agg is None:
         return "-"
     if metric in COUNT_METRICS:
         return agg.counts[metric].text() if metric in agg.counts else "-"
-    return agg.rate(metric).text()
+    return unit_rate(agg, metric).text()
+
+
+def unit_noun(agg: Aggregate | None) -> str:
+    """What a rate of ``agg`` counts: ``"repeats"`` under ``--stream both`` (a repeat's
+    streamed and non-streamed runs one unit, :attr:`~harness.summary.Aggregate.units`),
+    else ``"runs"``."""
+    return "repeats" if agg is not None and agg.units else "runs"
+
+
+def units_note(summary: Summary) -> str:
+    """The sentence saying that rates count repeats, when some aggregate does (``--stream
+    both``); ``""`` otherwise."""
+    if not any(a.units for a in summary.aggregates):
+        return ""
+    return (
+        "rates count repeats: a repeat's streamed and non-streamed runs are one unit (the "
+        "non-streamed run's outcomes, the streamed run's stream-only kinds); counts of "
+        "tool calls and the like count runs"
+    )
 
 
 def _metrics(aggs: Sequence[Aggregate | None]) -> list[str]:
@@ -167,14 +191,16 @@ def _alpha(summary: Summary) -> float:
 
 
 def p_legend(summary: Summary) -> str:
-    """The one-line legend of the p columns and of ``*`` (console, HTML and Markdown)."""
+    """The one-line legend of the p columns and of ``*`` (console, HTML and Markdown),
+    with :func:`units_note` when rates count repeats."""
     family = max((c.holm_tests or 0 for c in summary.comparisons), default=0)
     over = f" over the {plural(family, 'test')} that decide the verdict" if family else ""
+    units = units_note(summary)
     return (
         "p (one-sided): Fisher's exact test for rates (pooled: exact, stratified by "
         "scenario), Mann-Whitney U for counts; "
         f"p adj. (W-Y): Westfall-Young adjusted{over} (blank: not among them); "
-        f"* significant at alpha {_alpha(summary):g}"
+        f"* significant at alpha {_alpha(summary):g}" + (f"; {units}" if units else "")
     )
 
 
@@ -199,8 +225,9 @@ def _kinds_text(a: Aggregate | None) -> str:
     """A side's failure kinds with the runs showing each, most first (``collapse 2``)."""
     if a is None:
         return ""
-    ranked = sorted(a.failing_kinds(), key=lambda k: (-a.rate(k).k, k))
-    return ", ".join(f"{k} {a.rate(k).k}" for k in ranked)
+    counted = {k: unit_rate(a, k).k for k in a.failing_kinds()}
+    ranked = sorted(counted, key=lambda k: (-counted[k], k))
+    return ", ".join(f"{k} {counted[k]}" for k in ranked)
 
 
 def _only(summary: Summary, aggs: Sequence[Aggregate | None]) -> str:

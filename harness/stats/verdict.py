@@ -290,7 +290,9 @@ def decide(
         by_id.setdefault(t.scenario, []).append(t)
     band = suggestive_p(alpha, look.alpha) if look else SUGGESTIVE_P
     pooled = candidate.get("*") if "*" in ids else None
-    ctx = _Context(fam, alpha, max(1, len([s for s in ids if s != "*"])), band, look, pooled)
+    unit = "repeat" if any(candidate[s].units for s in ids) else "run"
+    n = max(1, len([s for s in ids if s != "*"]))
+    ctx = _Context(fam, alpha, n, band, look, pooled, unit)
     comps = [_scenario_comparison(s, by_id.get(s, []), baseline[s], candidate[s], ctx) for s in ids]
     unjudged = _unjudged(baseline, candidate, sides, infra_error_limit)
     if unjudged is not None:  # the verdict says so and nothing else: no test was run
@@ -342,8 +344,10 @@ class _Context:
     #: the INCONCLUSIVE band on adjusted p (rule 5)
     band: float = SUGGESTIVE_P
     look: Look | None = None
-    #: the candidate's pooled aggregate (its runs' outcome sets), when pooled
+    #: the candidate's pooled aggregate (its runs' or repeats' outcome sets), when pooled
     pooled: Aggregate | None = None
+    #: what the tests count: ``"repeat"`` under ``--stream both``, else ``"run"``
+    unit: str = "run"
 
     def significant(self, direction: str) -> list[FamilyTest]:
         return [
@@ -581,7 +585,9 @@ def _sharing(ctx: _Context, named: list[str]) -> str:
     baseline's noise loops (that answer) can keep ``repeat_loop``'s own test above the line."""
     if ctx.pooled is None or not ctx.pooled.patterns:
         return ""
-    runs = [(frozenset(p.split(",")) - {""}, c) for p, c in ctx.pooled.patterns.items()]
+    units = ctx.pooled.units or ctx.pooled.patterns  # repeats under --stream both
+    noun = f"{ctx.unit}s"
+    runs = [(frozenset(p.split(",")) - {""}, c) for p, c in units.items()]
     worse = (
         {
             t.metric
@@ -598,7 +604,7 @@ def _sharing(ctx: _Context, named: list[str]) -> str:
             total = sum(c for _, c in has)
             both = sum(c for r, c in has if kind in r)
             if total and 2 * both >= total:
-                parts.append(f"{kind} ({both} of its {total} candidate runs")
+                parts.append(f"{kind} ({both} of its {total} candidate {noun}")
                 break
     if not parts:
         return ""
@@ -678,8 +684,9 @@ def _power_at(ctx: _Context, scale: float, crit: float) -> tuple[str, str]:
     n_c = round(sum(t.n_c for t in runs) * scale)
     n_b = round(sum(t.n_b for t in runs) * scale)
     q = min_detectable_rate(n_c, n_b, crit)
+    noun = f"{ctx.unit}s"
     first = (
-        f"a new failure kind in >= {q:.1%} of candidate runs would have been detected "
+        f"a new failure kind in >= {q:.1%} of candidate {noun} would have been detected "
         "with 80% probability"
         if q is not None
         else "no new failure kind could have been detected"
@@ -690,7 +697,7 @@ def _power_at(ctx: _Context, scale: float, crit: float) -> tuple[str, str]:
         one_scenario_p(round(t.n_c * scale), round(t.n_b * scale)) < crit for t in one
     )
     which = "sampled scenario" if sampled else "scenario"
-    return first, f"one {which} failing every candidate run would " + (
+    return first, f"one {which} failing every candidate {ctx.unit} would " + (
         "have been detected" if caught else "not have been detected"
     )
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from harness.cli import main
+from harness.present.views import metric_rows, scenario_rows
 from harness.runfolder import RunFolder
 from harness.stats.family import run_family
 from tests.sim_driver import ENTROPY_TOOL
@@ -124,13 +125,26 @@ def test_aa_on_healthy_is_no_change(scenarios: Path, tmp_path: Path) -> None:
     assert sum(not r.passed for r in scores) <= 6
 
 
-def test_stream_both_tests_each_repeat_once(scenarios: Path, tmp_path: Path) -> None:
+def test_stream_both_tests_each_repeat_once(
+    scenarios: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``--stream both`` over HTTP: each repeat runs streamed and not on one request seed
-    (the reference server gives both the same draw), and the tests count the repeat once."""
+    (the reference server gives both the same draw), and the tests count the repeat once;
+    so do the tables the console and the report show, and both say so."""
     args = ["compare", str(scenarios), "--aa", "--repeats", "3", "--no-sequential"]
     args += ["--stream", "both", "--results", str(tmp_path), "--run-id", "b", "--no-progress"]
     assert main(args) in (0, 1)
+    out = capsys.readouterr().out
+    assert "rates count repeats" in " ".join(out.split())
     s = RunFolder(tmp_path / "b").read_summary()
+    assert s is not None
+    for row in scenario_rows(s):  # passed: of 3 repeats, not of 6 runs
+        assert [c.split("/")[1] for c in row.passed] == ["3", "3"], row
+    pooled = {r.metric: r.cells for r in metric_rows(s, "*")}
+    assert [c.split("/")[1] for c in pooled["passed"]] == ["9", "9"]
+    assert s.verdict is not None and "of candidate runs" not in (s.verdict.power or "")
+    html = (tmp_path / "b" / "report.html").read_text()
+    assert "rates count repeats" in html
     assert s is not None and s.parity_pairs == 18 and not s.parity
     base = {a.scenario_id: a for a in s.aggregates if a.side == "baseline"}
     cand = {a.scenario_id: a for a in s.aggregates if a.side == "candidate"}

@@ -38,8 +38,11 @@ from harness.present.views import (
     metric_rows,
     p_legend,
     scenario_rows,
+    unit_noun,
+    units_note,
 )
 from harness.server.fusion import recorded_args_diff, recorded_fusion_warning
+from harness.stats.aggregate import unit_rate
 from harness.summary import Summary
 
 __all__ = ["OverviewBlock", "Report", "ScenarioBlock", "build_report"]
@@ -144,7 +147,7 @@ class Report:
     logprobs: Any = None  # harness.present.logprobs.LogprobsView (logprobs.json)
     logprobs_line: str = ""
     kind_title: str = "report"  # "compare report", "run report", "GSM8K report", ...
-    p_legend: str = ""  # legend of the p columns and of "*" (comparisons only)
+    p_legend: str = ""  # legend of the p columns and "*" (comparisons); what rates count
     #: BFCL tasks grouped by backend (harness.present.report.backends); [] without BFCL tasks
     backends: list[BackendRow] = field(default_factory=list)
     #: the contract pre-flight, a row per check and a cell per side ([]: not run)
@@ -424,13 +427,22 @@ def _verdict(rf: ReportInput) -> tuple[str | None, str, list[str]]:
         else None
     )
     if agg is not None and "passed" in agg.rates:
-        r = agg.rates["passed"]
+        r = unit_rate(agg, "passed")
+        noun = "scored runs" if unit_noun(agg) == "runs" else "repeats"
         return (
             None,
-            f"one side only: {r.k} of {r.n} scored runs passed (no comparison, no verdict)",
+            f"one side only: {r.k} of {r.n} {noun} passed (no comparison, no verdict)",
             [],
         )
     return None, "one side only: no comparison, no verdict", []
+
+
+def _legend(summary: Summary | None) -> str:
+    """The tables' legend: :func:`~harness.present.views.p_legend` with a comparison, else
+    :func:`~harness.present.views.units_note` (``""`` when rates count runs)."""
+    if summary is None:
+        return ""
+    return p_legend(summary) if summary.comparisons else units_note(summary)
 
 
 def _settings(rf: ReportInput) -> dict[str, Any]:
@@ -525,7 +537,7 @@ def build_report(rf: ReportInput) -> Report:
         logprobs=logprobs_view(rf.logprobs) if rf.logprobs is not None else None,
         logprobs_line=logprobs_line(rf.logprobs) if rf.logprobs is not None else "",
         kind_title=kind,
-        p_legend=p_legend(rf.summary) if rf.summary is not None and rf.summary.comparisons else "",
+        p_legend=_legend(rf.summary),
         backends=backend_rows(rf, sides),
         contract=contract_rows(rf.summary) if rf.summary is not None else [],
     )
