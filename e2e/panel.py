@@ -12,7 +12,11 @@ the greedy chat adapter: the reference conversations of ``e2e/scenarios`` and
   ``kld``), the candidate's requests and the wall time;
 - behaviour (the first ``--behaviour-repeats`` repeats): ``harness compare --baseline <H>
   --candidate <it>`` on ``e2e/scenarios`` at the shipped defaults (sequential rounds),
-  without the numerics section: the verdict, runs, requests (turns) and wall time.
+  without the numerics section: the verdict, runs, requests (turns) and wall time. Each
+  comparison has its own ``--sampling-seed`` (:func:`behaviour_seed`, recorded as
+  ``sampling_seed``): at one seed, H's runs are largely the same draws in every comparison
+  (llama-server honours the request seed), and the comparisons would not be independent
+  trials. Comparisons stored without ``sampling_seed`` ran at the default seed 0.
 
 The outside reference (``--perplexity``, llama.cpp's ``llama-perplexity`` built from the
 same tree: ``scripts/build-llama-server.sh llama-perplexity``): H's full-vocabulary
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import re
 import shlex
@@ -74,6 +79,7 @@ __all__ = [
     "PANEL_JSON",
     "Pair",
     "add_sweeps",
+    "behaviour_seed",
     "calibration",
     "lower_bound",
     "main",
@@ -189,6 +195,15 @@ def _numerics(out: Path, run_id: str) -> dict[str, Any]:
             "kl_max": pct.get("Maximum"), "positions": kld.get("positions"),
             "aa_kl_mean": (data.get("stats") or {}).get("aa_mean_kl"),
             "requests": (data.get("requests") or {}).get("candidate")}  # fmt: skip
+
+
+def behaviour_seed(out: Path, tag: str) -> int:
+    """The ``--sampling-seed`` of one behavioural comparison: the first 31 bits of
+    ``sha256("<output folder's name>/<tag>")`` (``tag``: ``p<pair>-r<repeat>``). Another
+    for each comparison of a panel and across panels written to other folders; the same
+    when a panel is run again into the same folder."""
+    digest = hashlib.sha256(f"{out.name}/{tag}".encode()).hexdigest()
+    return int(digest[:8], 16) & 0x7FFFFFFF
 
 
 def _behaviour(out: Path, run_id: str) -> dict[str, Any]:
@@ -363,11 +378,13 @@ class _Panel:
 
     def _compare(self, h: str, c: str, tag: str) -> dict[str, Any]:
         t = time.monotonic()
+        seed = behaviour_seed(self.out, tag)
         code = _harness(["compare", "--baseline", h, "--candidate", c, "--baseline-label", "H",
                          "--candidate-label", "C", "--no-logprobs", "--concurrency", "4",
-                         str(SCENARIOS), "--results", str(self.out), "--run-id",
-                         f"compare-{tag}", "--no-progress"])  # fmt: skip
-        b: dict[str, Any] = {"exit_code": code, "seconds": round(time.monotonic() - t, 1)}
+                         "--sampling-seed", str(seed), str(SCENARIOS), "--results",
+                         str(self.out), "--run-id", f"compare-{tag}", "--no-progress"])  # fmt: skip
+        b: dict[str, Any] = {"exit_code": code, "seconds": round(time.monotonic() - t, 1),
+                             "sampling_seed": seed}  # fmt: skip
         with contextlib.suppress(OSError, ValueError):
             b.update(_behaviour(self.out, f"compare-{tag}"))
         return b
@@ -719,6 +736,12 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
         "is the full-vocabulary KLD on the same conversations and prompts as ChatML "
         f"(`-c {s.get('perplexity_ctx')}`). The ratio is ours / llama-perplexity's.",
         "",
+        "Behaviour verdicts: each comparison's sampling seed is its own (`--sampling-seed`, "
+        "from the panel folder and the comparison); the comparisons stored without one ran "
+        "at the default seed 0, where H's runs and the candidate's are largely the same draws "
+        "in every comparison of a pair: `seeds` says how many distinct seeds a cell's "
+        "comparisons ran at, an upper bound on its independent trials.",
+        "",
         "| kind | pair | numerics REGRESSION [95% CI] of the decided | numerics verdicts | KL mean (p99, max) "
         "| llama-perplexity KLD mean (p99, max) | ratio | behaviour verdicts | requests: "
         "numerics / behaviour | wall s: numerics / behaviour |",
@@ -773,7 +796,8 @@ def _behaviour_cell(rows: list[dict[str, Any]]) -> str:
     if not judged:
         return _counts(rows)
     reg = sum(v == "REGRESSION" for v in judged)
-    return f"{_counts(rows)}; REGRESSION {_rate(reg, len(judged))}"
+    seeds = len({r.get("sampling_seed", 0) for r in rows if _verdict(r)})
+    return f"{_counts(rows)}; REGRESSION {_rate(reg, len(judged))}; seeds {seeds}"
 
 
 def _spread(data: dict[str, Any], key: str, *kinds: str) -> str:

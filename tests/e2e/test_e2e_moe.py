@@ -257,15 +257,33 @@ def test_render_gives_rates_intervals_and_the_ratio() -> None:
     data["pairs"][0]["behaviour"] = [{"verdict": "REGRESSION"}, {"verdict": "INCONCLUSIVE"},
                                      {"exit_code": 2}]  # fmt: skip
     row = next(ln for ln in panel.render(data).splitlines() if ln.startswith("| fault | drop"))
-    assert "| INCONCLUSIVE 1, REGRESSION 1, exit 2 1; REGRESSION 1/2 [0.09, 0.91] |" in row
+    assert "| INCONCLUSIVE 1, REGRESSION 1, exit 2 1; REGRESSION 1/2 [0.09, 0.91]; seeds 1 |" in row
     # a comparison stopped part way (exit 143) keeps the verdict its partial folder gave:
     # not counted as one, nor in the medians of requests and seconds
     data["pairs"][0]["behaviour"] = [
         {"verdict": "REGRESSION", "exit_code": 1, "requests": 10, "seconds": 60},
         {"verdict": "NO CHANGE", "exit_code": 143, "requests": 4, "seconds": 20}]  # fmt: skip
     row = next(ln for ln in panel.render(data).splitlines() if ln.startswith("| fault | drop"))
-    assert "| REGRESSION 1, exit 143 1; REGRESSION 1/1 [0.21, 1.00] |" in row
+    assert "| REGRESSION 1, exit 143 1; REGRESSION 1/1 [0.21, 1.00]; seeds 1 |" in row
     assert row.endswith("| 14 / 10 | 30 / 60 |")  # numerics / behaviour medians
+
+
+def test_each_behaviour_comparison_has_its_own_sampling_seed(tmp_path: Path) -> None:
+    """At one seed H's runs are largely the same draws in every comparison: each comparison
+    of a panel, and of another panel folder, gets another seed; a rerun into the same
+    folder the same one. The page counts the distinct seeds of a cell's comparisons (those
+    stored without one ran at seed 0)."""
+    a, b = tmp_path / "moe-panel-a", tmp_path / "moe-panel-b"
+    seeds = {panel.behaviour_seed(out, f"p{p:02d}-r{r:02d}") for out in (a, b)
+             for p in range(13) for r in range(20)}  # fmt: skip
+    assert len(seeds) == 2 * 13 * 20 and all(0 <= x < 2**31 for x in seeds)
+    assert panel.behaviour_seed(a, "p00-r00") == panel.behaviour_seed(a, "p00-r00")
+    data = {"settings": {}, "pairs": [{**_pair("aa", "aa", [0.0], ["NO CHANGE"]), "behaviour": [
+        {"verdict": "NO CHANGE", "exit_code": 0}, {"verdict": "NO CHANGE", "exit_code": 0},
+        {"verdict": "NO CHANGE", "exit_code": 0, "sampling_seed": 7},
+        {"verdict": "NO CHANGE", "exit_code": 143, "sampling_seed": 8}]}]}  # fmt: skip
+    row = next(ln for ln in panel.render(data).splitlines() if ln.startswith("| aa | aa"))
+    assert "REGRESSION 0/3 [0.00, 0.56]; seeds 2 |" in row
 
 
 def test_the_panel_page_is_generated_from_the_committed_json() -> None:
