@@ -151,6 +151,10 @@ class Aggregate(_Model):
     #: these units instead of ``patterns`` (empty when every repeat is one run, and in
     #: summaries written before it)
     units: dict[str, int] = Field(default_factory=dict)
+    #: with :attr:`units`, ``counts`` over repeats: each repeat's non-streamed run (its
+    #: streamed run when that is the only one scored); what the Mann-Whitney rows test
+    #: (empty when :attr:`units` is)
+    unit_counts: dict[str, CountStat] = Field(default_factory=dict)
 
     def unit_count(self) -> int:
         """The independent units of the tests: repeats with a scored run when ``units`` is

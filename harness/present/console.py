@@ -46,7 +46,7 @@ from harness.present.views import (
     unit_noun,
     units_note,
 )
-from harness.stats.aggregate import unit_rate
+from harness.stats.aggregate import unit_count_stat, unit_rate
 from harness.summary import Summary
 
 __all__ = [
@@ -324,7 +324,8 @@ def render_run(
     for s in summary.sides:
         a = summary.aggregate(s.side, "*")
         if a is not None:
-            tool_calls = a.counts["tool_calls"].total
+            calls = unit_count_stat(a, "tool_calls")
+            tool_calls = calls.total if calls is not None else 0
             _print(
                 console,
                 f"  {s.label}: {unit_rate(a, 'passed').text()} {unit_noun(a)} passed, "

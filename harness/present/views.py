@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from harness.kinds import COUNT_METRICS, label, plural
 from harness.scoring.models import CallScore, RunScore
-from harness.stats.aggregate import unit_rate
+from harness.stats.aggregate import unit_count_stat, unit_rate
 from harness.stats.tests import format_p
 from harness.summary import Aggregate, ScenarioComparison, Summary, scenario_name
 
@@ -122,12 +122,14 @@ class TableRow:
 
 
 def _cell(agg: Aggregate | None, metric: str) -> str:
-    """A rate over the units the tests count (:func:`~harness.stats.aggregate.unit_rate`:
-    repeats under ``--stream both``, else runs) or a count over runs."""
+    """A rate or a count over the units the tests count (repeats under ``--stream
+    both``, else runs: :func:`~harness.stats.aggregate.unit_rate`,
+    :func:`~harness.stats.aggregate.unit_count_stat`)."""
     if agg is None:
         return "-"
     if metric in COUNT_METRICS:
-        return agg.counts[metric].text() if metric in agg.counts else "-"
+        stat = unit_count_stat(agg, metric)
+        return stat.text() if stat is not None else "-"
     return unit_rate(agg, metric).text()
 
 
@@ -144,9 +146,9 @@ def units_note(summary: Summary) -> str:
     if not any(a.units for a in summary.aggregates):
         return ""
     return (
-        "rates count repeats: a repeat's streamed and non-streamed runs are one unit (the "
-        "non-streamed run's outcomes, the streamed run's stream-only kinds); counts of "
-        "tool calls and the like count runs"
+        "rates and counts count repeats: a repeat's streamed and non-streamed runs are one "
+        "unit (the non-streamed run's outcomes and counts, the streamed run's stream-only "
+        "kinds)"
     )
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "holding",
     "outcomes",
     "rate",
+    "unit_count_stat",
     "unit_outcomes",
     "unit_rate",
 ]
@@ -95,6 +96,8 @@ class AggregateBuilder:
     patterns: Counter[str] = field(default_factory=Counter)
     #: (scenario id, repeat) -> streamed or not -> that run's outcome set
     repeats: dict[tuple[str, int], dict[bool, frozenset[str]]] = field(default_factory=dict)
+    #: (scenario id, repeat) -> streamed or not -> that run's counts, in COUNT_METRICS order
+    repeat_counts: dict[tuple[str, int], dict[bool, tuple[int, ...]]] = field(default_factory=dict)
 
     def add(self, score: RunScore) -> None:
         """Count one run (an infrastructure error counts as a run, not as scored)."""
@@ -113,6 +116,9 @@ class AggregateBuilder:
         )
         for metric, histogram in self.counts.items():
             histogram[score.count(metric)] += 1
+        self.repeat_counts.setdefault((score.scenario_id, score.repeat), {})[score.stream] = tuple(
+            score.count(m) for m in COUNT_METRICS
+        )
 
     def kinds(self) -> set[str]:
         """The failure kinds some scored run showed."""
@@ -144,7 +150,18 @@ class AggregateBuilder:
             termination_failed=dict(self.termination_failed),
             patterns=dict(sorted(self.patterns.items())),
             units=units,
+            unit_counts=self._unit_counts() if units else {},
         )
+
+    def _unit_counts(self) -> dict[str, CountStat]:
+        """Each count over repeats: a repeat's non-streamed run's value (its streamed
+        run's when that is the only one scored), as :func:`unit_outcomes` designates."""
+        histograms: dict[str, Counter[int]] = {m: Counter() for m in COUNT_METRICS}
+        for modes in self.repeat_counts.values():
+            values = modes.get(False, modes.get(True, ()))
+            for metric, value in zip(COUNT_METRICS, values, strict=True):
+                histograms[metric][value] += 1
+        return {m: count_stat(h) for m, h in histograms.items()}
 
     def _units(self) -> dict[str, int]:
         """Repeats per outcome set (:func:`unit_outcomes`), when some repeat has a
@@ -169,6 +186,15 @@ def unit_rate(agg: Aggregate, metric: str) -> Rate:
     if not agg.units:
         return agg.rate(metric)
     return rate(holding(agg.units, metric), sum(agg.units.values()))
+
+
+def unit_count_stat(agg: Aggregate, metric: str) -> CountStat | None:
+    """``metric``'s count statistic over the units the tests count: over repeats when
+    ``agg.units`` is set (:attr:`~harness.summary.Aggregate.unit_counts`), else over
+    scored runs; None when ``agg`` has no such count."""
+    if agg.units and metric in agg.unit_counts:
+        return agg.unit_counts[metric]
+    return agg.counts.get(metric)
 
 
 def unit_outcomes(modes: dict[bool, frozenset[str]]) -> frozenset[str]:

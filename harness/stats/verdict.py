@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.kinds import COUNT_METRICS, SUCCESS_METRICS, VerdictName, label, plural
-from harness.stats.aggregate import unit_rate
+from harness.stats.aggregate import unit_count_stat, unit_rate
 from harness.stats.family import PERMUTATIONS, Family, FamilyTest, run_family
 from harness.stats.permutation import min_detectable_rate, one_scenario_p
 from harness.stats.sequential import SUGGESTIVE_P, Look, suggestive_p
@@ -189,7 +189,8 @@ def _rate_row(t: FamilyTest, base: Aggregate, cand: Aggregate, ctx: _Context) ->
 
 
 def _count_row(metric: str, base: Aggregate, cand: Aggregate) -> MetricRow:
-    cb, cc = base.counts[metric], cand.counts[metric]
+    cb = unit_count_stat(base, metric) or base.counts[metric]  # over repeats or runs
+    cc = unit_count_stat(cand, metric) or cand.counts[metric]
     effect = cc.mean - cb.mean if cc.mean is not None and cb.mean is not None else None
     worse = None if not effect else effect > 0
     alt: Alternative = "greater" if worse is not False else "less"

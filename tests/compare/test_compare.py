@@ -135,7 +135,7 @@ def test_stream_both_tests_each_repeat_once(
     args += ["--stream", "both", "--results", str(tmp_path), "--run-id", "b", "--no-progress"]
     assert main(args) in (0, 1)
     out = capsys.readouterr().out
-    assert "rates count repeats" in " ".join(out.split())
+    assert "rates and counts count repeats" in " ".join(out.split())
     s = RunFolder(tmp_path / "b").read_summary()
     assert s is not None
     for row in scenario_rows(s):  # passed: of 3 repeats, not of 6 runs
@@ -144,7 +144,7 @@ def test_stream_both_tests_each_repeat_once(
     assert [c.split("/")[1] for c in pooled["passed"]] == ["9", "9"]
     assert s.verdict is not None and "of candidate runs" not in (s.verdict.power or "")
     html = (tmp_path / "b" / "report.html").read_text()
-    assert "rates count repeats" in html
+    assert "rates and counts count repeats" in html
     assert s is not None and s.parity_pairs == 18 and not s.parity
     base = {a.scenario_id: a for a in s.aggregates if a.side == "baseline"}
     cand = {a.scenario_id: a for a in s.aggregates if a.side == "candidate"}

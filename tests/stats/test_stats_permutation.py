@@ -21,7 +21,7 @@ from harness.stats.permutation import (
     tail_table,
     westfall_young,
 )
-from harness.stats.tests import fisher_one_sided
+from harness.stats.tests import fisher_one_sided, mannwhitney_one_sided
 from harness.stats.verdict import decide
 from tests.compare.test_compare_verdict import _scores
 
@@ -267,6 +267,27 @@ def test_a_repeat_takes_its_non_streamed_outcomes_and_its_streamed_stream_only_k
     assert alone.units == {"final_answer,passed": 1, "stream_truncated_args,value_mismatch": 1}
     one_each = aggregate("candidate", "c", "s", runs)
     assert one_each.units == {} and one_each.unit_count() == 2  # one run a repeat: runs
+
+
+def test_stream_both_counts_tool_calls_over_repeats_too() -> None:
+    # 6 repeats a side, each run streamed and not: the candidate's repeats made 3 calls, the
+    # baseline's 1. The Mann-Whitney row tests 6 values a side (each repeat's non-streamed
+    # run), not 12: doubling every value would shrink its p
+    def runs(side: str, calls: int) -> list:  # type: ignore[type-arg]
+        return [r.model_copy(update={"tool_calls": calls}) for r in _both(side, "s", [[]] * 6)]
+
+    cand = aggregate("candidate", "c", "s", runs("candidate", 3))
+    base = aggregate("baseline", "b", "s", runs("baseline", 1))
+    assert cand.counts["tool_calls"].n == 12 and cand.unit_counts["tool_calls"].n == 6
+    assert cand.unit_counts["tool_calls"].total == 18
+    row = next(r for r in _scenario_rows(base, cand) if r.metric == "tool_calls")
+    assert row.p_value == pytest.approx(mannwhitney_one_sided([3] * 6, [1] * 6, "greater"))
+    assert row.p_value > mannwhitney_one_sided([3] * 12, [1] * 12, "greater")
+    # the streamed run alone scored: its value; one run a repeat: no unit counts
+    twin = runs("candidate", 3)[6].model_copy(update={"tool_calls": 5, "repeat": 9})
+    alone = aggregate("candidate", "c", "s", [*runs("candidate", 3), twin])
+    assert alone.unit_counts["tool_calls"].total == 18 + 5
+    assert aggregate("candidate", "c", "s", runs("candidate", 3)[:6]).unit_counts == {}
 
 
 def test_a_side_whose_twin_runs_differ_is_not_judged_worse_for_it() -> None:
