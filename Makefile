@@ -115,6 +115,7 @@ POWER_ARGS ?=
 calibrate: $(STAMP)
 	$(BIN)/python -m bench.calibration.power --json bench/calibration/power.json $(POWER_ARGS) > /dev/null
 	$(BIN)/python -m bench.calibration.logprobs --aa 40 --regression 40 --benign 40 --json bench/calibration/logprobs.json
+	$(BIN)/python -m bench.calibration.numerics_rule
 	$(BIN)/python -m bench.calibration.power_table bench/calibration/power.json
 
 # End to end on a real server: upstream llama-server + SmolLM2-135M on the CPU (scripts/e2e.sh).

@@ -36,6 +36,11 @@ page), which is how the tolerance is calibrated against the panel; ``--sweep ...
 adds a later panel's counts to the committed ones (:func:`add_sweeps`: a session's run
 folders do not outlive it).
 
+``--numerics-scenarios shipped`` records H's numerics on ``scenarios/`` (but
+:data:`TOO_LONG`) instead of the e2e's three: 75 turns' prefixes instead of 10 sequences,
+so that a fault that moves only some turns (the template that drops tool results: the
+turns after a tool result) is decided; its pairs are named with ``{scenarios/}``.
+
 ``--no-prompt-cache`` launches every server, H's included, in one slot with llama-server's
 prompt cache off (:data:`NO_PROMPT_CACHE`), its pairs named with
 :data:`NO_PROMPT_CACHE_SUFFIX`: what llama-server's prompt cache adds to our KL, which
@@ -71,6 +76,7 @@ from e2e.servers import (
     serve,
 )
 from harness.cli import catch_sigterm, interrupted_code
+from harness.numerics.decide import TEST as SHIPPED_TEST
 from harness.numerics.decide import TOLERANCE as SHIPPED_TOLERANCE
 
 __all__ = [
@@ -84,6 +90,7 @@ __all__ = [
     "lower_bound",
     "main",
     "merge",
+    "numerics_scenarios",
     "parse_kld",
     "render",
     "render_sweep",
@@ -96,11 +103,39 @@ ROOT = HERE.parent
 PANEL_JSON = HERE / "panel.json"
 DOC = ROOT / "docs" / "moe-panel.md"
 SCENARIOS = HERE / "scenarios"
+#: the shipped scenarios that do not fit a slot's context (``--ctx-size 8192`` over 2 slots:
+#: 4,096 tokens; long_context_logs' reference conversation is 7,860): left out of
+#: ``--numerics-scenarios shipped``, as llama-server would refuse them (HTTP 400)
+TOO_LONG = ("long_context_logs",)
+#: ``--numerics-scenarios``: the scenario files H's numerics are recorded on. ``e2e``: the
+#: e2e's three (with ``--gsm8k`` prompts, 10 sequences); ``shipped``: ``scenarios/`` but
+#: :data:`TOO_LONG` (75 turns' prefixes): a fault that moves only some turns (a template
+#: that drops tool results moves the turns after a tool result) is decided with them
+NUMERICS_SETS = ("e2e", "shipped")
+NUMERICS_SUFFIX = {"e2e": "", "shipped": " {scenarios/}"}
+
+
+def numerics_scenarios(which: str) -> list[Path]:
+    """The scenario files of a :data:`NUMERICS_SETS` name (sorted).
+
+    Raises:
+        ValueError: an unknown name."""
+    if which == "e2e":
+        return sorted(SCENARIOS.glob("*.yaml"))
+    if which == "shipped":
+        return sorted(f for f in (ROOT / "scenarios").glob("*.yaml") if f.stem not in TOO_LONG)
+    raise ValueError(f"--numerics-scenarios {which!r}: one of {', '.join(NUMERICS_SETS)}")
+
+
 #: the numerics decision's shipped tolerance (``harness logprobs --tolerance``), nats/token
 TOLERANCE = SHIPPED_TOLERANCE
 #: every stored numerics comparison decided again at each of these tolerances (``--sweep``)
 SWEEP_JSON = HERE / "panel-sweep.json"
 GRID = (0.001, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01)
+#: the numerics decision a sweep decides by (``sweep.json`` ``rule``); a sweep without one
+#: was decided by :data:`OLD_RULE`, the signed-rank test alone (until 2026-12-03)
+RULE = SHIPPED_TEST
+OLD_RULE = "one-sided Wilcoxon signed-rank on (A/B - A/A mean KL per sequence) - tolerance"
 
 Kind = Literal["aa", "fault", "benign"]
 #: ``--no-prompt-cache``: llama-server flags added to every launch (H's too), and the suffix
@@ -235,7 +270,7 @@ def parse_kld(text: str) -> dict[str, float]:
     return {"mean": found["Mean"], "p99": found["99.0%"], "max": found["Maximum"]}
 
 
-def _reference_text(out: Path, gsm8k: int, gsm8k_data: str) -> Path:
+def _reference_text(out: Path, gsm8k: int, gsm8k_data: str, which: str = "e2e") -> Path:
     """The scored conversations and prompts as ChatML, one after the other."""
     from harness.gsm8k.data import load_jsonl
     from harness.numerics.adapters import chatml
@@ -243,7 +278,7 @@ def _reference_text(out: Path, gsm8k: int, gsm8k_data: str) -> Path:
     from harness.scenario import load_scenario
 
     parts = []
-    for path in sorted(SCENARIOS.glob("*.yaml")):
+    for path in numerics_scenarios(which):
         seq = from_scenario(load_scenario(path))
         parts.append(chatml(list(seq.messages)) if seq.messages else seq.text or "")
     if gsm8k:
@@ -280,8 +315,11 @@ class _Panel:
         #: flags of every launch, and the suffix of every pair's name (--no-prompt-cache,
         #: --server-flags)
         self.first: tuple[str, ...] = (*(NO_PROMPT_CACHE if no_cache else ()), *flags)
-        self.suffix = (NO_PROMPT_CACHE_SUFFIX if no_cache else "") + (
-            f" [{shlex.join(flags)}]" if flags else ""
+        self.which = str(getattr(args, "numerics_scenarios", None) or "e2e")
+        self.suffix = (
+            (NO_PROMPT_CACHE_SUFFIX if no_cache else "")
+            + (f" [{shlex.join(flags)}]" if flags else "")
+            + NUMERICS_SUFFIX[self.which]
         )
         self.data: dict[str, Any] = {
             "command": "python -m e2e.panel " + shlex.join(args.argv),
@@ -295,6 +333,7 @@ class _Panel:
                 "tolerance": TOLERANCE,
                 "perplexity_ctx": args.ctx,
                 "server_flags": shlex.join(self.first),
+                "numerics_scenarios": self.which,
             },  # fmt: skip
             "pairs": [],
         }
@@ -325,7 +364,8 @@ class _Panel:
                    "--logprobs-api", "greedy", "--logprobs-max-tokens", str(self.args.max_tokens),
                    *(["--logprobs-gsm8k", str(self.args.gsm8k), "--gsm8k-data",
                       self.args.gsm8k_data] if self.args.gsm8k else []),
-                   str(SCENARIOS), "--results", str(self.out), "--run-id", "record-H",
+                   *map(str, numerics_scenarios(self.which)), "--results", str(self.out),
+                   "--run-id", "record-H",
                    "--no-progress"]  # fmt: skip
             t = time.monotonic()
             code = _harness(rec)
@@ -391,7 +431,7 @@ class _Panel:
 
     def _reference(self, pairs: Sequence[Pair]) -> None:
         ppl = Path(self.args.perplexity)
-        text = _reference_text(self.out, self.args.gsm8k, self.args.gsm8k_data)
+        text = _reference_text(self.out, self.args.gsm8k, self.args.gsm8k_data, self.which)
         kld = self.out / "healthy.kld"
         logs = self.out / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -617,12 +657,13 @@ def sweep(folders: Sequence[Path], grid: Sequence[float] = GRID) -> dict[str, An
             row = rows.setdefault(pair["name"], {"name": pair["name"], "kind": pair["kind"],
                                                  "verdicts": {f"{t:g}": {} for t in grid}})  # fmt: skip
             result = LogprobsResult.model_validate_json(path.read_text(encoding="utf-8"))
+            greedy = bool(result.settings.get("generation"))  # as the run decided: parting first
             for t in grid:
-                verdict = decide(result.sequences, tolerance=t)[0]
+                verdict = decide(result.sequences, tolerance=t, generation=greedy)[0]
                 counts = row["verdicts"][f"{t:g}"]
                 counts[verdict] = counts.get(verdict, 0) + 1
     return {"grid": [f"{t:g}" for t in grid], "folders": [str(f) for f in folders],
-            "pairs": list(rows.values())}  # fmt: skip
+            "rule": RULE, "pairs": list(rows.values())}  # fmt: skip
 
 
 def add_sweeps(first: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
@@ -632,6 +673,9 @@ def add_sweeps(first: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     joined. Raises ValueError when the grids differ."""
     if first["grid"] != more["grid"]:
         raise ValueError(f"sweep grids differ: {first['grid']} and {more['grid']}")
+    if first.get("rule", OLD_RULE) != more.get("rule", OLD_RULE):
+        raise ValueError("sweep rules differ: the committed counts were decided by "
+                         f"{first.get('rule', OLD_RULE)!r}, these by {more.get('rule', OLD_RULE)!r}")  # fmt: skip
     again = sorted(set(first.get("folders", [])) & set(more.get("folders", [])))
     if again:
         raise ValueError(f"already counted in the sweep: {', '.join(again)}")
@@ -726,7 +770,7 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
         f"tolerance {s.get('tolerance')} nats/token"
         + (
             f"; the numerics verdicts below are at the shipped tolerance {tol:g}, decided again "
-            "from each comparison's stored per-sequence rows (`--sweep`, below)."
+            "from each comparison's stored per-sequence rows (`--sweep`, below)" + _rule_note(swept)
             if redecided
             else "."
         ),
@@ -785,6 +829,20 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
                   "again, from its stored per-sequence rows, at each tolerance (nats/token):", "",
                   *render_sweep(swept), ""]  # fmt: skip
     return "\n".join(lines)
+
+
+def _rule_note(swept: dict[str, Any] | None) -> str:
+    """What decided the swept verdicts, when it is not the shipped rule."""
+    rule = (swept or {}).get("rule", OLD_RULE)
+    if rule == RULE:
+        return "."
+    return (
+        f", by the rule of the time ({rule}: the signed-rank test alone, without the "
+        "shipped rule's t-test of the mean; those panels' folders are gone, so their "
+        "comparisons cannot be decided again). Pairs not in the sweep (named "
+        f"`{NUMERICS_SUFFIX['shipped'].strip()}`) show the verdicts the shipped rule gave "
+        "when they ran."
+    )
 
 
 def _behaviour_cell(rows: list[dict[str, Any]]) -> str:
@@ -855,6 +913,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="llama-server flags for every launch, H's included (after "
                         "--no-prompt-cache's; a pair's own come last and win); the pairs' "
                         "names end in ' [FLAGS]'")  # fmt: skip
+    p.add_argument("--numerics-scenarios", choices=NUMERICS_SETS, default="e2e",
+                   help="the scenarios H's numerics are recorded on: e2e (e2e/scenarios, 3) "
+                        "or shipped (scenarios/ but the ones longer than a slot's context); "
+                        "with shipped the pairs' names end in '{scenarios/}'")  # fmt: skip
     p.add_argument("--publish", nargs="+", metavar="PANEL_JSON",
                    help="merge these panel.json into e2e/panel.json, then --render")  # fmt: skip
     return p

@@ -197,6 +197,10 @@ class PairStats(_Model):
     p_regression: float | None
     p_no_change: float | None
     test: str
+    #: the one-sided t-tests of the mean (above / within tolerance); None in files written
+    #: before the mean test, or when the decision never reached the paired tests
+    p_regression_mean: float | None = None
+    p_no_change_mean: float | None = None
     #: sequences the paired test counted: those whose compared tokens differ (identical
     #: token spans, e.g. prompts cut inside a shared preamble, count once)
     independent: int | None = None

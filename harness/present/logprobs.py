@@ -225,6 +225,8 @@ def logprobs_view(res: LogprobsResult) -> LogprobsView:
             _g(st.aa_top1_agreement, True),
             _g(st.p_regression),
             _g(st.p_no_change),
+            _g(st.p_regression_mean),
+            _g(st.p_no_change_mean),
         ],  # fmt: skip
         sequences=[_seq(r, tol) for r in res.sequences],
         notes=list(res.notes),

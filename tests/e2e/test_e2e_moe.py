@@ -416,3 +416,39 @@ def test_the_page_says_where_ours_is_not_a_lower_bound_and_what_the_prompt_cache
     row = next(ln for ln in panel.render({"pairs": [aa, drop, off]}).splitlines()
                if ln.startswith("| aa | A/A (prompt cache off)"))  # fmt: skip
     assert "-1e-06 (0, 0)" in row
+
+
+def test_the_shipped_numerics_set_leaves_out_what_does_not_fit_a_slot(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--numerics-scenarios shipped``: scenarios/ but long_context_logs (longer than a
+    slot's 4,096 tokens), recorded in the settings; the pairs' names say which set."""
+    shipped = panel.numerics_scenarios("shipped")
+    every = sorted((panel.ROOT / "scenarios").glob("*.yaml"))
+    assert [f.stem for f in every if f not in shipped] == list(panel.TOO_LONG)
+    assert [f.parent for f in panel.numerics_scenarios("e2e")] == [panel.SCENARIOS] * 3
+    with pytest.raises(ValueError, match="one of e2e, shipped"):
+        panel.numerics_scenarios("all")
+    monkeypatch.setattr(panel, "find_llama_server", lambda _: Path("/bin/true"))
+    args = panel._parser().parse_args(["--numerics-scenarios", "shipped", "--no-prompt-cache"])
+    args.argv = []
+    p = panel._Panel(args, tmp_path)
+    assert p.data["settings"]["numerics_scenarios"] == "shipped"
+    assert (
+        p._row(panel.PAIRS[3])["name"]
+        == "template drops tool results (prompt cache off) {scenarios/}"
+    )
+
+
+def test_a_sweep_says_its_rule_and_one_by_another_rule_is_not_added(tmp_path: Path) -> None:
+    (tmp_path / "panel.json").write_text(json.dumps({"pairs": [{"name": "A/A", "kind": "aa"}]}))
+    _stored(tmp_path, "p00-r00", [0.0] * 10)
+    now = panel.sweep([tmp_path], grid=(0.003,))
+    assert now["rule"] == panel.RULE == panel.SHIPPED_TEST
+    before = {"grid": ["0.003"], "pairs": [
+        {"name": "A/A", "kind": "aa", "verdicts": {"0.003": {"NO CHANGE": 20}}}]}  # fmt: skip
+    with pytest.raises(ValueError, match="sweep rules differ"):
+        panel.add_sweeps(before, now)
+    data = {"settings": {}, "pairs": [_pair("aa", "A/A", [0.0], ["NO CHANGE"])]}
+    assert "by the rule of the time" in panel.render(data, before)
+    assert "by the rule of the time" not in panel.render(data, now)

@@ -134,6 +134,42 @@ def test_decide_verdicts() -> None:
     assert decide(near)[0] == "INCONCLUSIVE"
 
 
+def test_a_fault_on_a_minority_of_sequences_is_decided_by_its_mean() -> None:
+    """8 of 75 sequences at 0.15 nats/token, the rest at the floor: the mean (0.016) is five
+    times the tolerance, the typical sequence within it. The signed rank alone said NO
+    CHANGE (the rule before); the t-test on the mean makes it a REGRESSION."""
+    rows = [_row(0.15 if i < 8 else 1e-4, 1e-4) for i in range(75)]
+    verdict, msg, st = decide(rows)
+    assert st.p_no_change is not None and st.p_no_change < 0.01  # the signed rank: within
+    x = np.array([0.15 - 1e-4] * 8 + [0.0] * 67) - TOLERANCE
+    assert st.p_regression_mean == pytest.approx(
+        stats.ttest_1samp(x, 0.0, alternative="greater").pvalue
+    )
+    assert st.p_no_change_mean == pytest.approx(
+        stats.ttest_1samp(x, 0.0, alternative="less").pvalue
+    )
+    assert verdict == "REGRESSION" and "the mean is above tolerance" in msg
+
+
+def test_no_change_needs_the_mean_within_tolerance_too() -> None:
+    """Most sequences well within the tolerance, a few far enough above it that the mean is
+    near it: not NO CHANGE (the signed rank alone would say so), not REGRESSION either."""
+    rows = [_row(0.03 + 1e-4 if i < 3 else 1e-4, 1e-4) for i in range(30)]  # mean at tau
+    verdict, _, st = decide(rows)
+    assert st.p_no_change is not None and st.p_no_change < 0.01
+    assert st.p_no_change_mean is not None and st.p_no_change_mean > 0.01
+    assert verdict == "INCONCLUSIVE"
+
+
+def test_the_mean_test_with_no_spread_knows_the_mean() -> None:
+    from harness.numerics.decide import _ttest
+
+    assert (
+        _ttest(np.full(5, -0.003), "less") == 0.0 and _ttest(np.full(5, -0.003), "greater") == 1.0
+    )
+    assert _ttest(np.full(5, 0.01), "greater") == 0.0 and _ttest(np.array([0.5]), "greater") == 1.0
+
+
 def test_decide_non_finite_is_a_finding_not_a_crash() -> None:
     v, msg, _ = decide([_row(None, 1e-5, nan_c=3)] + [_row(1e-4, 1e-5) for _ in range(9)])
     assert v == "REGRESSION" and "NaN/infinite" in msg and "3 positions" in msg
