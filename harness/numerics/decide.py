@@ -287,7 +287,7 @@ def decide(
             (
                 f"REGRESSION: {figures}: the mean is above tolerance (t-test "
                 f"p={st.p_regression_mean:.2g}; the typical {unit.split()[0][:-1]} is not, "
-                f"signed-rank p={st.p_regression:.2g}: a minority diverges by a lot)"
+                f"signed rank p={st.p_regression:.2g}: a minority diverges by a lot)"
             ),
             st,
         )
