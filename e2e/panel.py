@@ -3,7 +3,8 @@ and benign changes, each a launch (``make e2e-panel``; ``python -m e2e.panel --h
 
 One healthy server H (all 8 experts routed, ``e2e/templates/chatml-tools.jinja``) stays up
 for the whole panel. Its numerics are recorded once (``harness record --numerics-only``,
-the greedy chat adapter: the reference conversations of ``e2e/scenarios`` and
+the greedy chat adapter: every turn's prefix of the conversations of ``scenarios/``, or
+with ``--numerics-scenarios e2e`` the reference conversations of ``e2e/scenarios``, and
 ``--gsm8k`` GSM8K prompts, scored twice: the A/A floor). Then, for each pair of
 :data:`PAIRS` and each repeat, the candidate is launched (a new process each repeat) and:
 
@@ -36,10 +37,12 @@ page), which is how the tolerance is calibrated against the panel; ``--sweep ...
 adds a later panel's counts to the committed ones (:func:`add_sweeps`: a session's run
 folders do not outlive it).
 
-``--numerics-scenarios shipped`` records H's numerics on ``scenarios/`` (but
-:data:`TOO_LONG`) instead of the e2e's three: 75 turns' prefixes instead of 10 sequences,
-so that a fault that moves only some turns (the template that drops tool results: the
-turns after a tool result) is decided; its pairs are named with ``{scenarios/}``.
+``--numerics-scenarios shipped`` (the default) records H's numerics on ``scenarios/``
+(but :data:`TOO_LONG`) instead of the e2e's three: 75 turns' prefixes instead of 10
+sequences, so that a fault that moves only some turns (the template that drops tool
+results: the turns after a tool result) is decided; its pairs are named with
+``{scenarios/}``. The page's summary (:func:`summary`) reads its numerics from those
+pairs, and says pair by pair whether the panel's requirement holds.
 
 ``--no-prompt-cache`` launches every server, H's included, in one slot with llama-server's
 prompt cache off (:data:`NO_PROMPT_CACHE`), its pairs named with
@@ -137,7 +140,9 @@ GRID = (0.001, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01)
 RULE = SHIPPED_TEST
 OLD_RULE = "one-sided Wilcoxon signed-rank on (A/B - A/A mean KL per sequence) - tolerance"
 
-Kind = Literal["aa", "fault", "benign"]
+#: ``limit``: a fault no larger than a benign change (by our KL and llama-perplexity's): the
+#: panel's probe of where the rule stops seeing a fault, with no verdict required of it
+Kind = Literal["aa", "fault", "limit", "benign"]
 #: ``--no-prompt-cache``: llama-server flags added to every launch (H's too), and the suffix
 #: of the pairs' names. llama-server reuses a slot's cached prefix (and its host-memory
 #: prompt cache) and evaluates the rest in another batch split than a fresh request: a
@@ -178,7 +183,7 @@ PAIRS: tuple[Pair, ...] = (
     Pair("template drops tool results", "fault", template=BROKEN_TEMPLATE, reference=False),
     Pair("one expert dropped in layers 10 and 20", "fault", spec=MoESpec(used_per_layer=_used((10, 20)))),
     Pair("expert 0's down projection +10%", "fault", spec=MoESpec(expert_scale=(0, 1.10))),
-    Pair("expert 0's down projection +3%", "fault", spec=MoESpec(expert_scale=(0, 1.03))),
+    Pair("expert 0's down projection +3%", "limit", spec=MoESpec(expert_scale=(0, 1.03))),
     Pair("flash attention on", "benign", extra=("--flash-attn", "on")),
     Pair("flash attention off", "benign", extra=("--flash-attn", "off")),
     Pair("q8_0 KV cache", "benign", extra=("--cache-type-k", "q8_0", "--cache-type-v", "q8_0")),
@@ -589,9 +594,25 @@ def lower_bound(data: dict[str, Any]) -> list[str]:
 def calibration(data: dict[str, Any], swept: dict[str, Any] | None = None) -> list[str]:
     """Sentences on whether the tolerance separates benign changes from faults (numerics),
     from the panel's median mean-KL per pair and its verdicts (at the shipped tolerance,
-    re-decided, when ``swept``, the ``--sweep`` JSON, holds it)."""
+    re-decided, when ``swept``, the ``--sweep`` JSON, holds it), one part per set of
+    numerics sequences: KLs on different sequences are not compared."""
+    suffix = NUMERICS_SUFFIX["shipped"]
+    pairs = data.get("pairs", [])
+    shipped = [p for p in pairs if p["name"].endswith(suffix)]
+    rest = [p for p in pairs if not p["name"].endswith(suffix)]
+    if not shipped:
+        return _calibration(data, swept)
+    return [
+        "On `scenarios/` (the shipped rule):", "",
+        *_calibration({**data, "pairs": shipped}, swept), "",
+        "On `e2e/scenarios` (10 sequences):", "",
+        *_calibration({**data, "pairs": rest}, swept),
+    ]  # fmt: skip
+
+
+def _calibration(data: dict[str, Any], swept: dict[str, Any] | None) -> list[str]:
     tol, redecided = _at_tolerance(data, swept)
-    by_kind: dict[str, list[tuple[str, float]]] = {"fault": [], "benign": [], "aa": []}
+    by_kind: dict[str, list[tuple[str, float]]] = {"fault": [], "limit": [], "benign": [], "aa": []}
     for p in data.get("pairs", []):
         kl = _median([n["kl_mean"] for n in p["numerics"] if n.get("kl_mean") is not None])
         if kl is not None:
@@ -612,9 +633,16 @@ def calibration(data: dict[str, Any], swept: dict[str, Any] | None = None) -> li
         else:
             lines.append(f"- Overlap: faults at or below the tolerance: {', '.join(under) or 'none'}; "
                          f"a benign change at {_fmt(top[1])} against a fault at {_fmt(low[1])}.")  # fmt: skip
+    if benign:
+        top = max(benign, key=lambda x: x[1])
+        for name, kl in by_kind["limit"]:
+            got = _verdicts(next(p for p in data["pairs"] if p["name"] == name), redecided)
+            lines.append(f"- Limit, {name}: mean KL {_fmt(kl)}, "
+                         f"{'at or below' if kl <= top[1] else 'above'} the largest benign "
+                         f"change's {_fmt(top[1])}; {_counts([{'verdict': v} for v in got])}.")  # fmt: skip
     ref = {p["name"]: p["reference"]["mean"] for p in data.get("pairs", [])
            if (p.get("reference") or {}).get("mean") is not None}  # fmt: skip
-    for name, _ in by_kind["fault"]:
+    for name, _ in by_kind["fault"] + by_kind["limit"]:
         if name not in ref:
             continue
         bigger = [(b, ref[b]) for b, _ in by_kind["benign"] if ref.get(b, -1.0) >= ref[name]]
@@ -624,6 +652,8 @@ def calibration(data: dict[str, Any], swept: dict[str, Any] | None = None) -> li
                          f"larger than a benign change's ({b}: {_fmt(kld)}): no tolerance on the "
                          "size of the divergence separates them.")  # fmt: skip
     for p in data.get("pairs", []):
+        if p["kind"] == "limit":
+            continue
         got = _verdicts(p, redecided)
         wrong = [v for v in got if (p["kind"] == "fault") != (v == "REGRESSION")]
         if wrong:
@@ -708,7 +738,7 @@ def render_sweep(data: dict[str, Any]) -> list[str]:
     for t in grid:
         missed = [p["name"] for p in data["pairs"] if p["kind"] == "fault"
                   and set(p["verdicts"][t]) != {"REGRESSION"}]  # fmt: skip
-        alarms = [p["name"] for p in data["pairs"] if p["kind"] != "fault"
+        alarms = [p["name"] for p in data["pairs"] if p["kind"] in ("aa", "benign")
                   and "REGRESSION" in p["verdicts"][t]]  # fmt: skip
         lines.append(f"- tolerance {t}: faults not REGRESSION in every comparison: "
                      f"{', '.join(missed) or 'none'}; benign or A/A pairs with a REGRESSION: "
@@ -760,11 +790,36 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
         "",
         "<!-- generated by `python -m e2e.panel --render` from e2e/panel.json; do not edit -->",
         "",
+    ]
+    if top := summary(data, swept):
+        lines += [
+            "## Summary",
+            "",
+            "The healthy MoE (all 8 routed experts) against each change, every change a launch of "
+            "its own. Numerics on `scenarios/` (its turns' prefixes: the pairs run with "
+            "`--numerics-scenarios shipped`), decided as they ran by the shipped rule "
+            f"({RULE}) at the shipped tolerance {TOLERANCE:g} nats/token; numerics on "
+            "`e2e/scenarios` (10 sequences) as in the sweep below; behaviour: `harness compare` "
+            "on `e2e/scenarios` at its defaults, each comparison at its own sampling seed; "
+            "llama-perplexity's full-vocabulary KLD on the same text as ours (the "
+            "`scenarios/` text where it was measured, else the e2e's conversations). "
+            "Required: a fault REGRESSION in every numerics comparison on `scenarios/`; an "
+            "A/A or a benign change never REGRESSION; the `limit` pair, a fault no larger than "
+            "a benign change, shows where the rule stops seeing one and has no requirement.",
+            "",
+            *top,
+            "",
+            *severity(data),
+            "",
+            "## Every comparison",
+            "",
+        ]
+    lines += [
         f"Command: `{data.get('command')}` (started {data.get('started')}; "
         f"{_fmt_s(data.get('seconds'))} wall).",
-        f"Numerics comparisons per pair: {_spread(data, 'numerics', 'fault', 'benign')} "
+        f"Numerics comparisons per pair: {_spread(data, 'numerics', 'fault', 'limit', 'benign')} "
         f"(A/A: {_spread(data, 'numerics', 'aa')}); behavioural comparisons per pair: "
-        f"{_spread(data, 'behaviour', 'aa', 'fault', 'benign')} (`harness compare` at its "
+        f"{_spread(data, 'behaviour', 'aa', 'fault', 'limit', 'benign')} (`harness compare` at its "
         "defaults); "
         f"GSM8K prompts: {s.get('gsm8k')}, at most {s.get('max_tokens')} tokens each; "
         f"tolerance {s.get('tolerance')} nats/token"
@@ -831,6 +886,87 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
     return "\n".join(lines)
 
 
+def summary(data: dict[str, Any], swept: dict[str, Any] | None = None) -> list[str]:
+    """The page's first table: one row per pair of :data:`PAIRS` that the panel holds, its
+    numerics on ``scenarios/`` (the ``{scenarios/}`` rows: the shipped rule, as they ran),
+    its numerics on ``e2e/scenarios`` (the sweep's verdicts at the shipped tolerance when
+    ``swept`` holds them), llama-perplexity's KLD, its behaviour, and whether it meets the
+    panel's requirement: a fault REGRESSION in every numerics comparison on ``scenarios/``;
+    an A/A or a benign change never REGRESSION; a ``limit`` pair none (it shows where the
+    rule stops seeing a fault). Markdown lines; ``[]`` when the panel holds no such pair.
+    ``swept`` as for :func:`render`."""
+    if swept is None and SWEEP_JSON.is_file():
+        swept = json.loads(SWEEP_JSON.read_text(encoding="utf-8"))
+    _, redecided = _at_tolerance(data, swept)
+    by_name = {p["name"]: p for p in data.get("pairs", [])}
+    refs = _references(data)
+    shipped_suffix = NUMERICS_SUFFIX["shipped"]
+    lines = [
+        "| kind | pair | numerics on `scenarios/`: REGRESSION [95% CI] | verdicts | KL mean "
+        "| numerics on `e2e/scenarios` | llama-perplexity KLD | behaviour | behaviour requests "
+        "(median) | as required |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for pair in PAIRS:
+        base, shipped = by_name.get(pair.name), by_name.get(pair.name + shipped_suffix)
+        if base is None and shipped is None:
+            continue
+        kind = (shipped or base or {}).get("kind", pair.kind)
+        got = _verdicts(shipped, redecided) if shipped else []
+        judged = [v for v in got if not v.startswith("exit ")]
+        reg = sum(v == "REGRESSION" for v in judged)
+        e2e_got = _verdicts(base, redecided) if base else []
+        beh = (base or {}).get("behaviour", []) + (shipped or {}).get("behaviour", [])
+        ref = refs.get(pair.name + shipped_suffix) or refs.get(pair.name) or {}
+        if kind == "fault":
+            met = bool(judged) and reg == len(judged)
+        else:
+            met = "REGRESSION" not in got + e2e_got + [_verdict(r) for r in beh]
+        req = "none (the limit)" if kind == "limit" else "yes" if met else "**no**"
+        beh_req = _median([r["requests"] for r in beh if _verdict(r) and r.get("requests")])
+        lines.append(
+            f"| {kind} | {pair.name} | {_rate(reg, len(judged))} | "
+            f"{_counts([{'verdict': v} for v in got]) if shipped else '-'} | "
+            f"{_fmt(_median_kl(shipped)) if shipped else '-'} | "
+            f"{_counts([{'verdict': v} for v in e2e_got]) if base else '-'} | "
+            f"{_fmt(ref.get('mean'))} | {_behaviour_cell(beh)} | {_fmt_n(beh_req)} | {req} |"
+        )
+    return lines if len(lines) > 2 else []
+
+
+def severity(data: dict[str, Any]) -> list[str]:
+    """Where behaviour stops seeing a fault, blunt to subtle (:data:`PAIRS`' order), and
+    what it costs where it does: each fault's behavioural REGRESSION rate and median
+    requests (turns) and wall time of its comparisons. Markdown lines."""
+    by_name = {p["name"]: p for p in data.get("pairs", [])}
+    seen: list[str] = []
+    unseen: list[str] = []
+    for pair in PAIRS:
+        if pair.kind not in ("fault", "limit") or pair.name not in by_name:
+            continue
+        beh = [r for r in by_name[pair.name].get("behaviour", []) if _verdict(r)]
+        if not beh:
+            continue
+        reg = [r for r in beh if _verdict(r) == "REGRESSION"]
+        cost = ""
+        if reg:
+            cost = (f"; {_fmt_n(_median([r['requests'] for r in reg if r.get('requests')]))} "
+                    f"requests, {_fmt_n(_median([r['seconds'] for r in reg if r.get('seconds')]))} s")  # fmt: skip
+        text = f"{pair.name} ({len(reg)}/{len(beh)}{cost})"
+        (seen if len(reg) * 2 > len(beh) else unseen).append(text)
+    if not seen and not unseen:
+        return []
+    return [
+        "Behaviour, blunt to subtle (REGRESSION in how many comparisons; the median requests "
+        "and wall time of those that were): sees "
+        + ("; ".join(seen) or "none")
+        + ". Does not see "
+        + ("; ".join(unseen) or "none")
+        + ". Numerics sees every fault above the benign "
+        "changes' divergence; behaviour needs one that changes what the agent does."
+    ]
+
+
 def _rule_note(swept: dict[str, Any] | None) -> str:
     """What decided the swept verdicts, when it is not the shipped rule."""
     rule = (swept or {}).get("rule", OLD_RULE)
@@ -886,7 +1022,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--aa-repeats", type=int, default=20, help="numerics repeats of the A/A (20)")
     p.add_argument("--behaviour-repeats", type=int, default=1,
                    help="behavioural compares per pair (1)")  # fmt: skip
-    p.add_argument("--gsm8k", type=int, default=8, help="GSM8K prompts added (8)")
+    p.add_argument("--gsm8k", type=int, default=None,
+                   help="GSM8K prompts added to the numerics sequences (default: 0 with "
+                        "--numerics-scenarios shipped, 8 with e2e)")  # fmt: skip
     p.add_argument("--gsm8k-data", default="../shared/data/gsm8k/test.jsonl")
     p.add_argument("--max-tokens", type=int, default=32, help="positions per sequence (32)")
     p.add_argument("--ctx", type=int, default=256, help="llama-perplexity's -c (256)")
@@ -913,10 +1051,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="llama-server flags for every launch, H's included (after "
                         "--no-prompt-cache's; a pair's own come last and win); the pairs' "
                         "names end in ' [FLAGS]'")  # fmt: skip
-    p.add_argument("--numerics-scenarios", choices=NUMERICS_SETS, default="e2e",
-                   help="the scenarios H's numerics are recorded on: e2e (e2e/scenarios, 3) "
-                        "or shipped (scenarios/ but the ones longer than a slot's context); "
-                        "with shipped the pairs' names end in '{scenarios/}'")  # fmt: skip
+    p.add_argument("--numerics-scenarios", choices=NUMERICS_SETS, default="shipped",
+                   help="the scenarios H's numerics are recorded on: shipped (the default: "
+                        "scenarios/ but the ones longer than a slot's context; the pairs' "
+                        "names end in '{scenarios/}') or e2e (e2e/scenarios: 3 scenarios, "
+                        "10 sequences, too few for a fault that moves only some turns)")  # fmt: skip
     p.add_argument("--publish", nargs="+", metavar="PANEL_JSON",
                    help="merge these panel.json into e2e/panel.json, then --render")  # fmt: skip
     return p
@@ -926,6 +1065,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the panel (exit 0; 2 when a server or the recording fails) or ``--render``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
+    if args.gsm8k is None:
+        args.gsm8k = 0 if args.numerics_scenarios == "shipped" else 8
     args.argv = argv
     if args.publish:
         parts = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.publish]

@@ -452,3 +452,61 @@ def test_a_sweep_says_its_rule_and_one_by_another_rule_is_not_added(tmp_path: Pa
     data = {"settings": {}, "pairs": [_pair("aa", "A/A", [0.0], ["NO CHANGE"])]}
     assert "by the rule of the time" in panel.render(data, before)
     assert "by the rule of the time" not in panel.render(data, now)
+
+
+def _named(index: int, suffix: str, verdicts: list[str], kl: float = 0.01) -> dict[str, Any]:
+    pair = panel.PAIRS[index]
+    return _pair(pair.kind, pair.name + suffix, [kl] * len(verdicts), verdicts)
+
+
+def test_the_summary_says_whether_each_pair_meets_its_requirement() -> None:
+    """A fault must be REGRESSION in every numerics comparison on scenarios/; an A/A or a
+    benign change never REGRESSION (numerics on either set, or behaviour); the limit pair
+    has no requirement. A failing row says so in bold."""
+    shipped = panel.NUMERICS_SUFFIX["shipped"]
+    limit = next(i for i, p in enumerate(panel.PAIRS) if p.kind == "limit")
+    benign = next(i for i, p in enumerate(panel.PAIRS) if p.kind == "benign")
+    data = {"settings": {}, "pairs": [
+        _named(0, shipped, ["NO CHANGE"] * 3, 0.001),
+        _named(1, shipped, ["REGRESSION", "REGRESSION"]),
+        _named(2, shipped, ["REGRESSION", "INCONCLUSIVE"]),
+        _named(limit, shipped, ["NO CHANGE"], 0.001),
+        _named(benign, "", ["NO CHANGE"], 0.001),
+        {**_named(benign, shipped, ["NO CHANGE"], 0.001),
+         "behaviour": [{"verdict": "REGRESSION", "exit_code": 1, "requests": 50}]}]}  # fmt: skip
+    rows = {ln.split(" | ")[1]: ln for ln in panel.summary(data, swept={})}
+    assert rows[panel.PAIRS[0].name].endswith("| yes |")
+    assert rows[panel.PAIRS[1].name].endswith("| yes |") and "2/2 [" in rows[panel.PAIRS[1].name]
+    assert rows[panel.PAIRS[2].name].endswith("| **no** |")  # one comparison missed it
+    assert rows[panel.PAIRS[limit].name].endswith("| none (the limit) |")
+    assert rows[panel.PAIRS[benign].name].endswith("| **no** |")  # its behaviour alarmed
+    assert "| NO CHANGE 1 |" in rows[panel.PAIRS[benign].name]  # the e2e set's column
+    assert panel.PAIRS[3].name not in rows  # not in the panel: no row
+
+
+def test_the_severity_line_splits_faults_seen_by_behaviour_from_those_not() -> None:
+    data = {"settings": {}, "pairs": [
+        {**_named(1, "", ["REGRESSION"]), "behaviour": [
+            {"verdict": "REGRESSION", "exit_code": 1, "requests": 70, "seconds": 300},
+            {"verdict": "REGRESSION", "exit_code": 1, "requests": 90, "seconds": 500}]},
+        {**_named(5, "", ["REGRESSION"]), "behaviour": [
+            {"verdict": "NO CHANGE", "exit_code": 0, "requests": 170, "seconds": 200},
+            {"verdict": "REGRESSION", "exit_code": 1, "requests": 120, "seconds": 250}]}]}  # fmt: skip
+    line = "\n".join(panel.severity(data))
+    seen, unseen = line.split("Does not see")
+    assert f"{panel.PAIRS[1].name} (2/2; 80 requests, 400 s)" in seen
+    assert f"{panel.PAIRS[5].name} (1/2; 120 requests, 250 s)" in unseen
+
+
+def test_the_committed_panel_meets_every_requirement() -> None:
+    """The acceptance of the panel, on the committed JSON: every pair of PAIRS is on the
+    page, with at least 5 numerics comparisons on scenarios/ (20 for the A/A), and none
+    fails its requirement."""
+    data = json.loads(panel.PANEL_JSON.read_text(encoding="utf-8"))
+    rows = panel.summary(data)[2:]
+    assert len(rows) == len(panel.PAIRS)
+    assert not [r for r in rows if r.endswith("| **no** |")]
+    by_name = {p["name"]: p for p in data["pairs"]}
+    for pair in panel.PAIRS:
+        n = len(by_name[pair.name + panel.NUMERICS_SUFFIX["shipped"]]["numerics"])
+        assert n >= (20 if pair.kind == "aa" else 5), (pair.name, n)
