@@ -37,8 +37,11 @@ bfcl: $(STAMP)
 	  || (cat $(VENV)/bfcl-install.log; exit 1)
 	@echo "bfcl-eval $(BFCL_EVAL) installed (log: $(VENV)/bfcl-install.log)"
 
+# The tests on every core (pytest-xdist; most wait on servers over sockets): about half the
+# serial time on 2 cores. TEST_WORKERS=0 runs them in one process (pytest's own order).
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q -n $(TEST_WORKERS) tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check harness tests bench e2e

@@ -286,6 +286,7 @@ def _corpus(path: Path, bodies: list[dict[str, Any]]) -> tuple[int, int]:
     return 41, len(lines)
 
 
+@pytest.mark.timeout(900)  # two compares over 200 imported scenarios: 4 min beside another worker
 def test_import_of_sim_traffic_then_compare_and_pytest(
     tmp_path: Path, sims: tuple[str, str], capfd: pytest.CaptureFixture[str]
 ) -> None:
