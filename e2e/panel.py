@@ -140,8 +140,9 @@ GRID = (0.001, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01)
 RULE = SHIPPED_TEST
 OLD_RULE = "one-sided Wilcoxon signed-rank on (A/B - A/A mean KL per sequence) - tolerance"
 
-#: ``limit``: a fault no larger than a benign change (by our KL and llama-perplexity's): the
-#: panel's probe of where the rule stops seeing a fault, with no verdict required of it
+#: ``limit``: a fault about as large as a benign change (our KL and llama-perplexity's KLD
+#: level with a q8_0 KV cache's): the panel's probe of where the shipped tolerance stops
+#: seeing a fault, exempt from the requirement that a fault be REGRESSION
 Kind = Literal["aa", "fault", "limit", "benign"]
 #: ``--no-prompt-cache``: llama-server flags added to every launch (H's too), and the suffix
 #: of the pairs' names. llama-server reuses a slot's cached prefix (and its host-memory
@@ -500,6 +501,29 @@ def _counts(rows: list[dict[str, Any]]) -> str:
     return ", ".join(f"{v} {n}" for v, n in sorted(found.items())) or "-"
 
 
+def base_name(name: str) -> str:
+    """A stored pair's name without the suffixes a run adds (``{scenarios/}``, ``(prompt
+    cache off)``, `` [FLAGS]``): the name of its :data:`PAIRS` entry."""
+    for suffix in (NUMERICS_SUFFIX["shipped"], NO_PROMPT_CACHE_SUFFIX):
+        if suffix in name:
+            name = name[: name.index(suffix)]
+    return re.sub(r" \[[^]]*\]$", "", name)
+
+
+_KINDS = {pair.name: pair.kind for pair in PAIRS}
+
+
+def with_kinds(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a ``panel.json`` or a ``--sweep`` JSON) with each pair's kind taken from
+    :data:`PAIRS` by its base name (:func:`base_name`), not from what the run stored: a
+    pair's kind is the panel's definition, and a panel stored before a kind changed (the
+    +3% pair became ``limit``) renders as the panel defines it today."""
+    pairs = [
+        {**p, "kind": _KINDS.get(base_name(p["name"]), p["kind"])} for p in data.get("pairs", [])
+    ]
+    return {**data, "pairs": pairs}
+
+
 def _at_tolerance(
     data: dict[str, Any], swept: dict[str, Any] | None
 ) -> tuple[float, dict[str, dict[str, int]]]:
@@ -597,15 +621,16 @@ def calibration(data: dict[str, Any], swept: dict[str, Any] | None = None) -> li
     re-decided, when ``swept``, the ``--sweep`` JSON, holds it), one part per set of
     numerics sequences: KLs on different sequences are not compared."""
     suffix = NUMERICS_SUFFIX["shipped"]
+    data = with_kinds(data)
     pairs = data.get("pairs", [])
     shipped = [p for p in pairs if p["name"].endswith(suffix)]
     rest = [p for p in pairs if not p["name"].endswith(suffix)]
-    if not shipped:
+    if not shipped or not rest:
         return _calibration(data, swept)
     return [
         "On `scenarios/` (the shipped rule):", "",
         *_calibration({**data, "pairs": shipped}, swept), "",
-        "On `e2e/scenarios` (10 sequences):", "",
+        "On `e2e/scenarios` (the e2e's conversations and GSM8K prompts):", "",
         *_calibration({**data, "pairs": rest}, swept),
     ]  # fmt: skip
 
@@ -629,7 +654,10 @@ def _calibration(data: dict[str, Any], swept: dict[str, Any] | None) -> list[str
                      f"{'above' if low[1] > tol else 'below'} the tolerance.")  # fmt: skip
         under = [n for n, kl in by_kind["fault"] if kl <= tol]
         if top[1] < low[1] and not under:
-            lines.append("- The tolerance separates every benign change from every fault.")
+            limits = [n for n, _ in by_kind["limit"]]
+            lines.append("- The tolerance separates every benign change from every fault"
+                         + (f" but the limit pair ({', '.join(limits)}), a fault it misses"
+                            if limits else "") + ".")  # fmt: skip
         else:
             lines.append(f"- Overlap: faults at or below the tolerance: {', '.join(under) or 'none'}; "
                          f"a benign change at {_fmt(top[1])} against a fault at {_fmt(low[1])}.")  # fmt: skip
@@ -639,7 +667,8 @@ def _calibration(data: dict[str, Any], swept: dict[str, Any] | None) -> list[str
             got = _verdicts(next(p for p in data["pairs"] if p["name"] == name), redecided)
             lines.append(f"- Limit, {name}: mean KL {_fmt(kl)}, "
                          f"{'at or below' if kl <= top[1] else 'above'} the largest benign "
-                         f"change's {_fmt(top[1])}; {_counts([{'verdict': v} for v in got])}.")  # fmt: skip
+                         f"change's {_fmt(top[1])} ({top[0]}); "
+                         f"{_counts([{'verdict': v} for v in got])}.")  # fmt: skip
     ref = {p["name"]: p["reference"]["mean"] for p in data.get("pairs", [])
            if (p.get("reference") or {}).get("mean") is not None}  # fmt: skip
     for name, _ in by_kind["fault"] + by_kind["limit"]:
@@ -723,7 +752,9 @@ def add_sweeps(first: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
 
 def render_sweep(data: dict[str, Any]) -> list[str]:
     """The ``--sweep`` table (verdict counts per pair and tolerance) and, per tolerance,
-    whether it puts every fault on one side and every benign change and A/A on the other."""
+    whether it puts every fault on one side and every benign change and A/A on the other,
+    and whether it sees the limit pairs."""
+    data = with_kinds(data)
     grid = data["grid"]
     short = {"REGRESSION": "R", "NO CHANGE": "N", "INCONCLUSIVE": "I"}
     lines = [
@@ -740,9 +771,14 @@ def render_sweep(data: dict[str, Any]) -> list[str]:
                   and set(p["verdicts"][t]) != {"REGRESSION"}]  # fmt: skip
         alarms = [p["name"] for p in data["pairs"] if p["kind"] in ("aa", "benign")
                   and "REGRESSION" in p["verdicts"][t]]  # fmt: skip
+        seen = [p["name"] for p in data["pairs"] if p["kind"] == "limit"
+                and set(p["verdicts"][t]) == {"REGRESSION"}]  # fmt: skip
+        has_limit = any(p["kind"] == "limit" for p in data["pairs"])
         lines.append(f"- tolerance {t}: faults not REGRESSION in every comparison: "
                      f"{', '.join(missed) or 'none'}; benign or A/A pairs with a REGRESSION: "
-                     f"{', '.join(alarms) or 'none'}.")  # fmt: skip
+                     f"{', '.join(alarms) or 'none'}"
+                     + (f"; limit pairs REGRESSION in every comparison: {', '.join(seen) or 'none'}"
+                        if has_limit else "") + ".")  # fmt: skip
     return lines
 
 
@@ -783,6 +819,7 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
     stored rows, and the sweep's table follows."""
     if swept is None and SWEEP_JSON.is_file():
         swept = json.loads(SWEEP_JSON.read_text(encoding="utf-8"))
+    data = with_kinds(data)
     s = data.get("settings", {})
     tol, redecided = _at_tolerance(data, swept)
     lines = [
@@ -799,13 +836,20 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
             "its own. Numerics on `scenarios/` (its turns' prefixes: the pairs run with "
             "`--numerics-scenarios shipped`), decided as they ran by the shipped rule "
             f"({RULE}) at the shipped tolerance {TOLERANCE:g} nats/token; numerics on "
-            "`e2e/scenarios` (10 sequences) as in the sweep below; behaviour: `harness compare` "
+            "`e2e/scenarios` (its conversations and GSM8K prompts) as in the sweep below; "
+            "behaviour: `harness compare` "
             "on `e2e/scenarios` at its defaults, each comparison at its own sampling seed; "
             "llama-perplexity's full-vocabulary KLD on the same text as ours (the "
-            "`scenarios/` text where it was measured, else the e2e's conversations). "
+            "`scenarios/` text where it was measured, else the e2e's conversations and "
+            "GSM8K prompts). "
             "Required: a fault REGRESSION in every numerics comparison on `scenarios/`; an "
-            "A/A or a benign change never REGRESSION; the `limit` pair, a fault no larger than "
-            "a benign change, shows where the rule stops seeing one and has no requirement.",
+            "A/A or a benign change never REGRESSION. The `limit` pair is a fault too, and "
+            "about as large as a benign change: its mean KL is below the q8_0 KV cache's on "
+            "`scenarios/` and above it on the e2e's sequences, and llama-perplexity's "
+            "full-vocabulary KLD puts the two level. No tolerance on the size of the "
+            "divergence can call it REGRESSION without calling a q8_0 KV cache one too, so "
+            "it is exempt from the requirement, and its row says whether the rule sees it: "
+            "where the shipped tolerance stops seeing a fault.",
             "",
             *top,
             "",
@@ -821,7 +865,8 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
         f"(A/A: {_spread(data, 'numerics', 'aa')}); behavioural comparisons per pair: "
         f"{_spread(data, 'behaviour', 'aa', 'fault', 'limit', 'benign')} (`harness compare` at its "
         "defaults); "
-        f"GSM8K prompts: {s.get('gsm8k')}, at most {s.get('max_tokens')} tokens each; "
+        f"the first run's settings (each run's are in its command): GSM8K prompts "
+        f"{s.get('gsm8k')}, at most {s.get('max_tokens')} tokens each, "
         f"tolerance {s.get('tolerance')} nats/token"
         + (
             f"; the numerics verdicts below are at the shipped tolerance {tol:g}, decided again "
@@ -897,6 +942,7 @@ def summary(data: dict[str, Any], swept: dict[str, Any] | None = None) -> list[s
     ``swept`` as for :func:`render`."""
     if swept is None and SWEEP_JSON.is_file():
         swept = json.loads(SWEEP_JSON.read_text(encoding="utf-8"))
+    data = with_kinds(data)
     _, redecided = _at_tolerance(data, swept)
     by_name = {p["name"]: p for p in data.get("pairs", [])}
     refs = _references(data)
@@ -911,18 +957,23 @@ def summary(data: dict[str, Any], swept: dict[str, Any] | None = None) -> list[s
         base, shipped = by_name.get(pair.name), by_name.get(pair.name + shipped_suffix)
         if base is None and shipped is None:
             continue
-        kind = (shipped or base or {}).get("kind", pair.kind)
+        kind = pair.kind
         got = _verdicts(shipped, redecided) if shipped else []
         judged = [v for v in got if not v.startswith("exit ")]
         reg = sum(v == "REGRESSION" for v in judged)
         e2e_got = _verdicts(base, redecided) if base else []
         beh = (base or {}).get("behaviour", []) + (shipped or {}).get("behaviour", [])
         ref = refs.get(pair.name + shipped_suffix) or refs.get(pair.name) or {}
+        everything = [v for v in got + e2e_got if not v.startswith("exit ")]
+        everything += [v for r in beh if (v := _verdict(r))]
         if kind == "fault":
             met = bool(judged) and reg == len(judged)
+        else:  # and at least one comparison that gave a verdict
+            met = bool(everything) and "REGRESSION" not in everything
+        if kind == "limit":
+            req = f"exempt (the limit): {'seen' if judged and reg == len(judged) else 'missed'}"
         else:
-            met = "REGRESSION" not in got + e2e_got + [_verdict(r) for r in beh]
-        req = "none (the limit)" if kind == "limit" else "yes" if met else "**no**"
+            req = "yes" if met else "**no**"
         beh_req = _median([r["requests"] for r in beh if _verdict(r) and r.get("requests")])
         lines.append(
             f"| {kind} | {pair.name} | {_rate(reg, len(judged))} | "
@@ -938,13 +989,16 @@ def severity(data: dict[str, Any]) -> list[str]:
     """Where behaviour stops seeing a fault, blunt to subtle (:data:`PAIRS`' order), and
     what it costs where it does: each fault's behavioural REGRESSION rate and median
     requests (turns) and wall time of its comparisons. Markdown lines."""
-    by_name = {p["name"]: p for p in data.get("pairs", [])}
+    beh_of: dict[str, list[dict[str, Any]]] = {}
+    for p in data.get("pairs", []):
+        if p["name"] in (base_name(p["name"]), base_name(p["name"]) + NUMERICS_SUFFIX["shipped"]):
+            beh_of.setdefault(base_name(p["name"]), []).extend(p.get("behaviour", []))
     seen: list[str] = []
     unseen: list[str] = []
     for pair in PAIRS:
-        if pair.kind not in ("fault", "limit") or pair.name not in by_name:
+        if pair.kind not in ("fault", "limit"):
             continue
-        beh = [r for r in by_name[pair.name].get("behaviour", []) if _verdict(r)]
+        beh = [r for r in beh_of.get(pair.name, []) if _verdict(r)]
         if not beh:
             continue
         reg = [r for r in beh if _verdict(r) == "REGRESSION"]
@@ -953,6 +1007,8 @@ def severity(data: dict[str, Any]) -> list[str]:
             cost = (f"; {_fmt_n(_median([r['requests'] for r in reg if r.get('requests')]))} "
                     f"requests, {_fmt_n(_median([r['seconds'] for r in reg if r.get('seconds')]))} s")  # fmt: skip
         text = f"{pair.name} ({len(reg)}/{len(beh)}{cost})"
+        if len(beh) == 1 and not reg:
+            text = f"{pair.name} ({_verdict(beh[0])} in its one comparison)"
         (seen if len(reg) * 2 > len(beh) else unseen).append(text)
     if not seen and not unseen:
         return []
@@ -962,8 +1018,7 @@ def severity(data: dict[str, Any]) -> list[str]:
         + ("; ".join(seen) or "none")
         + ". Does not see "
         + ("; ".join(unseen) or "none")
-        + ". Numerics sees every fault above the benign "
-        "changes' divergence; behaviour needs one that changes what the agent does."
+        + "."
     ]
 
 
@@ -1054,8 +1109,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--numerics-scenarios", choices=NUMERICS_SETS, default="shipped",
                    help="the scenarios H's numerics are recorded on: shipped (the default: "
                         "scenarios/ but the ones longer than a slot's context; the pairs' "
-                        "names end in '{scenarios/}') or e2e (e2e/scenarios: 3 scenarios, "
-                        "10 sequences, too few for a fault that moves only some turns)")  # fmt: skip
+                        "names end in '{scenarios/}') or e2e (e2e/scenarios' 3 conversations "
+                        "and --gsm8k prompts: too few sequences for a fault that moves only "
+                        "some turns)")  # fmt: skip
     p.add_argument("--publish", nargs="+", metavar="PANEL_JSON",
                    help="merge these panel.json into e2e/panel.json, then --render")  # fmt: skip
     return p

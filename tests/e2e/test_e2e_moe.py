@@ -478,10 +478,28 @@ def test_the_summary_says_whether_each_pair_meets_its_requirement() -> None:
     assert rows[panel.PAIRS[0].name].endswith("| yes |")
     assert rows[panel.PAIRS[1].name].endswith("| yes |") and "2/2 [" in rows[panel.PAIRS[1].name]
     assert rows[panel.PAIRS[2].name].endswith("| **no** |")  # one comparison missed it
-    assert rows[panel.PAIRS[limit].name].endswith("| none (the limit) |")
+    assert rows[panel.PAIRS[limit].name].endswith("| exempt (the limit): missed |")
     assert rows[panel.PAIRS[benign].name].endswith("| **no** |")  # its behaviour alarmed
     assert "| NO CHANGE 1 |" in rows[panel.PAIRS[benign].name]  # the e2e set's column
     assert panel.PAIRS[3].name not in rows  # not in the panel: no row
+    # a benign pair whose every comparison ended without a verdict has not met it
+    data["pairs"][-1] = {**data["pairs"][-1], "numerics": [{"exit_code": 3}], "behaviour": []}
+    data["pairs"][-2] = {**data["pairs"][-2], "numerics": [{"exit_code": 143}]}
+    rows = {ln.split(" | ")[1]: ln for ln in panel.summary(data, swept={})}
+    assert rows[panel.PAIRS[benign].name].endswith("| **no** |")
+
+
+def test_a_pairs_kind_is_the_panels_definition_not_what_the_run_stored() -> None:
+    """A panel stored when the +3% pair was a fault renders it as the limit pair, whatever
+    suffixes its name carries."""
+    limit = next(p for p in panel.PAIRS if p.kind == "limit")
+    for suffix in ("", panel.NUMERICS_SUFFIX["shipped"], panel.NO_PROMPT_CACHE_SUFFIX,
+                   panel.NO_PROMPT_CACHE_SUFFIX + " [--flash-attn off]"):  # fmt: skip
+        assert panel.base_name(limit.name + suffix) == limit.name
+        stored = {"pairs": [_pair("fault", limit.name + suffix, [0.002], ["NO CHANGE"])]}
+        assert panel.with_kinds(stored)["pairs"][0]["kind"] == "limit"
+    other = {"pairs": [_pair("fault", "not a pair of the panel", [0.1], ["REGRESSION"])]}
+    assert panel.with_kinds(other)["pairs"][0]["kind"] == "fault"
 
 
 def test_the_severity_line_splits_faults_seen_by_behaviour_from_those_not() -> None:
@@ -508,5 +526,6 @@ def test_the_committed_panel_meets_every_requirement() -> None:
     assert not [r for r in rows if r.endswith("| **no** |")]
     by_name = {p["name"]: p for p in data["pairs"]}
     for pair in panel.PAIRS:
-        n = len(by_name[pair.name + panel.NUMERICS_SUFFIX["shipped"]]["numerics"])
+        rows_of = by_name[pair.name + panel.NUMERICS_SUFFIX["shipped"]]["numerics"]
+        n = sum(panel._verdict(r) is not None for r in rows_of)  # comparisons that gave one
         assert n >= (20 if pair.kind == "aa" else 5), (pair.name, n)
