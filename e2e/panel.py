@@ -524,6 +524,13 @@ def with_kinds(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "pairs": pairs}
 
 
+def _committed_sweep(swept: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``swept``, or the committed ``--sweep`` JSON (:data:`SWEEP_JSON`) when it is None."""
+    if swept is None and SWEEP_JSON.is_file():
+        return json.loads(SWEEP_JSON.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    return swept
+
+
 def _at_tolerance(
     data: dict[str, Any], swept: dict[str, Any] | None
 ) -> tuple[float, dict[str, dict[str, int]]]:
@@ -817,8 +824,7 @@ def render(data: dict[str, Any], swept: dict[str, Any] | None = None) -> str:
     ``swept``: the ``--sweep`` JSON (default: ``e2e/panel-sweep.json`` when it exists);
     the numerics verdicts are then those at the shipped tolerance, decided again from the
     stored rows, and the sweep's table follows."""
-    if swept is None and SWEEP_JSON.is_file():
-        swept = json.loads(SWEEP_JSON.read_text(encoding="utf-8"))
+    swept = _committed_sweep(swept)
     data = with_kinds(data)
     s = data.get("settings", {})
     tol, redecided = _at_tolerance(data, swept)
@@ -940,8 +946,7 @@ def summary(data: dict[str, Any], swept: dict[str, Any] | None = None) -> list[s
     an A/A or a benign change never REGRESSION; a ``limit`` pair none (it shows where the
     rule stops seeing a fault). Markdown lines; ``[]`` when the panel holds no such pair.
     ``swept`` as for :func:`render`."""
-    if swept is None and SWEEP_JSON.is_file():
-        swept = json.loads(SWEEP_JSON.read_text(encoding="utf-8"))
+    swept = _committed_sweep(swept)
     data = with_kinds(data)
     _, redecided = _at_tolerance(data, swept)
     by_name = {p["name"]: p for p in data.get("pairs", [])}
