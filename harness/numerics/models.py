@@ -25,6 +25,7 @@ __all__ = [
     "LOGPROBS_VERSION",
     "ClassStats",
     "LogprobsResult",
+    "NumericsPath",
     "PairStats",
     "ScoredSequence",
     "Sequence",
@@ -206,6 +207,21 @@ class PairStats(_Model):
     independent: int | None = None
 
 
+class NumericsPath(_Model):
+    """One numerics path of a comparison and its verdict against its own A/A floor:
+    ``path`` is ``prefill`` (teacher-forced), ``decode`` (greedy decodes, per-step
+    logprobs) or ``routed experts``; ``message`` the path's one-line message (it opens
+    with the verdict)."""
+
+    path: Literal["prefill", "decode", "routed experts"]
+    verdict: Verdict
+    message: str
+
+    def line(self) -> str:
+        """``numerics (<path>): <message>``: how the verdict's reasons name the path."""
+        return f"numerics ({self.path}): {self.message}"
+
+
 class LogprobsResult(_Model):
     """``logprobs.json``: a teacher-forced numerics comparison, decided."""
 
@@ -236,6 +252,32 @@ class LogprobsResult(_Model):
     #: the same statistics per token class, in :data:`~harness.numerics.classes.CLASSES`
     #: order (classes with no position left out)
     by_class: list[ClassStats] = Field(default_factory=list)
+
+    def paths(self) -> list[NumericsPath]:
+        """Every numerics path this comparison ran, each with its own A/A floor and
+        verdict, in the order the console prints them: the teacher-forced one (``prefill``,
+        or ``decode`` when the API itself scores generated tokens, ``settings.generation``),
+        then the decode path (:attr:`decode`), then the routed experts (:attr:`experts`).
+        Each is an input of the one decision (:func:`harness.stats.verdict.decide`)."""
+        first: Literal["prefill", "decode"] = (
+            "decode" if self.settings.get("generation") else "prefill"
+        )
+        out = [NumericsPath(path=first, verdict=self.verdict, message=self.message)]
+        if self.decode is not None:
+            out.append(
+                NumericsPath(
+                    path="decode", verdict=self.decode.verdict, message=self.decode.message
+                )
+            )
+        if self.experts is not None:
+            out.append(
+                NumericsPath(
+                    path="routed experts",
+                    verdict=self.experts.verdict,
+                    message=self.experts.message,
+                )
+            )
+        return out
 
     def largest_class(self) -> ClassStats | None:
         """The class whose A/B mean KLD is largest (None without classes)."""

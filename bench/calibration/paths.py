@@ -1,0 +1,139 @@
+"""Error rates of the numerics decision over every path, live and against a recording.
+
+Run: ``python -m bench.calibration.paths [--parts live,recorded] [--aa 200] [--fault 60]
+[--json bench/calibration/paths.json]`` (``make calibrate`` runs it with these sizes); the
+JSON regenerates the table of docs/verdict.md (``python -m bench.calibration.power_table``).
+
+A comparison's numerics (:func:`harness.numerics.section.logprobs_section`) run three
+paths, each against its own A/A floor: prefill (teacher-forced prompt logprobs), decode
+(greedy decodes of every assistant turn, per-step logprobs) and the routed experts (where a
+server returns them). Each path is an input of the one decision
+(:func:`harness.stats.verdict.decide`, rule 7): any path REGRESSION makes the comparison a
+REGRESSION, any INCONCLUSIVE makes a behavioural NO CHANGE INCONCLUSIVE
+(:func:`harness.stats.verdict.numerics_verdict` is that rule over the paths). This bench
+measures the paths' verdict together at the shipped defaults (top-5, tolerance 0.003
+nats/token, alpha 0.01, the decode rule's early-parting test), over the reference
+conversations of ``scenarios/`` (every scenario), every request over HTTP to ``harness sim``
+subprocesses whose noise is drawn per request, so every comparison sees fresh noise:
+
+- ``live``: A/A, ``healthy`` against a second ``healthy`` server (``--aa`` comparisons),
+  and power, ``healthy`` against ``decode-fault`` (prefill healthy, generation shifted: a
+  decode-only kernel fault; ``--fault`` comparisons); the same code as a live compare's
+  numerics section (:func:`~harness.numerics.run.compare_logprobs`, then its decode path);
+- ``recorded``: the same, the baseline recorded first (``harness record``'s numerics:
+  :func:`~harness.numerics.run.record_logprobs`, every path scored twice), then compared
+  with a fresh candidate server (:func:`~harness.numerics.run.compare_recorded`); one
+  recording per comparison, so every A/A floor is fresh too.
+
+The behavioural half of the decision has its own measured rates (``bench.calibration.power``);
+a comparison's false-alarm rate is at most the sum of the two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.common import SCENARIOS, sim_process
+from harness.numerics.models import LogprobsResult, Sequence
+from harness.numerics.run import LogprobsOptions, compare_logprobs
+from harness.numerics.section import decode_path
+from harness.numerics.sequences import from_scenario
+from harness.scenario.model import load_scenarios
+from harness.stats.verdict import NumericsFinding, numerics_verdict
+
+PARTS = ("live", "recorded")
+
+
+def _sequences() -> list[Sequence]:
+    return [from_scenario(s) for s in load_scenarios([SCENARIOS])]
+
+
+def _findings(res: LogprobsResult) -> list[NumericsFinding]:
+    return [NumericsFinding(p.verdict, p.message, p.path) for p in res.paths()]
+
+
+def live(seqs: list[Sequence], base: str, cand: str) -> LogprobsResult:
+    """A live comparison's numerics: prefill, then the decode path beside it."""
+    opts = LogprobsOptions()
+    res = compare_logprobs(seqs, base, cand, opts)
+    res.decode = decode_path(seqs, base, cand, opts, res)
+    return res
+
+
+def recorded(seqs: list[Sequence], base: str, cand: str) -> LogprobsResult:
+    """A comparison against a fresh recording of ``base`` (every path scored twice)."""
+    from harness.numerics.run import compare_recorded, record_logprobs
+
+    opts = LogprobsOptions()
+    return compare_recorded(record_logprobs(seqs, base, opts), cand, opts)
+
+
+def _tally(kind: str, seqs: list[Sequence], base: str, cand: str, n: int) -> dict[str, Any]:
+    run = live if kind == "live" else recorded
+    verdicts: Counter[str] = Counter()
+    by_path: dict[str, Counter[str]] = {}
+    t0 = time.perf_counter()
+    for _ in range(n):
+        res = run(seqs, base, cand)
+        found = _findings(res)
+        verdicts[numerics_verdict(found) or "none"] += 1
+        for f in found:
+            by_path.setdefault(f.path, Counter())[f.verdict] += 1
+    return {
+        "n": n,
+        "verdicts": dict(verdicts),
+        "by_path": {k: dict(v) for k, v in by_path.items()},
+        "seconds_per_comparison": round((time.perf_counter() - t0) / max(n, 1), 2),
+    }
+
+
+def measure(parts: list[str], aa: int, fault: int) -> dict[str, Any]:
+    seqs = _sequences()
+    out: dict[str, Any] = {"sequences": len(seqs), "parts": {}}
+    t0 = time.perf_counter()
+    with (
+        sim_process("healthy") as base,
+        sim_process("healthy") as base2,
+        sim_process("decode-fault") as bad,
+    ):
+        for part in parts:
+            out["parts"][part] = {
+                "aa": _tally(part, seqs, base, base2, aa),
+                "decode_fault": _tally(part, seqs, base, bad, fault),
+            }
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m bench.calibration.paths", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--parts", default=",".join(PARTS), help=f"of {', '.join(PARTS)}")
+    p.add_argument("--aa", type=int, default=200, help="A/A comparisons per part")
+    p.add_argument("--fault", type=int, default=60, help="decode-fault comparisons per part")
+    p.add_argument("--json", default=None, help="write the figures here as JSON")
+    args = p.parse_args(argv)
+    parts = [x for x in args.parts.split(",") if x]
+    bad = [x for x in parts if x not in PARTS]
+    if bad:
+        p.error(f"--parts: unknown {', '.join(bad)} (of {', '.join(PARTS)})")
+    m = measure(parts, args.aa, args.fault)
+    m["command"] = "python -m bench.calibration.paths " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    text = json.dumps(m, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
