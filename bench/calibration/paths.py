@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from collections import Counter
@@ -74,41 +75,50 @@ def recorded(seqs: list[Sequence], base: str, cand: str) -> LogprobsResult:
     return compare_recorded(record_logprobs(seqs, base, opts), cand, opts)
 
 
-def _tally(kind: str, seqs: list[Sequence], base: str, cand: str, n: int) -> dict[str, Any]:
+def _tally(
+    kind: str, seqs: list[Sequence], base: str, cand: str, n: int, into: dict[str, Any]
+) -> None:
+    """``n`` comparisons of ``kind``; ``into`` holds the counts so far after each one (a
+    stopped run keeps every comparison it finished)."""
     run = live if kind == "live" else recorded
     verdicts: Counter[str] = Counter()
     by_path: dict[str, Counter[str]] = {}
     t0 = time.perf_counter()
-    for _ in range(n):
-        res = run(seqs, base, cand)
-        found = _findings(res)
+    for i in range(n):
+        found = _findings(run(seqs, base, cand))
         verdicts[numerics_verdict(found) or "none"] += 1
         for f in found:
             by_path.setdefault(f.path, Counter())[f.verdict] += 1
-    return {
-        "n": n,
-        "verdicts": dict(verdicts),
-        "by_path": {k: dict(v) for k, v in by_path.items()},
-        "seconds_per_comparison": round((time.perf_counter() - t0) / max(n, 1), 2),
-    }
+        into.update(
+            n=i + 1,
+            verdicts=dict(verdicts),
+            by_path={k: dict(v) for k, v in by_path.items()},
+            seconds_per_comparison=round((time.perf_counter() - t0) / (i + 1), 2),
+        )
+        print(f"{kind} {i + 1}/{n}: {dict(verdicts)}", file=sys.stderr, flush=True)
 
 
-def measure(parts: list[str], aa: int, fault: int) -> dict[str, Any]:
+def measure(parts: list[str], aa: int, fault: int, out: dict[str, Any]) -> None:
+    """Fill ``out`` with every part's figures as they come (module docstring)."""
     seqs = _sequences()
-    out: dict[str, Any] = {"sequences": len(seqs), "parts": {}}
+    out.update(sequences=len(seqs), parts={})
     t0 = time.perf_counter()
-    with (
-        sim_process("healthy") as base,
-        sim_process("healthy") as base2,
-        sim_process("decode-fault") as bad,
-    ):
-        for part in parts:
-            out["parts"][part] = {
-                "aa": _tally(part, seqs, base, base2, aa),
-                "decode_fault": _tally(part, seqs, base, bad, fault),
-            }
-    out["seconds"] = round(time.perf_counter() - t0, 1)
-    return out
+    try:
+        with (
+            sim_process("healthy") as base,
+            sim_process("healthy") as base2,
+            sim_process("decode-fault") as bad,
+        ):
+            for part in parts:
+                cases: dict[str, Any] = {"aa": {}, "decode_fault": {}}
+                out["parts"][part] = cases
+                _tally(part, seqs, base, base2, aa, cases["aa"])
+                _tally(part, seqs, base, bad, fault, cases["decode_fault"])
+    finally:
+        out["seconds"] = round(time.perf_counter() - t0, 1)
+        for cases in out["parts"].values():  # a part cut short keeps what it finished
+            for case in [c for c, t in cases.items() if not t]:
+                del cases[case]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,7 +134,14 @@ def main(argv: list[str] | None = None) -> int:
     bad = [x for x in parts if x not in PARTS]
     if bad:
         p.error(f"--parts: unknown {', '.join(bad)} (of {', '.join(PARTS)})")
-    m = measure(parts, args.aa, args.fault)
+    m: dict[str, Any] = {}
+    signal.signal(signal.SIGTERM, _stop)
+    code = 0
+    try:
+        measure(parts, args.aa, args.fault, m)
+    except KeyboardInterrupt:  # SIGTERM or Ctrl-C: write what was finished, say so
+        m["stopped"] = "cut short: every finished comparison is counted"
+        code = 143
     m["command"] = "python -m bench.calibration.paths " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
@@ -132,7 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.json:
         Path(args.json).write_text(text + "\n", encoding="utf-8")
-    return 0
+    return code
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
