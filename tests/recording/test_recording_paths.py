@@ -54,6 +54,12 @@ def healthy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _record(tmp_path_factory.mktemp("paths"), "H")
 
 
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A recording of the decode-fault profile (prefill healthy, generation shifted)."""
+    return _record(tmp_path_factory.mktemp("paths"), "D", "decode-fault", seed=3)
+
+
 def test_a_recording_holds_the_decode_path_scored_twice(healthy: Path) -> None:
     scores = _scores(healthy)
     assert scores.version == RECORDED_VERSION == 2 and not scores.generation
@@ -84,3 +90,128 @@ def test_a_decode_only_fault_against_a_recording_is_seen_on_the_decode_path(
     assert res.missing_paths == {}
     on_disk = json.loads((tmp_path / "df" / RunFolder.LOGPROBS).read_text())
     assert on_disk["decode"]["verdict"] == "REGRESSION"
+
+
+def test_two_recordings_compare_on_the_decode_path(
+    healthy: Path, faulty: Path, tmp_path: Path, capsys: Any
+) -> None:
+    """No server at all: the scenarios' reference conversations, decoded greedily in both
+    recordings, part early on the decode-fault's side."""
+    res = _compare(tmp_path, "rr", str(healthy), str(faulty))
+    assert "numerics (decode path, greedy" in capsys.readouterr().out
+    assert res.decode is not None and res.decode.verdict == "REGRESSION", res.decode.message
+    assert {r.source for r in res.decode.sequences} == {"scenario"}
+    assert res.decode.candidate["url"] == _scores(faulty).url
+
+
+def test_a_live_baseline_against_a_recorded_candidate_decodes_its_units(
+    faulty: Path, tmp_path: Path
+) -> None:
+    """The live baseline decodes the recorded candidate's units twice (its A/A floor)."""
+    with serve_in_thread("healthy", scenarios_dir="scenarios") as url:
+        res = _compare(tmp_path, "lr", url, str(faulty))
+    assert res.decode is not None and res.decode.verdict == "REGRESSION", res.decode.message
+    assert len(res.decode.sequences) == len(_scores(faulty).decode.sequences)  # type: ignore[union-attr]
+
+
+def _as_format_1(rec: Path, dest: Path) -> Path:
+    """A copy of ``rec`` as a recording made before issue 46: ``numerics.json`` of
+    format 1 (the prefill sequences only)."""
+    import shutil
+
+    shutil.copytree(rec, dest)
+    path = dest / "numerics.json"
+    data = json.loads(path.read_text())
+    data["version"] = 1
+    for key in ("decode", "experts", "not_recorded"):
+        data.pop(key)
+    path.write_text(json.dumps(data))
+    return dest
+
+
+def test_a_recording_of_the_earlier_format_is_refused_for_its_missing_paths(
+    healthy: Path, tmp_path: Path, capsys: Any
+) -> None:
+    """No decode path in a format-1 recording: one line says so and how to record again,
+    ``missing_paths`` names it, and no decode verdict is pretended. Its routed experts are
+    not asked for: the candidate returns none."""
+    old = _as_format_1(healthy, tmp_path / "copies" / "old")
+    with serve_in_thread("decode-fault", scenarios_dir="scenarios") as url:
+        res = _compare(tmp_path, "old", str(old), url)
+    out = capsys.readouterr().out
+    assert res.decode is None and list(res.missing_paths) == ["decode"]
+    line = res.missing_paths["decode"]
+    assert line.startswith(f"decode path: not compared: the recording {old} holds no decode path")
+    assert "record the baseline again: harness record --target " in line
+    assert "--repeats 1 --rounds 2" in line and line in res.notes
+    refusals = [x for x in out.splitlines() if "holds no decode path" in x]
+    assert refusals == [f"numerics: {line}"]
+    assert "numerics (decode path" not in out
+    on_disk = json.loads((tmp_path / "old" / RunFolder.LOGPROBS).read_text())
+    assert on_disk["decode"] is None and on_disk["missing_paths"] == {"decode": line}
+
+
+# ------------------------------------------------------------------ routed experts
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A Hugging Face hub cache (``HF_HOME``) holding the reference server's models'
+    configs: where the SGLang flavour's MoE geometry is read (its ``/model_info`` names
+    the model path, and carries no geometry itself, as SGLang's)."""
+    from harness.sim import moe
+
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    for path, cfg in moe.MOE_MODELS.values():
+        repo = tmp_path / "hf" / "hub" / ("models--" + path.replace("/", "--"))
+        (repo / "snapshots" / "0123abcd").mkdir(parents=True)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text("0123abcd")
+        (repo / "snapshots" / "0123abcd" / "config.json").write_text(json.dumps(cfg))
+    return tmp_path / "hf" / "hub"
+
+
+SGLANG = {"flavour": "sglang-0.5.23", "capture": True}
+
+
+def test_on_sglang_a_recording_holds_the_routed_experts_and_compares_them(
+    hub: Path, tmp_path: Path, capsys: Any
+) -> None:
+    """The SGLang flavour with routed-experts capture: the recording holds both passes of
+    every sequence's routed experts; a candidate that writes the shared expert's id into
+    routed columns is a routed-experts REGRESSION against it, a healthy one NO CHANGE."""
+    rec = _record(tmp_path / "rec", "S", **SGLANG)
+    scores = _scores(rec)
+    assert scores.experts is not None, scores.not_recorded
+    exp = scores.experts
+    assert (exp.num_layers, exp.top_k, exp.num_routed_experts) == (4, 4, 16)
+    assert len(exp.sequences) == len([s for s in scores.sequences if s.messages])
+    first, second = exp.passes(exp.sequences[0])
+    assert first.shape == second.shape == (exp.sequences[0].rows, 4, 4)
+    assert exp.sequences[0].key == "input_ids" and exp.sequences[0].rows > 10
+    capsys.readouterr()
+    with serve_in_thread("experts-dup-shared", scenarios_dir="scenarios", **SGLANG) as url:
+        bad = _compare(tmp_path, "dup", str(rec), url)
+    out = capsys.readouterr().out
+    assert bad.experts is not None and bad.experts.verdict == "REGRESSION"
+    assert "routed experts (" in out and "two routed experts replaced" in out
+    with serve_in_thread("healthy", scenarios_dir="scenarios", seed=9, **SGLANG) as url:
+        good = _compare(tmp_path, "ok", str(rec), url)
+        # a recording made before routed experts were recorded: refused for them (the
+        # live side returns them), for the decode path too
+        old = _as_format_1(rec, tmp_path / "copies" / "old")
+        res = _compare(tmp_path, "old", str(old), url)
+    assert good.experts is not None and good.experts.verdict == "NO CHANGE"
+    assert good.decode is not None and good.missing_paths == {}
+    assert list(res.missing_paths) == ["decode", "experts"] and res.experts is None
+    assert res.missing_paths["experts"].startswith(
+        f"routed experts: not compared: the recording {old} holds no routed experts"
+    )
+    # two recordings: the routed experts of the sequences both asked with the same tokens
+    # (the references at least)
+    bad_rec = _record(tmp_path / "rec", "S2", "experts-dup-shared", **SGLANG)
+    both = _compare(tmp_path, "rr", str(rec), str(bad_rec))
+    assert both.experts is not None and both.experts.verdict == "REGRESSION"
+    assert both.experts.sequences >= len([s for s in scores.sequences if s.source == "scenario"])
