@@ -215,3 +215,46 @@ def test_on_sglang_a_recording_holds_the_routed_experts_and_compares_them(
     both = _compare(tmp_path, "rr", str(rec), str(bad_rec))
     assert both.experts is not None and both.experts.verdict == "REGRESSION"
     assert both.experts.sequences >= len([s for s in scores.sequences if s.source == "scenario"])
+
+
+# ------------------------------------------------------------------ settling an INCONCLUSIVE
+
+
+def test_an_inconclusive_against_a_recording_says_what_to_record() -> None:
+    """A recording holds no more runs than it recorded: the INCONCLUSIVE names
+    ``harness record --rounds K``, K the rounds of the comparison's repeats that hold the
+    repeats needed beyond those spent (structured: ``Verdict.record_rounds``)."""
+    import math
+
+    from harness.pipeline import recorded_budget
+    from harness.stats.aggregate import aggregate
+    from harness.stats.verdict import RecordedBudget, decide
+    from harness.summary import Settings, SideInfo
+    from tests.compare.test_compare_verdict import CLEAN, _scores
+
+    some = [["collapse"], ["collapse"], [], [], []]
+    base = {s: _scores("baseline", s, CLEAN) for s in "ab"}
+    cand = {s: _scores("candidate", s, some) for s in "ab"}
+    b = {s: aggregate("baseline", "b", s, v, ["collapse"]) for s, v in base.items()}
+    c = {s: aggregate("candidate", "c", s, v, ["collapse"]) for s, v in cand.items()}
+    b["*"] = aggregate("baseline", "b", "*", [x for v in base.values() for x in v], ["collapse"])
+    c["*"] = aggregate("candidate", "c", "*", [x for v in cand.values() for x in v], ["collapse"])
+    live = decide(b, c).verdict
+    assert live.verdict == "INCONCLUSIVE" and live.repeats_needed and live.record_rounds is None
+    budget = RecordedBudget(("baseline",), repeats=5, rounds=1)
+    res = decide(b, c, recorded=budget)
+    v = res.verdict
+    assert v.verdict == "INCONCLUSIVE" and v.repeats_needed == live.repeats_needed
+    k = 1 + math.ceil(live.repeats_needed / 5)
+    assert v.record_rounds == k == budget.rounds_for(live.repeats_needed)
+    assert f"record the baseline again with harness record --repeats 5 --rounds {k}" in v.message
+    assert f"compare with --rounds {k}" in v.message
+    assert "more repeat" in v.message and "more than the recording holds" in v.message
+    notes = [x.note for x in res.comparisons if x.repeats_needed]
+    assert notes and all("harness record --repeats 5 --rounds" in (n or "") for n in notes)
+    # from the comparison's sides and settings: the recorded side, the repeats, the look
+    sides = [SideInfo(side="baseline", label="b", recorded="results/R"),
+             SideInfo(side="candidate", label="c")]  # fmt: skip
+    got = recorded_budget(sides, Settings(repeats=5, sequential=True, rounds=4, look=4))
+    assert got == RecordedBudget(("baseline",), 5, 4)
+    assert recorded_budget([SideInfo(side="baseline", label="b")], Settings(repeats=5)) is None
