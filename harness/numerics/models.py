@@ -46,7 +46,7 @@ LOGPROBS_VERSION = 1
 #: (``experts``)
 RECORDED_VERSION = 2
 #: the numerics paths of a comparison, as :attr:`LogprobsResult.missing_paths` names them
-PATHS = ("prefill", "decode", "experts")
+PATHS = ("prefill", "decode", "routed experts")
 Verdict = Literal["REGRESSION", "NO CHANGE", "INCONCLUSIVE"]
 
 
@@ -238,7 +238,7 @@ class LogprobsResult(_Model):
     #: routed experts of the same tokens, A/B against the A/A floor
     #: (:mod:`harness.numerics.experts_ab`); None when a side returns none
     experts: ExpertsComparison | None = None
-    #: numerics paths (``"decode"``, ``"experts"``: :data:`PATHS`) this comparison should
+    #: numerics paths (``"decode"``, ``"routed experts"``: :data:`PATHS`) this comparison should
     #: have run and could not because a recorded side lacks them (a recording made
     #: before they were recorded), path -> the one-line refusal (also in ``notes``: the
     #: console shows it as its own line); ``decode``/``experts`` is None for each. Not a

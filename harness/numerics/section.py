@@ -141,9 +141,11 @@ class _Side:
     url: str | None = None
 
 
-#: how :attr:`LogprobsResult.missing_paths` and the notes name each path
-_PATH_NAMES = {"decode": ("decode path", "no decode path"),
-               "experts": ("routed experts", "no routed experts")}  # fmt: skip
+#: per recorded path (a :class:`RecordedScores` field): its key in
+#: :attr:`LogprobsResult.missing_paths` (:data:`~harness.numerics.models.PATHS`), how a
+#: note names it, and what a recording without it holds
+_PATH_NAMES = {"decode": ("decode", "decode path", "no decode path"),
+               "experts": ("routed experts", "routed experts", "no routed experts")}  # fmt: skip
 
 
 def record_again(rec: Any, role: str) -> str:
@@ -162,21 +164,21 @@ def record_again(rec: Any, role: str) -> str:
 def _missing(res: LogprobsResult, path: str, side: _Side) -> None:
     """``res`` told that ``side``'s recording predates ``path``: a one-line refusal in
     ``missing_paths`` and ``notes``."""
-    what, none = _PATH_NAMES[path]
+    key, what, none = _PATH_NAMES[path]
     version = side.rec.info.harness_version
     line = (
         f"{what}: not compared: the recording {side.rec.path} holds {none} (recorded by "
         f"harness {version}, before every numerics path was recorded): "
         f"{record_again(side.rec, side.role)}"
     )
-    res.missing_paths[path] = line
+    res.missing_paths[key] = line
     res.notes.append(line)
 
 
 def _not_recorded(res: LogprobsResult, path: str, side: _Side) -> None:
     """``side``'s recording could not record ``path`` (its server gave none): a note, as
     a live comparison notes a server that gives none."""
-    what, none = _PATH_NAMES[path]
+    _, what, none = _PATH_NAMES[path]
     why = side.scores.not_recorded.get(path, "not recorded") if side.scores else "not recorded"
     res.notes.append(f"{what}: not compared: the recording {side.rec.path} holds {none}: {why}")
 

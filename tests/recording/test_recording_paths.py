@@ -205,8 +205,8 @@ def test_on_sglang_a_recording_holds_the_routed_experts_and_compares_them(
         res = _compare(tmp_path, "old", str(old), url)
     assert good.experts is not None and good.experts.verdict == "NO CHANGE"
     assert good.decode is not None and good.missing_paths == {}
-    assert list(res.missing_paths) == ["decode", "experts"] and res.experts is None
-    assert res.missing_paths["experts"].startswith(
+    assert list(res.missing_paths) == ["decode", "routed experts"] and res.experts is None
+    assert res.missing_paths["routed experts"].startswith(
         f"routed experts: not compared: the recording {old} holds no routed experts"
     )
     # two recordings: the routed experts of the sequences both asked with the same tokens
