@@ -2,10 +2,11 @@
 
 Once the first round's runs are in (:func:`numerics_hook`, before any look),
 :func:`logprobs_section` scores the conversations the baseline had (its first recorded
-run of each scenario, ``transcripts.jsonl``) on both servers, teacher-forced and on the
-decode path, and writes ``logprobs.json`` beside ``summary.json``: an input of the
-verdict (:func:`harness.stats.verdict.decide`, its numerics rule) and a section of the
-report. It never breaks the comparison: a
+run of each scenario, ``transcripts.jsonl``) on both servers, teacher-forced, on the
+decode path and their routed experts (against a recording: its recorded paths), and
+writes ``logprobs.json`` beside ``summary.json``: an input of the verdict
+(:func:`harness.stats.verdict.decide`, its numerics rule) and a section of the report.
+It never breaks the comparison: a
 server without a logprobs API, an HTTP error or a tokenisation mismatch is one line
 saying so (and how to enable it), and no ``logprobs.json`` is written.
 """
@@ -50,7 +51,11 @@ def logprobs_section(
     The servers are the comparison's targets: their roots, the baseline's API key
     (``TargetConfig.api_key``) and request timeout. A recorded side
     (:class:`~harness.recording.RecordedSide`) gives the sequences and scores recorded
-    with it (:func:`~harness.numerics.run.compare_recorded`). Returns ``(result, None)``,
+    with it, on every path a live comparison runs: prefill
+    (:func:`~harness.numerics.run.compare_recorded`), the decode path (``decode``) and
+    the routed experts (``experts``) against the recorded side; a path the recording
+    predates (format 1) is refused in ``missing_paths`` and ``notes``, that path None.
+    Returns ``(result, None)``,
     or ``(None, why)`` when it could not be computed: one line,
     ``logprobs: not compared: ...`` (the console line of a result is
     :func:`harness.present.logprobs.section_line`'s). Never raises a
