@@ -258,3 +258,26 @@ def test_an_inconclusive_against_a_recording_says_what_to_record() -> None:
     got = recorded_budget(sides, Settings(repeats=5, sequential=True, rounds=4, look=4))
     assert got == RecordedBudget(("baseline",), 5, 4)
     assert recorded_budget([SideInfo(side="baseline", label="b")], Settings(repeats=5)) is None
+
+
+def test_compare_against_a_recording_ends_inconclusive_naming_the_rounds_to_record(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """Through the command line: a candidate looping in some runs (seeded to land in the
+    band) against a 4 x 1 recording: INCONCLUSIVE, and the console says which
+    ``harness record --rounds K`` would settle it."""
+    files = FILES
+    runs = ("--repeats", "4", "--rounds", "1", "--no-logprobs")
+    with serve_in_thread("healthy", scenarios_dir="scenarios") as url:
+        assert main(["record", *files, "--target", url, *runs, "--results", str(tmp_path),
+                     "--run-id", "R", "--no-progress"]) == 0  # fmt: skip
+    with serve_in_thread("repeat-loop@0.4", scenarios_dir="scenarios", seed=2) as url:
+        main(["compare", *files, "--baseline", str(tmp_path / "R"), "--candidate", url, *runs,
+              "--results", str(tmp_path), "--run-id", "C", "--no-progress"])  # fmt: skip
+    summary = RunFolder(tmp_path / "C").read_summary()
+    assert summary is not None
+    v = summary.verdict
+    assert v is not None and v.verdict == "INCONCLUSIVE" and v.repeats_needed, v
+    assert v.record_rounds == 1 + -(-v.repeats_needed // 4)
+    advice = f"harness record --repeats 4 --rounds {v.record_rounds}"
+    assert advice in v.message and advice in capsys.readouterr().out
