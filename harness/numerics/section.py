@@ -172,8 +172,8 @@ def _missing(res: LogprobsResult, path: str, side: _Side) -> None:
     key, what, none = _PATH_NAMES[path]
     version = side.rec.info.harness_version
     line = (
-        f"{what}: not compared: the recording {side.rec.path} holds {none} (recorded by "
-        f"harness {version}, before every numerics path was recorded): "
+        f"{what}: not compared: the recording {side.rec.path} holds {none} (recorded by an "
+        f"earlier harness, {version}: its numerics.json is format 1, prefill only): "
         f"{record_again(side.rec, side.role)}"
     )
     res.missing_paths[key] = line
