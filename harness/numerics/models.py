@@ -222,7 +222,7 @@ class NumericsPath(_Model):
     logprobs) or ``routed experts``; ``message`` the path's one-line message (it opens
     with the verdict)."""
 
-    path: Literal["prefill", "decode", "routed experts"]
+    path: str
     verdict: Verdict
     message: str
 
@@ -272,11 +272,11 @@ class LogprobsResult(_Model):
         """Every numerics path this comparison ran, each with its own A/A floor and
         verdict, in the order the console prints them: the teacher-forced one (``prefill``,
         or ``decode`` when the API itself scores generated tokens, ``settings.generation``),
-        then the decode path (:attr:`decode`), then the routed experts (:attr:`experts`).
-        Each is an input of the one decision (:func:`harness.stats.verdict.decide`)."""
-        first: Literal["prefill", "decode"] = (
-            "decode" if self.settings.get("generation") else "prefill"
-        )
+        then the decode path (:attr:`decode`), then the routed experts (:attr:`experts`),
+        then each path a recorded side lacks (:attr:`missing_paths`: INCONCLUSIVE, its
+        refusal as the message). Each is an input of the one decision
+        (:func:`harness.stats.verdict.decide`)."""
+        first = "decode" if self.settings.get("generation") else "prefill"
         out = [NumericsPath(path=first, verdict=self.verdict, message=self.message)]
         if self.decode is not None:
             out.append(
@@ -292,7 +292,23 @@ class LogprobsResult(_Model):
                     message=self.experts.message,
                 )
             )
+        # a path a recorded side predates is not a pass: it stays undecided
+        out += [
+            NumericsPath(path=path, verdict="INCONCLUSIVE", message=f"INCONCLUSIVE: {why}")
+            for path, why in self.missing_paths.items()
+            if path in ("decode", "routed experts")
+        ]
         return out
+
+    def verdict_over_paths(self) -> Verdict:
+        """Every path's verdict together: REGRESSION when any path is one, else
+        INCONCLUSIVE when any is (a path a recording lacks included), else NO CHANGE (the
+        rule of :func:`harness.stats.verdict.numerics_verdict`, for ``harness logprobs``)."""
+        verdicts = {p.verdict for p in self.paths()}
+        for name in ("REGRESSION", "INCONCLUSIVE"):
+            if name in verdicts:
+                return name
+        return "NO CHANGE"
 
     def largest_class(self) -> ClassStats | None:
         """The class whose A/B mean KLD is largest (None without classes)."""

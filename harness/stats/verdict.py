@@ -374,6 +374,10 @@ def _with_numerics(verdict: Verdict, numerics: Sequence[NumericsFinding]) -> Ver
         lines = [f.line() for f in regressed]
     elif unsettled and verdict.verdict == "NO CHANGE":
         to, lines = "INCONCLUSIVE", [f.line() for f in unsettled]
+    elif unsettled:  # already INCONCLUSIVE (or an IMPROVEMENT): the path is named beside
+        return verdict.model_copy(
+            update={"reasons": [*(f.line() for f in unsettled), *verdict.reasons]}
+        )
     else:
         return verdict
     return verdict.model_copy(

@@ -248,3 +248,10 @@ def test_an_inconclusive_path_is_not_hidden_by_no_change_elsewhere() -> None:
     assert v.behaviour == "NO CHANGE"
     bad = NumericsFinding("REGRESSION", "REGRESSION: KL 0.08", "prefill")
     assert decide(b_aggs, c_aggs, numerics=[bad, unsure]).verdict.verdict == "REGRESSION"
+    # behaviour already INCONCLUSIVE (one run a side): the unsettled path is named beside
+    b1 = {"a": aggregate("baseline", "b", "a", _scores("baseline", "a", CLEAN[:1]), [])}
+    c1 = {"a": aggregate("candidate", "c", "a", _scores("candidate", "a", CLEAN[:1]), [])}
+    few = decide(b1, c1).verdict
+    both = decide(b1, c1, numerics=[prefill, unsure]).verdict
+    assert few.verdict == both.verdict == "INCONCLUSIVE" and both.message == few.message
+    assert both.reasons[0] == unsure.line()
