@@ -68,11 +68,19 @@ def live(seqs: list[Sequence], base: str, cand: str) -> LogprobsResult:
 
 
 def recorded(seqs: list[Sequence], base: str, cand: str) -> LogprobsResult:
-    """A comparison against a fresh recording of ``base`` (every path scored twice)."""
-    from harness.numerics.run import compare_recorded, record_logprobs
+    """A comparison against a fresh recording of ``base`` (every path scored twice, as
+    ``harness record`` does: :func:`~harness.numerics.run.record_numerics`), each path
+    compared as a compare against a recording does (the decode path with the greedy API)."""
+    from dataclasses import replace
+
+    from harness.numerics.run import compare_recorded, record_numerics
 
     opts = LogprobsOptions()
-    return compare_recorded(record_logprobs(seqs, base, opts), cand, opts)
+    rec = record_numerics(seqs, base, opts)
+    res = compare_recorded(rec, cand, opts)
+    if rec.decode is not None:
+        res.decode = compare_recorded(rec.decode, cand, replace(opts, api="greedy"))
+    return res
 
 
 def _tally(
