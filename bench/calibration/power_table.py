@@ -329,9 +329,13 @@ def render_recorded(doc: dict[str, Any]) -> str:
     for case, arms in det.items():
         t = arms["recorded"]
         lines.append(
-            _rec_row(f"`{case}`, {t['recordings']} recordings x "
-                     f"{t['candidates_per_recording']} candidates", t["pooled"], False)
-        )  # fmt: skip
+            _rec_row(
+                f"`{case}`, {t['recordings']} recordings x "
+                f"{t['candidates_per_recording']} candidates",
+                t["pooled"],
+                False,
+            )
+        )
         lines.append(_rec_row(f"`{case}`, same candidates, fresh live baselines",
                               arms["live"]["pooled"], False))  # fmt: skip
     lines += ["", *_per_recording(spread, det)]
@@ -500,11 +504,20 @@ def _wilson(k: int, n: int) -> str:
 
 def render_paths(m: dict[str, Any]) -> str:
     """The numerics paths' error rates (``bench/calibration/paths.json``) as a table."""
+    runs = m.get("runs") or [{"command": m["command"], "seconds": m["seconds"]}]
+    said = "; ".join(f"`{r['command']}` ({r['seconds']:.0f} s)" for r in runs)
+    cut = [r["command"] for r in runs if r.get("stopped")]
     head = (
-        f"Command: `{m['command']}` ({m['seconds']:.0f} s; {m['sequences']} reference "
+        f"Command{'s' if len(runs) > 1 else ''}: {said}; {m['sequences']} reference "
         "conversations of `scenarios/`, every default; `harness sim` subprocesses, noise "
-        "drawn per request). A comparison's numerics verdict over its paths: REGRESSION "
-        "when any path is one (rule 7):"
+        "drawn per request"
+        + (
+            f"; stopped at a time limit, every finished comparison counted: {', '.join(cut)}"
+            if cut
+            else ""
+        )
+        + "). A comparison's numerics verdict over its paths: REGRESSION when any path is "
+        "one (rule 7):"
     )
     rows = [
         "| comparison | case | REGRESSION (any path) | 95% interval | prefill | decode | "
