@@ -491,8 +491,10 @@ def render_stream_both(doc: dict[str, Any]) -> str:
 
 
 _PART = {"live": "live (both servers up)", "recorded": "against a recording"}
-_CASE = {"aa": "A/A, healthy vs a second healthy server",
-         "decode_fault": "decode-fault (prefill healthy, generation shifted)"}  # fmt: skip
+_CASE = {
+    "aa": "A/A, healthy vs a second healthy server",
+    "decode_fault": "decode-fault (prefill healthy, generation shifted)",
+}
 
 
 def _wilson(k: int, n: int) -> str:
