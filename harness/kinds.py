@@ -125,6 +125,13 @@ class FailureKind(str, Enum):
         'arguments "" instead of "{}"',
         'an empty arguments string where "{}" is meant (a streamed call with no arguments delta)',
     )
+    TOOL_CALL_REFUSED_IN_HISTORY = (
+        "tool_call_refused_in_history",
+        Family.CALL,
+        "server refused the call sent back",
+        "a later request refused (HTTP 4xx) over a call the model wrote: its arguments, sent "
+        "back in the history, do not parse (the server's message is the evidence)",
+    )
     UNKNOWN_TOOL = (
         "unknown_tool",
         Family.CALL,

@@ -21,6 +21,7 @@ __all__ = [
     "CallScore",
     "Divergence",
     "DriftFinding",
+    "HistoryRefusal",
     "LeakedCall",
     "MalformedCall",
     "ProtocolViolation",
@@ -83,6 +84,23 @@ class MalformedCall(_Model):
     call_index: int
     reason: str
     raw: str  # excerpt of what was received
+
+
+class HistoryRefusal(_Model):
+    """A later request the server refused (HTTP 4xx) over a call the model wrote earlier
+    (``tool_call_refused_in_history``, :func:`harness.scoring.calls.history_refusal`).
+
+    ``turn``/``call_index``/``tool``: the call whose arguments, sent back as received, do not
+    parse; ``refused_turn``: the request the server refused; ``status``/``message``: its
+    HTTP status and message (the evidence).
+    """
+
+    turn: int
+    call_index: int
+    tool: str | None
+    refused_turn: int
+    status: int | None
+    message: str
 
 
 class ProtocolViolation(_Model):
@@ -158,6 +176,9 @@ class RunScore(_Model):
     drift: list[DriftFinding] = Field(default_factory=list)
     protocol_violations: list[ProtocolViolation] = Field(default_factory=list)
     leaked_calls: list[LeakedCall] = Field(default_factory=list)  # calls written into content
+    #: the server refused a later request over a call the model wrote (its error kept as the
+    #: evidence; the run is scored, not an infrastructure error)
+    history_refusal: HistoryRefusal | None = None
     final_answer: bool = False  # every segment reached a final answer
     final_answer_ok: bool = False  # ... and each meets the segment's expectations
     final_excerpt: str | None = None

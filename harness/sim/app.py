@@ -73,6 +73,7 @@ from harness.sim.faults import (
     spurious_call,
 )
 from harness.sim.flavours import Flavour, get_flavour
+from harness.sim.history import history_refusal
 from harness.sim.infra import ConnectionDropped, error_response, infra_response
 from harness.sim.model import (
     UNKNOWN_ANSWER,
@@ -471,6 +472,9 @@ async def chat_completions(request: Request) -> Response:
         )  # fmt: skip
     if state.profile.reasoning_history and isinstance(body.get("messages"), list):
         check_history(state, body["messages"])
+    refused = history_refusal(state.profile, body.get("messages"))
+    if refused is not None:
+        return refused
     reply = chat_reply(state, body)
     n = reply.choices
     prompt = prompt_tokens(body["messages"], body.get("tools"))

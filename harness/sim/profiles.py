@@ -84,6 +84,12 @@ name                       behaviour
                            (DeepSeek's thinking mode)
 ``reasoning-refused``      reasoning model answering HTTP 400 when an assistant turn comes
                            back with ``reasoning_content`` (deepseek-reasoner)
+``malformed-json-history-refused``  turn 0's calls lose their final brace, and every later
+                           request whose history holds one is HTTP 400 naming the decoder
+                           error (vLLM re-parses earlier calls: :mod:`harness.sim.history`)
+``call-signatures``        an opaque ``extra_content.google.thought_signature`` on each
+                           tool call; a later request without it, or with it changed, is
+                           HTTP 400 with a JSON-list error body (Gemini)
 ``gsm8k-drop``             GSM8K accuracy 0.81, nothing else
 ``kv-cache-quant``         healthy; token logprobs shifted a tiny, benign amount (like a
                            KV-cache quantisation; :mod:`harness.sim.logprobs`)
@@ -208,6 +214,13 @@ class SimProfile:
     #: as DeepSeek's thinking mode), ``"refused"`` (HTTP 400 when any carries one, as
     #: deepseek-reasoner), None (either is fine)
     reasoning_history: str | None = None
+    #: earlier assistant calls' ``arguments`` parsed as JSON, as vLLM does for the chat
+    #: template: HTTP 400 naming the decoder's error while the history holds one that does not
+    #: parse (:mod:`harness.sim.history`)
+    reparse_history: bool = False
+    #: an opaque ``extra_content.google.thought_signature`` on each tool call, required back
+    #: unchanged (HTTP 400 with a JSON-list body otherwise, as Gemini; :mod:`harness.sim.history`)
+    call_signatures: bool = False
     #: temperature and seed ignored: every request decoded greedily (repeats are copies)
     ignores_sampling: bool = False
     #: the request's seed ignored, temperature honoured (samples never reproducible, still
@@ -323,6 +336,13 @@ def _contract_profiles() -> list[SimProfile]:
         SimProfile(name="reasoning-refused", reasoning=True, reasoning_history="refused",
                    description="HTTP 400 when an assistant turn's reasoning_content is sent "
                    "back"),
+        SimProfile(name="malformed-json-history-refused", reparse_history=True,
+                   faults=(Fault(k.MALFORMED_JSON, end_turn=1),),
+                   description="turn 0's calls lose their final brace; every later request "
+                   "holding one is HTTP 400 naming the decoder error (as vLLM)"),
+        SimProfile(name="call-signatures", call_signatures=True,
+                   description="an opaque signature on each tool call, required back "
+                   "(HTTP 400 with a JSON-list body otherwise, as Gemini)"),
     ]  # fmt: skip
 
 
