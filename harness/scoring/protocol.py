@@ -11,6 +11,7 @@ streamed calls two clients read differently, the request's constraints).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from harness.kinds import FailureKind
 from harness.scoring.calls import THINK_TAG
@@ -20,13 +21,45 @@ from harness.scoring.leaks import ToolParams, find_leaks, markup_tokens
 from harness.scoring.models import LeakedCall, ProtocolViolation
 from harness.transcript import ResponseRecord, RunRecord
 
-__all__ = ["leak_violations", "leaked_calls", "protocol_violations"]
+__all__ = ["finish_reason_agrees", "leak_violations", "leaked_calls", "protocol_violations"]
 
 
-def _message_checks(r: ResponseRecord) -> list[tuple[FailureKind, str]]:
-    """``(kind, message)`` for one response's finish_reason, markup and reasoning leaks."""
+def _named_choice(request_params: dict[str, Any]) -> bool:
+    """Whether the request named one function in ``tool_choice`` (``extra_body`` merged)."""
+    extra = request_params.get("extra_body")
+    choice = (extra if isinstance(extra, dict) else {}).get(
+        "tool_choice", request_params.get("tool_choice")
+    )
+    return isinstance(choice, dict) and isinstance(choice.get("function"), dict)
+
+
+def finish_reason_agrees(r: ResponseRecord, request_params: dict[str, Any]) -> bool:
+    """Whether ``r.finish_reason`` agrees with its tool calls under the request that asked.
+
+    ``"tool_calls"`` iff the message carries tool calls (``tool_choice`` ``auto``,
+    ``required`` or absent), and ``"length"`` either way (cut: ``length_with_tool_calls``
+    judges it). A request naming one function (``{"type": "function", "function": {"name":
+    ...}}``) may also end its forced call with ``"stop"``: the OpenAI API does (a forced
+    function is answered with the call and ``finish_reason: "stop"``), and so does vLLM
+    (``vllm/entrypoints/openai/serving_chat.py`` sets ``"tool_calls"`` only for calls
+    parsed under ``auto``/``required``; a named choice keeps the engine's ``"stop"``; vLLM
+    PR #49496 made its Rust frontend match: "Named calls now return stop, while auto and
+    required calls continue to return tool_calls").
+    """
+    if r.finish_reason == "length":
+        return True
+    if r.finish_reason == "stop" and r.tool_calls and _named_choice(request_params):
+        return True
+    return (r.finish_reason == "tool_calls") == bool(r.tool_calls)
+
+
+def _message_checks(
+    r: ResponseRecord, request_params: dict[str, Any]
+) -> list[tuple[FailureKind, str]]:
+    """``(kind, message)`` for one response's finish_reason (under its request), markup and
+    reasoning leaks."""
     out = []
-    if (r.finish_reason == "tool_calls") != bool(r.tool_calls) and r.finish_reason != "length":
+    if not finish_reason_agrees(r, request_params):
         msg = f"finish_reason {r.finish_reason!r} with {len(r.tool_calls)} tool calls"
         out.append((FailureKind.FINISH_REASON_MISMATCH, msg))
     if r.finish_reason == "length" and r.tool_calls:
@@ -108,7 +141,7 @@ def protocol_violations(record: RunRecord, tools: ToolParams) -> list[ProtocolVi
     for t in record.turns:
         if t.response is None:
             continue
-        found = _message_checks(t.response) + _index_checks(t.response)
+        found = _message_checks(t.response, t.request_params) + _index_checks(t.response)
         found += contract_checks(t.request_params, t.response, tools)
         for c in t.response.tool_calls:
             if not c.id:

@@ -358,6 +358,8 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
     wire_ids = call_ids(profile, ids, nonce=nonce, turn=turn)
     stream = bool(body.get("stream"))
     reply = render(profile, decision, nonce=nonce, turn=turn, ids=wire_ids, stream=stream)
+    if isinstance(body.get("tool_choice"), dict) and reply.finish_reason == "tool_calls":
+        reply.finish_reason = profile.named_choice_finish_reason
 
     def on(kind: FailureKind) -> bool:
         return active_fault(profile, kind, nonce, turn, stream) is not None

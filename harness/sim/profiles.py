@@ -87,6 +87,8 @@ name                       behaviour
 ``malformed-json-history-refused``  turn 0's calls lose their final brace, and every later
                            request whose history holds one is HTTP 400 naming the decoder
                            error (vLLM re-parses earlier calls: :mod:`harness.sim.history`)
+``named-choice-stop``      healthy; a call forced by a named ``tool_choice`` ends with
+                           finish_reason ``stop``, as the OpenAI API and vLLM answer it
 ``call-signatures``        an opaque ``extra_content.google.thought_signature`` on each
                            tool call; a later request without it, or with it changed, is
                            HTTP 400 with a JSON-list error body (Gemini)
@@ -221,6 +223,9 @@ class SimProfile:
     #: an opaque ``extra_content.google.thought_signature`` on each tool call, required back
     #: unchanged (HTTP 400 with a JSON-list body otherwise, as Gemini; :mod:`harness.sim.history`)
     call_signatures: bool = False
+    #: the finish_reason of a call forced by a named ``tool_choice``: ``"tool_calls"``, or
+    #: ``"stop"`` as the OpenAI API and vLLM answer it
+    named_choice_finish_reason: str = "tool_calls"
     #: temperature and seed ignored: every request decoded greedily (repeats are copies)
     ignores_sampling: bool = False
     #: the request's seed ignored, temperature honoured (samples never reproducible, still
@@ -340,6 +345,9 @@ def _contract_profiles() -> list[SimProfile]:
                    faults=(Fault(k.MALFORMED_JSON, end_turn=1),),
                    description="turn 0's calls lose their final brace; every later request "
                    "holding one is HTTP 400 naming the decoder error (as vLLM)"),
+        SimProfile(name="named-choice-stop", named_choice_finish_reason="stop",
+                   description='a call forced by a named tool_choice ends with finish_reason '
+                   '"stop", as the OpenAI API and vLLM answer it (correct)'),
         SimProfile(name="call-signatures", call_signatures=True,
                    description="an opaque signature on each tool call, required back "
                    "(HTTP 400 with a JSON-list body otherwise, as Gemini)"),
