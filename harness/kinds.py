@@ -310,6 +310,19 @@ class FailureKind(str, Enum):
         "template markup in an argument value",
         "a chat-template token (<|im_end|>, </tool_call>, ...) left inside a string argument",
     )
+    FINISH_REASON_REPEATED = (
+        "finish_reason_repeated",
+        Family.PROTOCOL,
+        "finish_reason sent twice in a stream",
+        "a streamed choice whose finish_reason arrives in more than one chunk",
+    )
+    USAGE_WITH_CHOICES = (
+        "usage_with_choices",
+        Family.PROTOCOL,
+        "usage on a chunk with choices",
+        "a streamed usage object on a chunk whose choices is not empty, before the last chunk "
+        '(the OpenAI API sends it alone, with "choices": [])',
+    )
     AMBIGUOUS_CALL_DELTAS = (
         "ambiguous_call_deltas",
         Family.PROTOCOL,
@@ -381,7 +394,8 @@ SUCCESS_METRICS: dict[str, str] = {
 STREAM_ONLY_KINDS: frozenset[str] = frozenset({
     FailureKind.STREAM_TRUNCATED_ARGS.value, FailureKind.INDEX_OFFSET.value,
     FailureKind.MISSING_CALL_INDEX.value, FailureKind.SHARED_CALL_INDEX.value,
-    FailureKind.AMBIGUOUS_CALL_DELTAS.value})  # fmt: skip
+    FailureKind.AMBIGUOUS_CALL_DELTAS.value, FailureKind.FINISH_REASON_REPEATED.value,
+    FailureKind.USAGE_WITH_CHOICES.value})  # fmt: skip
 #: every metric's label (counts and success rates)
 METRIC_LABELS: dict[str, str] = {**COUNT_METRICS, **SUCCESS_METRICS}
 #: how a run ended (``RunScore.termination``) -> label

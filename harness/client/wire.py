@@ -304,7 +304,7 @@ class StreamAssembler:
         _sdk_concat(entry, "sdk_id", tc.get("id"))
         if isinstance(fn, dict):
             _sdk_concat(entry, "sdk_name", fn.get("name"))
-            if "name" in fn and entry.get("name"):
+            if isinstance(fn.get("name"), str) and entry.get("name"):
                 self._note(entry, f"repeats name {fn['name']!r}")
             _merge_fn(entry, fn)
 

@@ -3,8 +3,9 @@
 Each response's ``finish_reason`` against its tool calls (and ``length`` with tool
 calls), markup or reasoning in ``content``, a call to a declared tool written into
 ``content`` (:mod:`harness.scoring.leaks`, any dialect, any turn), tool_call ids
-(missing, repeated in the run) and streamed indices (missing, shared by two calls, not
-0..n-1); and :mod:`harness.scoring.contract` (the reasoning channel, argument markup,
+(missing, repeated in the run), streamed indices (missing, shared by two calls, not
+0..n-1) and a stream's chunks (a choice's ``finish_reason`` sent twice, ``usage`` beside
+choices); and :mod:`harness.scoring.contract` (the reasoning channel, argument markup,
 streamed calls two clients read differently, the request's constraints).
 """
 
@@ -98,6 +99,49 @@ def _index_checks(r: ResponseRecord) -> list[tuple[FailureKind, str]]:
     return out
 
 
+def _stream_checks(
+    r: ResponseRecord, request_params: dict[str, Any]
+) -> list[tuple[FailureKind, str]]:
+    """A stream's chunks (``r.raw``): one ``finish_reason`` per choice, and ``usage`` only on
+    a chunk with ``"choices": []`` or on the stream's last chunk.
+
+    The OpenAI API reference (``chat.completion.chunk``): ``usage`` "appears only in the
+    last chunk" when ``stream_options.include_usage`` is set, a chunk whose ``choices`` is
+    always empty, and every other chunk has ``usage: null``; a choice's ``finish_reason``
+    is null until its last delta. vLLM and SGLang send the usage chunk the same way (vLLM
+    puts usage on every chunk only when ``stream_options.continuous_usage_stats`` is
+    asked: then not flagged). A second ``finish_reason`` for one choice
+    (``finish_reason_repeated``) makes a client end the choice twice; usage beside
+    choices (``usage_with_choices``) is counted twice or crashes a client that reads usage
+    only off the empty-choices chunk. ``usage: null`` and an empty-choices usage chunk are
+    clean.
+    """
+    if not r.stream or not isinstance(r.raw, list):
+        return []
+    chunks = [c for c in r.raw if isinstance(c, dict)]
+    ends: dict[str, list[str]] = {}
+    with_usage = []
+    for n, chunk in enumerate(chunks):
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            if isinstance(choice, dict) and choice.get("finish_reason") is not None:
+                ends.setdefault(str(choice.get("index", 0)), []).append(
+                    str(choice["finish_reason"])
+                )
+        if isinstance(chunk.get("usage"), dict) and choices and n != len(chunks) - 1:
+            with_usage.append(n)
+    out = [
+        (FailureKind.FINISH_REASON_REPEATED, f"choice {i}: finish_reason in {len(v)} chunks {v}")
+        for i, v in ends.items()
+        if len(v) > 1
+    ]
+    options = request_params.get("stream_options")
+    if with_usage and not (isinstance(options, dict) and options.get("continuous_usage_stats")):
+        msg = f"usage on {len(with_usage)} chunks with choices (chunk {with_usage[0]} first)"
+        out.append((FailureKind.USAGE_WITH_CHOICES, msg))
+    return out
+
+
 def leaked_calls(record: RunRecord, tools: ToolParams) -> list[LeakedCall]:
     """Every call to a declared tool (``tools``) written into a response's ``content``, in
     turn order (:mod:`harness.scoring.leaks`: any dialect, any turn)."""
@@ -142,6 +186,7 @@ def protocol_violations(record: RunRecord, tools: ToolParams) -> list[ProtocolVi
         if t.response is None:
             continue
         found = _message_checks(t.response, t.request_params) + _index_checks(t.response)
+        found += _stream_checks(t.response, t.request_params)
         found += contract_checks(t.request_params, t.response, tools)
         for c in t.response.tool_calls:
             if not c.id:

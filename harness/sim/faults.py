@@ -80,6 +80,11 @@ What each does to a turn:
                            still counts (``completion_tokens`` above the limit)
 ``n_not_honoured``         one choice whatever ``n`` asks (healthy: ``n`` identical choices)
 ``stop_string_in_output``  ``stop`` strings not cut from ``content``
+``finish_reason_repeated`` streaming only: the chunk carrying the finish_reason is sent twice
+``usage_with_choices``     streaming only: ``usage`` on every chunk with choices (as vLLM's
+                           ``continuous_usage_stats``, unasked), besides the usage chunk
+``null_name_continuation`` look-alike, streaming only: every arguments delta after a call's
+                           first carries ``"name": null`` (not a failure)
 =========================  =================================================================
 
 Leak dialects (``Fault.dialect``, :data:`LEAK_DIALECTS`), ``lookup_order(order_id="A-17")``
@@ -168,12 +173,15 @@ FAULT_KINDS: tuple[FailureKind, ...] = (
     FailureKind.MAX_TOKENS_EXCEEDED,
     FailureKind.N_NOT_HONOURED,
     FailureKind.STOP_STRING_IN_OUTPUT,
+    FailureKind.FINISH_REASON_REPEATED,
+    FailureKind.USAGE_WITH_CHOICES,
 )
 #: faults that are not failure kinds: model behaviours that scoring names by their
 #: consequence (``empty_stop``, an empty reply, is scored ``missing_final_answer``).
 #: Infrastructure faults are :attr:`harness.sim.profiles.SimProfile.infra`, not faults.
 SIM_ONLY_FAULTS: tuple[str, ...] = (
-    "empty_stop", "repeated_empty_name", "call_syntax_in_reasoning", "split_call_name"
+    "empty_stop", "repeated_empty_name", "call_syntax_in_reasoning", "split_call_name",
+    "null_name_continuation",
 )  # fmt: skip
 #: the template token ``markup_in_arguments`` leaves in string arguments (ChatML's end)
 ARGUMENT_MARKUP = "<|im_end|>"
@@ -486,4 +494,7 @@ def render(
         repeat_empty_name=on("repeated_empty_name"),
         repeat_call_head=on(FailureKind.AMBIGUOUS_CALL_DELTAS),
         split_name=on("split_call_name"),
+        repeat_finish=on(FailureKind.FINISH_REASON_REPEATED),
+        usage_every_chunk=on(FailureKind.USAGE_WITH_CHOICES),
+        null_name=on("null_name_continuation"),
     )

@@ -75,6 +75,11 @@ name                       behaviour
                            budget but counted in ``usage.completion_tokens``
 ``n-not-honoured``         one choice whatever ``n`` asks (healthy: ``n`` identical ones)
 ``stop-string-in-output``  ``stop`` strings left in content
+``finish-reason-repeated`` streaming: the chunk carrying the finish_reason sent twice
+``usage-with-choices``     streaming: ``usage`` on every chunk with choices, not only on the
+                           ``"choices": []`` one
+``null-name-continuation`` look-alike, streaming: ``"name": null`` in every arguments delta
+                           after a call's first (no failure, no note)
 ``sampling-ignored``       temperature and seed ignored: every request decoded greedily
                            (the same run every repeat; the contract pre-flight says so)
 ``seed-ignored``           look-alike: the seed ignored, temperature honoured (every sample
@@ -331,6 +336,12 @@ def _contract_profiles() -> list[SimProfile]:
                 "reasoning outside the max_tokens budget, counted in usage", reasoning=True),
         _single("n-not-honoured", k.N_NOT_HONOURED, "one choice whatever n asks"),
         _single("stop-string-in-output", k.STOP_STRING_IN_OUTPUT, "stop strings left in content"),
+        _single("finish-reason-repeated", k.FINISH_REASON_REPEATED,
+                "streaming: the finish_reason chunk sent twice"),
+        _single("usage-with-choices", k.USAGE_WITH_CHOICES,
+                "streaming: usage on every chunk with choices"),
+        _single("null-name-continuation", "null_name_continuation",
+                'streaming: "name": null in continuation deltas (no failure)'),
         SimProfile(name="sampling-ignored", ignores_sampling=True,
                    description="temperature and seed ignored: every request greedy"),
         SimProfile(name="seed-ignored", ignores_seed=True,
