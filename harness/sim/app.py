@@ -73,7 +73,7 @@ from harness.sim.faults import (
     spurious_call,
 )
 from harness.sim.flavours import Flavour, get_flavour
-from harness.sim.history import history_refusal
+from harness.sim.history import call_extra, history_refusal
 from harness.sim.infra import ConnectionDropped, error_response, infra_response
 from harness.sim.model import (
     UNKNOWN_ANSWER,
@@ -478,6 +478,10 @@ async def chat_completions(request: Request) -> Response:
     if refused is not None:
         return refused
     reply = chat_reply(state, body)
+    if state.profile.call_signatures:
+        reply.tool_calls = [
+            replace(c, extra=call_extra(state.profile, c.id, c.name)) for c in reply.tool_calls
+        ]
     n = reply.choices
     prompt = prompt_tokens(body["messages"], body.get("tools"))
     usage = _usage(prompt, _completion_tokens(reply))

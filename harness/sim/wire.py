@@ -52,6 +52,8 @@ class WireCall:
     id: str | None
     name: str
     arguments: str
+    #: the server's own fields on the entry (an opaque signature: :mod:`harness.sim.history`)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,7 +93,8 @@ def wire_arguments(reply: Reply, call: WireCall) -> str | Any:
 def _wire_call(call: WireCall, arguments: str | Any) -> dict[str, Any]:
     """A ``tool_calls`` entry: ``id`` (when the call has one), ``type``, ``function``."""
     head = {} if call.id is None else {"id": call.id}
-    return {**head, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+    fn = {"name": call.name, "arguments": arguments}
+    return {**head, "type": "function", "function": fn, **call.extra}
 
 
 def _message(reply: Reply) -> dict[str, Any]:
