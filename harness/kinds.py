@@ -242,13 +242,15 @@ class FailureKind(str, Enum):
         "finish_reason_mismatch",
         Family.PROTOCOL,
         "finish_reason does not match tool_calls",
-        'finish_reason "tool_calls" without tool calls, or tool calls with another reason',
+        'finish_reason "tool_calls" without tool calls, or tool calls with another reason '
+        '(a call forced by a named tool_choice may end with "stop")',
     )
     MARKUP_IN_CONTENT = (
         "markup_in_content",
         Family.PROTOCOL,
         "tool-call markup in content",
-        "tool-call markup or chat-template tokens in content (<tool_call>, [TOOL_CALLS], ...)",
+        "a tool-call parser's delimiter or chat-template tokens in content (<tool_call>, "
+        "[TOOL_CALLS], </parameter>, ...)",
     )
     REPEATED_IDS = (
         "repeated_ids",
@@ -308,7 +310,8 @@ class FailureKind(str, Enum):
         "markup_in_arguments",
         Family.PROTOCOL,
         "template markup in an argument value",
-        "a chat-template token (<|im_end|>, </tool_call>, ...) left inside a string argument",
+        "a tool-call parser's delimiter or a chat-template token (</parameter>, <|im_end|>, "
+        "[ARGS], ...) left inside a string argument",
     )
     FINISH_REASON_REPEATED = (
         "finish_reason_repeated",

@@ -66,7 +66,9 @@ What each does to a turn:
                            ``tool_calls`` empty, ``content`` empty, finish_reason ``stop``
 ``call_syntax_in_reasoning`` look-alike: the reasoning spells the call's syntax, the call is
                            sent right in ``tool_calls`` (not a failure)
-``markup_in_arguments``    ``<|im_end|>`` appended to every top-level string argument
+``markup_in_arguments``    ``<|im_end|>`` appended to every top-level string argument, or
+                           (``Fault.markup``) a parser format's left-over (its closing
+                           delimiters, :data:`harness.scoring.markup.CALL_MARKUP`)
 ``ambiguous_call_deltas``  streaming only: every arguments delta repeats the call's ``id``
                            and ``name`` (SDK clients read ``get_weatherget_weather``)
 ``split_call_name``        streaming only: the name sent in two deltas (``get_wea``,
@@ -114,6 +116,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.kinds import FailureKind, failure_kind
+from harness.scoring.markup import call_markup
 from harness.sim.model import Decision, PlannedCall, RequestOptions
 from harness.sim.wire import Reply, WireCall
 
@@ -216,6 +219,9 @@ class Fault:
     stream: bool | None = None
     #: the scenario ids it shows in (empty: every scenario; see ``SimProfile.for_scenario``)
     scenarios: tuple[str, ...] = ()
+    #: ``markup_in_arguments``: the parser format whose left-over ends each string value
+    #: (a name of :data:`harness.scoring.markup.CALL_MARKUP`; empty: ChatML's ``<|im_end|>``)
+    markup: str = ""
 
     def __post_init__(self) -> None:
         if self.kind in FAULT_KINDS:
@@ -225,6 +231,8 @@ class Fault:
             raise ValueError(f"unknown fault kind {str(self.kind)!r}; known: {known}")
         if not 0.0 <= self.rate <= 1.0:
             raise ValueError(f"fault rate must be in [0, 1], got {self.rate}")
+        if self.markup:
+            call_markup(self.markup)  # ValueError naming the formats
         if self.dialect not in LEAK_DIALECTS:
             known = ", ".join(LEAK_DIALECTS)
             raise ValueError(f"unknown leak dialect {self.dialect!r}; known: {known}")
@@ -342,8 +350,10 @@ def corrupt_arguments(
         out = {k: v.capitalize() if isinstance(v, str) else v for k, v in out.items()}
     if active_fault(profile, FailureKind.UNEXPECTED_KEYS, nonce, turn):
         out[UNEXPECTED_KEY] = True
-    if active_fault(profile, FailureKind.MARKUP_IN_ARGUMENTS, nonce, turn):
-        out = {k: v + ARGUMENT_MARKUP if isinstance(v, str) else v for k, v in out.items()}
+    markup = active_fault(profile, FailureKind.MARKUP_IN_ARGUMENTS, nonce, turn)
+    if markup is not None:
+        tail = call_markup(markup.markup).left_over if markup.markup else ARGUMENT_MARKUP
+        out = {k: v + tail if isinstance(v, str) else v for k, v in out.items()}
     return out
 
 

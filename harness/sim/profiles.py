@@ -62,7 +62,11 @@ name                       behaviour
                            ``<tool_call>`` JSON, no tool_calls, empty content, ``stop``
 ``call-syntax-in-reasoning``  look-alike: reasoning that spells the call's ``<tool_call>``
                            syntax, the call sent right in tool_calls (no failure)
-``markup-in-arguments``    ``<|im_end|>`` left at the end of every string argument
+``markup-in-arguments``    ``<|im_end|>`` left at the end of every string argument;
+                           ``markup-in-arguments-<format>`` a parser format's closing
+                           delimiters instead (``qwen3-xml``: ``</parameter></function>``,
+                           ``glm45``, ``minimax-m2``, ``mistral``, ...:
+                           :data:`harness.scoring.markup.CALL_MARKUP`)
 ``ambiguous-call-deltas``  streaming: every arguments delta repeats the call's ``id`` and
                            ``name`` (the SDK reads ``get_weatherget_weather``)
 ``split-call-name``        streaming: the call's name sent in two deltas (a first-fragment
@@ -154,6 +158,7 @@ from typing import Literal
 
 from harness.errors import OptionValueError, UnknownProfileError
 from harness.kinds import FailureKind
+from harness.scoring.markup import CALL_MARKUP
 from harness.sim.faults import LEAK_DIALECTS, Fault
 
 __all__ = [
@@ -321,6 +326,10 @@ def _contract_profiles() -> list[SimProfile]:
         _single("call-syntax-in-reasoning", "call_syntax_in_reasoning",
                 "reasoning spells the call; the call is sent right", reasoning=True),
         _single("markup-in-arguments", k.MARKUP_IN_ARGUMENTS, "<|im_end|> in string arguments"),
+        *(SimProfile(name=f"markup-in-arguments-{m.name.replace('_', '-')}",
+                     faults=(Fault(k.MARKUP_IN_ARGUMENTS, markup=m.name),),
+                     description=f"{m.name}'s left-over {m.left_over.strip()!r} in string "
+                     "arguments") for m in CALL_MARKUP),
         _single("ambiguous-call-deltas", k.AMBIGUOUS_CALL_DELTAS,
                 "streaming: id and name repeated in every arguments delta"),
         _single("split-call-name", "split_call_name", "streaming: the name in two deltas"),
