@@ -17,7 +17,7 @@ Pages (paths relative to the site's ``docs/`` folder):
 Hand-written pages with generated blocks (:data:`BLOCKS`: between
 ``<!-- generated: NAME ... -->`` and ``<!-- end of generated: NAME -->``, the rest of the
 page left as written): ``wire-protocol.md``'s ``wire-kinds`` (the failure kinds of the
-wire: the call and protocol families) and ``call-markup`` (each tool-call parser format's
+wire: the call, protocol and information families) and ``call-markup`` (each tool-call parser format's
 delimiters, :data:`harness.scoring.markup.CALL_MARKUP`, with its sources).
 
 The README's console excerpt is chosen from a real ``make compare`` by
@@ -283,12 +283,13 @@ def replace_console(readme: str, output: str) -> str:
 
 
 def wire_kinds_block() -> str:
-    """The failure kinds of the wire (the call and protocol families), one table."""
+    """The failure kinds of the wire (the call, protocol and information families), one
+    table."""
     from harness.kinds import STREAM_ONLY_KINDS
 
     lines = ["| name | family | label | meaning |", "|---|---|---|---|"]
     for k in FailureKind:
-        if k.family in (Family.CALL, Family.PROTOCOL):
+        if k.family in (Family.CALL, Family.PROTOCOL, Family.INFORMATION):
             where = " (streamed only)" if k.value in STREAM_ONLY_KINDS else ""
             lines.append(f"| `{k.value}` | {k.family.value}{where} | {_cell(k.label)} | "
                          f"{_cell(k.description)} |")  # fmt: skip

@@ -24,6 +24,7 @@ __all__ = [
     "HistoryRefusal",
     "LeakedCall",
     "MalformedCall",
+    "Observation",
     "ProtocolViolation",
     "RunScore",
     "SchemaViolation",
@@ -111,6 +112,15 @@ class ProtocolViolation(_Model):
     message: str
 
 
+class Observation(_Model):
+    """A finding of the ``information`` family (:class:`harness.kinds.Family`): read by a
+    reviewer, a failure only in a scenario whose ``targets`` name its kind."""
+
+    kind: str
+    turn: int
+    message: str
+
+
 class LeakedCall(_Model):
     """A call to a declared tool written into ``content`` (:mod:`harness.scoring.leaks`).
 
@@ -176,6 +186,8 @@ class RunScore(_Model):
     drift: list[DriftFinding] = Field(default_factory=list)
     protocol_violations: list[ProtocolViolation] = Field(default_factory=list)
     leaked_calls: list[LeakedCall] = Field(default_factory=list)  # calls written into content
+    #: findings of the information family (in ``failures`` only where the scenario targets them)
+    information: list[Observation] = Field(default_factory=list)
     #: the server refused a later request over a call the model wrote (its error kept as the
     #: evidence; the run is scored, not an infrastructure error)
     history_refusal: HistoryRefusal | None = None

@@ -6,12 +6,15 @@ calls), markup or reasoning in ``content``, a call to a declared tool written in
 (missing, repeated in the run), streamed indices (missing, shared by two calls, not
 0..n-1) and a stream's chunks (a choice's ``finish_reason`` sent twice, ``usage`` beside
 choices); and :mod:`harness.scoring.contract` (the reasoning channel, argument markup,
-streamed calls two clients read differently, the request's constraints).
+streamed calls two clients read differently, the request's constraints). Beside them, the
+information family (:func:`information`: content beside a call that only restates it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from typing import Any
 
 from harness.kinds import FailureKind
@@ -19,10 +22,13 @@ from harness.scoring.calls import THINK_TAG
 from harness.scoring.contract import contract_checks
 from harness.scoring.drift import excerpt
 from harness.scoring.leaks import ToolParams, find_leaks, markup_tokens
-from harness.scoring.models import LeakedCall, ProtocolViolation
+from harness.scoring.models import LeakedCall, Observation, ProtocolViolation
 from harness.transcript import ResponseRecord, RunRecord
 
-__all__ = ["finish_reason_agrees", "leak_violations", "leaked_calls", "protocol_violations"]
+__all__ = [
+    "finish_reason_agrees", "information", "leak_violations", "leaked_calls",
+    "protocol_violations", "restated_arguments",
+]  # fmt: skip
 
 
 def _named_choice(request_params: dict[str, Any]) -> bool:
@@ -140,6 +146,74 @@ def _stream_checks(
         msg = f"usage on {len(with_usage)} chunks with choices (chunk {with_usage[0]} first)"
         out.append((FailureKind.USAGE_WITH_CHOICES, msg))
     return out
+
+
+#: the words of a sentence announcing a call ("Let me call get_weather for Oslo now."),
+#: beside the call's own names and values
+_NARRATION = frozenset({
+    "i", "ll", "will", "let", "me", "now", "going", "to", "call", "calling", "check",
+    "checking", "look", "looking", "up", "get", "getting", "fetch", "fetching", "use", "using",
+    "run", "running", "with", "for", "the", "a", "an", "of", "and", "in", "on", "at", "by",
+    "from", "is", "are", "this", "that", "tool", "function", "arguments", "argument", "args",
+    "parameters", "params", "first", "next",
+})  # fmt: skip
+_WORD = re.compile(r"\w+")
+
+
+def _words(value: Any) -> set[str]:
+    """The lower-case words of every string, number and key inside ``value``."""
+    if isinstance(value, dict):
+        return {w for k, v in value.items() for w in _words(k) | _words(v)}
+    if isinstance(value, list):
+        return {w for v in value for w in _words(v)}
+    if isinstance(value, bool) or value is None:
+        return {str(value).lower()}
+    return {w.lower() for w in _WORD.findall(str(value))}
+
+
+def restated_arguments(r: ResponseRecord) -> str | None:
+    """``content`` beside tool calls that only restates them, or None.
+
+    Restating: every word of ``content`` is a word of the calls' argument values or keys,
+    of their tool names (whole or split at ``_``), or of a sentence announcing a call
+    (:data:`_NARRATION`: "let me call ... for ..."), and at least one is a value's
+    ("Let me check the weather in Oslo." beside ``get_weather(city="Oslo")``; the arguments'
+    JSON again). Text with a word of its own ("...; it is often rainy there") is not.
+
+    Why information and not a failure: agent clients (the OpenAI Agents SDK, LangChain,
+    Claude Code, Cursor) show content beside calls to the user as the assistant's text and
+    run the calls; a preamble that narrates the call is what the OpenAI API's reasoning
+    models and Anthropic's models send by design, and the call is still right. What it
+    costs is tokens and noise, which a reviewer weighs; a product that shows no text
+    beside calls says so with ``targets: [content_restates_arguments]``.
+    """
+    content = (r.content or "").strip()
+    if not r.tool_calls or not content:
+        return None
+    values: set[str] = set()
+    names: set[str] = set()
+    for c in r.tool_calls:
+        args = c.arguments
+        if isinstance(args, str):
+            with contextlib.suppress(ValueError, RecursionError):
+                args = json.loads(args)
+        values |= _words(args)
+        names |= {(c.name or "").lower(), *(c.name or "").lower().split("_")}
+    words = {w.lower() for w in _WORD.findall(content)}
+    if not words & values or words - values - names - _NARRATION:
+        return None
+    return excerpt(content, 120)
+
+
+def information(record: RunRecord) -> list[Observation]:
+    """The information-family findings of every response, in turn order
+    (``content_restates_arguments``: :func:`restated_arguments`)."""
+    return [
+        Observation(kind=FailureKind.CONTENT_RESTATES_ARGUMENTS, turn=t.index,
+                    message=f"content beside the calls only restates them: {found}")
+        for t in record.turns
+        if t.response is not None and (found := restated_arguments(t.response)) is not None
+    ]  # fmt: skip
 
 
 def leaked_calls(record: RunRecord, tools: ToolParams) -> list[LeakedCall]:

@@ -27,7 +27,10 @@ modules that find them, by family:
   (missing, shared by two calls, not 0..n-1); and :mod:`harness.scoring.contract` (the
   reasoning channel, argument markup, streamed calls two clients read differently, the
   request's constraints);
-- termination (:mod:`harness.scoring.termination`): how the run ended, as scored.
+- termination (:mod:`harness.scoring.termination`): how the run ended, as scored;
+- information (:func:`harness.scoring.protocol.information`): content beside a call that
+  only restates it, in ``RunScore.information``, and in ``failures`` only where the
+  scenario's ``targets`` name it.
 
 A response whose ``content`` holds a leaked call or template markup is never a final
 answer, whatever else it says.
@@ -61,7 +64,12 @@ from harness.scoring.calls import (
 from harness.scoring.drift import excerpt
 from harness.scoring.leaks import MARKUP_PATTERNS, tool_params
 from harness.scoring.models import RunScore
-from harness.scoring.protocol import leak_violations, leaked_calls, protocol_violations
+from harness.scoring.protocol import (
+    information,
+    leak_violations,
+    leaked_calls,
+    protocol_violations,
+)
 from harness.scoring.sequence import match_sequence
 from harness.scoring.termination import termination
 from harness.transcript import RunRecord
@@ -130,6 +138,8 @@ def score_run(record: RunRecord) -> RunScore:
     kinds |= {k for c in calls for k in c.kinds} | answer_kinds
     kinds |= {failure_kind(p.kind) for p in protocol}
     kinds |= {FailureKind.REPEAT_LOOP} if looping else set()
+    info = information(record)
+    kinds |= {failure_kind(o.kind) for o in info if o.kind in sc.targets}
     kinds |= {FailureKind.TOOL_CALL_REFUSED_IN_HISTORY} if refusal is not None else set()
     malformed = [c.malformed for c in calls if c.malformed]
     bad_args = [m for m in malformed if m.kind != FailureKind.UNKNOWN_TOOL]
@@ -141,6 +151,7 @@ def score_run(record: RunRecord) -> RunScore:
         repeated_calls=len(reps), longest_repeat_streak=streak, allowed_repeats=allowed,
         malformed_args=len(bad_args), malformed=malformed, history_refusal=refusal,
         schema_violations=schema, drift=drift, protocol_violations=protocol, leaked_calls=leaked,
+        information=info,
         final_answer=reached, final_answer_ok=ok,
         final_excerpt=excerpt(final, 300) if final else None, sequence=seq,
         calls=call_scores(calls, reps, looping), failures=sorted(kinds), passed=not kinds,

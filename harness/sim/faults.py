@@ -85,6 +85,8 @@ What each does to a turn:
 ``finish_reason_repeated`` streaming only: the chunk carrying the finish_reason is sent twice
 ``usage_with_choices``     streaming only: ``usage`` on every chunk with choices (as vLLM's
                            ``continuous_usage_stats``, unasked), besides the usage chunk
+``content_restates_arguments``  beside its calls the model narrates them in ``content``:
+                           ``Let me call get_weather for Oslo.`` (information, not a failure)
 ``null_name_continuation`` look-alike, streaming only: every arguments delta after a call's
                            first carries ``"name": null`` (not a failure)
 =========================  =================================================================
@@ -178,6 +180,7 @@ FAULT_KINDS: tuple[FailureKind, ...] = (
     FailureKind.STOP_STRING_IN_OUTPUT,
     FailureKind.FINISH_REASON_REPEATED,
     FailureKind.USAGE_WITH_CHOICES,
+    FailureKind.CONTENT_RESTATES_ARGUMENTS,
 )
 #: faults that are not failure kinds: model behaviours that scoring names by their
 #: consequence (``empty_stop``, an empty reply, is scored ``missing_final_answer``).
@@ -432,6 +435,17 @@ def leak_text(calls: list[PlannedCall], dialect: str) -> str:
     return text
 
 
+def _narration(calls: list[PlannedCall]) -> str:
+    """A sentence announcing ``calls`` with their argument values and nothing else."""
+    said = [f"{c.name} for {' and '.join(_said(v) for v in c.arguments.values())}" for c in calls]
+    return f"Let me call {', then '.join(said)}."
+
+
+def _said(value: Any) -> str:
+    """A value as a sentence says it: strings bare, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def call_ids(profile: SimProfile, ids: list[str], *, nonce: str, turn: int) -> list[str | None]:
     """The tool_call ids sent: ``ids``, or none at all under ``missing_call_id``."""
     if active_fault(profile, FailureKind.MISSING_CALL_ID, nonce, turn):
@@ -485,6 +499,8 @@ def render(
         finish = "length"
     if on(FailureKind.FINISH_REASON_MISMATCH):
         finish = "stop" if calls else "tool_calls"
+    if on(FailureKind.CONTENT_RESTATES_ARGUMENTS) and calls:
+        content = _narration(decision.calls)
     if on(FailureKind.REASONING_LEAK) and reasoning:
         content = f"<think>{reasoning}</think>\n\n{content or ''}".rstrip()
         reasoning = None

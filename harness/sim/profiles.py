@@ -82,6 +82,9 @@ name                       behaviour
 ``finish-reason-repeated`` streaming: the chunk carrying the finish_reason sent twice
 ``usage-with-choices``     streaming: ``usage`` on every chunk with choices, not only on the
                            ``"choices": []`` one
+``content-restates-arguments``  beside its calls the model narrates them in content
+                           (``Let me call get_weather for Oslo.``): information, a failure
+                           only where a scenario targets it
 ``null-name-continuation`` look-alike, streaming: ``"name": null`` in every arguments delta
                            after a call's first (no failure, no note)
 ``sampling-ignored``       temperature and seed ignored: every request decoded greedily
@@ -349,6 +352,8 @@ def _contract_profiles() -> list[SimProfile]:
                 "streaming: the finish_reason chunk sent twice"),
         _single("usage-with-choices", k.USAGE_WITH_CHOICES,
                 "streaming: usage on every chunk with choices"),
+        _single("content-restates-arguments", k.CONTENT_RESTATES_ARGUMENTS,
+                "calls narrated in content beside them (information)"),
         _single("null-name-continuation", "null_name_continuation",
                 'streaming: "name": null in continuation deltas (no failure)'),
         SimProfile(name="sampling-ignored", ignores_sampling=True,
