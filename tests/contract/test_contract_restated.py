@@ -11,6 +11,7 @@ import pytest
 
 from harness.kinds import FailureKind as K
 from harness.kinds import Family
+from harness.present.evidence import format_run
 from harness.transcript import ResponseRecord, ToolCallRecord
 from tests.contract_driver import run, scenario, score_one, tool
 
@@ -66,6 +67,7 @@ def test_reference_server_narrating_its_calls(sim_url, write_scenarios, tmp_path
     assert first is not None and first.tool_calls and "Oslo" in (first.content or "")
     assert [(o.kind, o.turn) for o in score.information] == [(KIND, 0)]
     assert score.passed, score.failures  # shown, not failed
+    assert any(line.startswith(f"  information: turn 0 {KIND}") for line in format_run(score))
     targeted = dict(SC, id="oslo_targeted", targets=[KIND])
     _, strict = run(sim_url, write_scenarios, tmp_path, "content-restates-arguments", targeted,
                     stream=stream)  # fmt: skip

@@ -13,6 +13,7 @@ import pytest
 
 from harness.client.target import TargetConfig
 from harness.kinds import FailureKind as K
+from harness.present.evidence import format_run
 from harness.runner import run_many_sync
 from harness.scenario.model import load_scenarios
 from harness.scoring.score import score_run
@@ -63,6 +64,8 @@ def test_refusal_over_the_models_unterminated_call_is_the_models_failure_at_its_
     assert score.history_refusal.tool == "add_entry"
     assert "Expecting" in score.history_refusal.message
     assert score.turns == 2 and score.tool_calls == 1  # the turn before the refusal is kept
+    text = "\n".join(format_run(score))  # what a pytest failure shows
+    assert "refused: turn 1 HTTP 400 over the call of turn 0 (add_entry): " in text
 
 
 def test_the_same_calls_on_a_server_that_does_not_reparse_are_not_refused(
