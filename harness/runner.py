@@ -363,8 +363,7 @@ class _Loop:
             return "empty_stop", resp.content
         if self.segment < len(self.scenario.followups):
             user = self.scenario.followups[self.segment].user
-            msg = {"role": "assistant", "content": resp.content}
-            self._append(self._assistant(resp, msg))
+            self._append(self._assistant(resp, {"role": "assistant", "content": resp.content}))
             self._append({"role": "user", "content": user})
             self.check_segment()
             self.segment += 1

@@ -30,8 +30,8 @@ from harness.transcript import ResponseRecord, ToolCallRecord, render
 
 __all__ = [
     "ReadBudget",
-    "accumulate",
     "StreamAssembler",
+    "accumulate",
     "parse_completion",
     "read_body",
     "read_sse",
