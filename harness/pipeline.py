@@ -611,5 +611,6 @@ def _run_round(
             settings.temperature,
             settings.seed,
             settings.reasoning_history,  # type: ignore[arg-type]  # checked by the option
+            settings.history_fields,  # type: ignore[arg-type]  # checked by the option
         ),
     )
