@@ -39,8 +39,10 @@ from harness.cli._common import (
     add_stream_argument,
     check_resume,
     exit_code,
+    launch_problem,
     open_run_folder,
     preflight,
+    refuse_held_ports,
     resume_command,
     stream_mode,
     write_report_or_warn,
@@ -200,6 +202,13 @@ def _check(args: argparse.Namespace) -> str | None:
     if bool(base) != bool(cand) and not args.aa:
         given = "--baseline" if base else "--candidate"
         return f"{given} needs the other side too (--baseline URL --candidate URL), or --aa for an A/A run"
+    for flag, cmd in (
+        ("--baseline-cmd", args.baseline_cmd),
+        ("--candidate-cmd", args.candidate_cmd),
+    ):
+        why = launch_problem(flag, cmd)
+        if why:
+            return why
     for log in (args.baseline_log, args.candidate_log):
         if log and not Path(log).is_file():
             return (
@@ -367,6 +376,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {down}", file=sys.stderr)
         return ExitCode.INFRA_ERROR
     _check_tokens(args)
+    refuse_held_ports(args, args.baseline_cmd, args.candidate_cmd)  # LaunchError: exit 2
     console = make_console()
     folder = open_run_folder("compare", args, console, scenarios)
     try:

@@ -36,10 +36,12 @@ from harness.cli._common import (
     add_skip_contract,
     add_stream_argument,
     check_resume,
+    launch_problem,
     launched_side,
     open_run_folder,
     preflight,
     print_side_boot,
+    refuse_held_ports,
     resume_command,
     stream_mode,
     write_report_or_warn,
@@ -188,9 +190,14 @@ def run(args: argparse.Namespace) -> int:
         scenarios = [single_turn(s) for s in scenarios]
     if args.numerics_only and args.no_logprobs:
         return _error("--numerics-only records the numerics: drop --no-logprobs")
-    problem = check_resume(args, scenarios, RESUME_KEYS) or _other_kind(args)
+    problem = (
+        launch_problem("--cmd", args.cmd)
+        or check_resume(args, scenarios, RESUME_KEYS)
+        or _other_kind(args)
+    )
     if problem:
         return _error(problem)
+    refuse_held_ports(args, args.cmd)  # LaunchError: one line, exit 2
     if args.target:
         down = preflight("target", args.target, args.api_key_env)
         if down:
