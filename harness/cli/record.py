@@ -51,6 +51,7 @@ from harness.numerics.adapters import ADAPTERS
 from harness.options import add_argument, count, positive_int
 from harness.present.console import make_console
 from harness.recording import RecordingInfo, record, save_info
+from harness.redaction import redact_url
 from harness.runfolder import RunFolder
 from harness.scenario.model import load_scenarios
 from harness.scoring.trigger import single_turn
@@ -143,7 +144,7 @@ def new_info(args: argparse.Namespace, url: str, label: str) -> RecordingInfo:
     """The settings of a recording made with ``args``."""
     per_round = 0 if getattr(args, "numerics_only", False) else args.repeats
     return RecordingInfo(
-        label=label, url=url, repeats_per_round=per_round, rounds=args.rounds,
+        label=label, url=redact_url(url), repeats_per_round=per_round, rounds=args.rounds,
         stream=args.stream, temperature=args.temperature, seed=args.sampling_seed,
         reasoning_history=getattr(args, "reasoning_history", None),
         single_turn=bool(getattr(args, "single_turn", False)), model=args.model,
@@ -210,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         with _served(args, folder, console) as (url, report):
             if url is not None:
                 info = existing_info(folder) or new_info(args, url, args.label)
-                info.url = url
+                info.url = redact_url(url)  # the recording keeps no key (userinfo, ?key=)
                 target = target_config(args, url, args.label)
                 info = record(
                     scenarios, target, folder, info, log=args.log or _log(report),
