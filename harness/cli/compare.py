@@ -54,7 +54,7 @@ from harness.pipeline import Target, compare
 from harness.present.console import make_console, render_compare
 from harness.present.verifier import show_verifier
 from harness.present.views import first_drift
-from harness.recording import RecordedSide, Recording, is_recording_ref
+from harness.recording import RecordedSide, Recording, check_pair, is_recording_ref
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario, load_scenarios
 from harness.scenario.suites import suite_of_spec
@@ -235,6 +235,8 @@ def _recordings(args: argparse.Namespace, scenarios: list[Scenario]) -> dict[str
                 single_turn=args.single_turn, reasoning_history=args.reasoning_history,
             )  # fmt: skip
             out[side] = rec
+    if len(out) == 2:
+        check_pair(out["baseline"], out["candidate"])
     return out
 
 
