@@ -39,11 +39,14 @@ __all__ = [
     "boolean",
     "folder",
     "count",
+    "env_name",
     "http_url",
     "positive_int",
+    "MAX_ROUNDS",
     "rate",
     "reasoning_history",
     "repeats",
+    "rounds",
     "seconds",
     "stream_mode",
     "temperature",
@@ -123,6 +126,22 @@ def repeats(value: str) -> int:
     return n
 
 
+#: the most sequential rounds (``--rounds``): each round is a look of the alpha-spending
+#: design and a recording holds every round's runs
+MAX_ROUNDS = 100
+
+
+def rounds(value: str) -> int:
+    """Sequential rounds (``--rounds``): 1 to :data:`MAX_ROUNDS`."""
+    n = positive_int(value)
+    if n > MAX_ROUNDS:
+        raise OptionValueError(
+            f"{value!r} is more than {MAX_ROUNDS} rounds (each round is a look of the "
+            f"sequential design); give 1 to {MAX_ROUNDS}"
+        )
+    return n
+
+
 def count(value: str) -> int:
     """A count of at least 0 (``--max-retries``)."""
     n: int = _number(value, int, "a whole number >= 0")
@@ -158,6 +177,22 @@ def seconds(value: str) -> float:
 def text(value: str) -> str:
     """Any text, stripped (names, paths)."""
     return value.strip()
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_name(value: str) -> str:
+    """The name of an environment variable (``--api-key-env``): letters, digits and ``_``,
+    not starting with a digit. A value that is not one (a key typed where its variable's
+    name goes, ``sk-...``) is refused without repeating it: it may be the key itself."""
+    name = value.strip()
+    if not _ENV_NAME.fullmatch(name):
+        raise OptionValueError(
+            f"not an environment variable name ({len(name)} characters, not shown: it may "
+            "be a key); give the variable's name (e.g. OPENAI_API_KEY) and put the key in it"
+        )
+    return name
 
 
 def boolean(value: str) -> bool:
@@ -256,7 +291,7 @@ _TABLE = (
            "reasoning_content), drop (left out), auto (as the server documents it: kept on "
            "turns that called tools, dropped once a turn answered); default: the scenario's "
            "reasoning_history, else auto", "keep|drop|auto"),
-    Option("api_key_env", "--api-key-env", text, "OPENAI_API_KEY",
+    Option("api_key_env", "--api-key-env", env_name, "OPENAI_API_KEY",
            "environment variable holding the API key (default OPENAI_API_KEY)", "NAME"),
     Option("stream", "--stream", stream_mode, "off",
            "stream responses (SSE): on, off (default) or both (each scenario both ways)",

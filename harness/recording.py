@@ -337,6 +337,12 @@ class Recording:
         except RunFolderError as exc:
             return [str(exc)]
         out = [f"{len(runs)} run(s) {why}: {_some(runs, 3)}" for why, runs in bad.items()]
+        unread = sorted(self.folder.skipped.get(self.folder.transcripts.name, ()))
+        if unread:  # a complete recording has none: a resume cuts a truncated last line
+            out.append(
+                f"{len(unread)} line(s) of {self.folder.transcripts.name} are not valid JSON "
+                f"(or nested too deep), at byte {_some([str(o) for o in unread], 3)}"
+            )
         want = [
             f"{sid} #{r} {m}"
             for sid in info.scenarios

@@ -49,7 +49,7 @@ from harness.cli._common import (
 )
 from harness.client.target import target_from_options
 from harness.numerics.adapters import ADAPTERS
-from harness.options import add_argument, positive_int, url_or_recording
+from harness.options import add_argument, rounds, url_or_recording
 from harness.pipeline import Target, compare
 from harness.present.console import make_console, render_compare
 from harness.present.verifier import show_verifier
@@ -148,7 +148,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--rounds",
-        type=positive_int,
+        type=rounds,
         default=ROUNDS,
         metavar="K",
         help=f"--sequential: at most K rounds (default {ROUNDS})",

@@ -48,7 +48,7 @@ from harness.cli._common import (
 )
 from harness.client.target import TargetConfig, target_from_options
 from harness.numerics.adapters import ADAPTERS
-from harness.options import add_argument, count, positive_int
+from harness.options import add_argument, count, positive_int, rounds
 from harness.present.console import make_console
 from harness.recording import RecordingInfo, record, save_info
 from harness.redaction import redact_url
@@ -83,7 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"runs per scenario per round (default {DEFAULT_REPEATS}, as compare's)",
     )  # fmt: skip
     p.add_argument(
-        "--rounds", type=positive_int, default=ROUNDS, metavar="K",
+        "--rounds", type=rounds, default=ROUNDS, metavar="K",
         help=f"rounds recorded (default {ROUNDS}: every round a sequential compare may read)",
     )  # fmt: skip
     add_stream_argument(p)

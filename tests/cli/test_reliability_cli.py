@@ -48,6 +48,8 @@ def _one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str
             f"run id {'r' * 40!r}... (300 characters) is too long; give at most 128 characters",
         ),
         (["--repeats", "1000000000"], "argument --repeats: '1000000000' is more than 1000"),
+        (["--run-id", "x\x1b]0;owned\x07\x1b[2J"], "holds control characters"),
+        (["--run-id", "é" * 100], "(100 characters) is too long; give at most 128 characters"),
     ],
 )
 @pytest.mark.parametrize("command", ["run", "compare"])
@@ -418,3 +420,30 @@ def test_plugin_results_that_cannot_be_made_is_one_line(
     (line,) = [ln for ln in out.splitlines() if ln.startswith("ERROR")]
     assert line.startswith(f"ERROR: {results}/pytest-") and "cannot create the run folder" in line
     assert "Traceback" not in out and len(out.splitlines()) < 10, out[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--rounds", "1000000"], "argument --rounds: '1000000' is more than 100 rounds"),
+        (["--api-key-env", "sk-live-0123456789abcdef"], "not an environment variable name"),
+    ],
+)
+@pytest.mark.parametrize("command", ["record", "compare"])
+def test_unbounded_rounds_and_a_key_for_its_variable_are_refused(
+    command: str,
+    extra: list[str],
+    expected: str,
+    write_scenarios: Callable[..., Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--rounds`` has a cap; a key typed where its variable's name goes is refused
+    without being repeated (nor written anywhere)."""
+    side = ["--target"] if command == "record" else ["--aa", "--baseline"]
+    argv = [command, str(write_scenarios(CLOCK)), *side, "http://127.0.0.1:9",
+            "--results", str(tmp_path / "r"), *extra]  # fmt: skip
+    line = _one_line_exit_2(argv, capsys)
+    assert expected in line
+    assert "0123456789abcdef" not in line
+    assert not (tmp_path / "r").exists()

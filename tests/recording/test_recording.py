@@ -306,6 +306,13 @@ def _edited_transcripts(recordings: Recorded, tmp: Path, how: str) -> Path:
         for r in recs:
             r["repeat"] += 100  # run_key kept: it disagrees
         lines = [json.dumps(r) + "\n" for r in recs]
+    elif how == "transcripts-dev-zero":
+        path.unlink()
+        path.symlink_to("/dev/zero")
+        return dest
+    elif how == "nested-line":
+        deep = "[" * 100_000 + "]" * 100_000
+        lines = [lines[0], '{"x": ' + deep + ', "run_key": "baseline/a/0/nostream"}\n', *lines]
     elif how == "another-scenario":
         other = next(r for r in recs if r["scenario_id"] == "parallel_calls")
         for i, r in enumerate(recs):
@@ -325,12 +332,17 @@ def _edited_manifest(recordings: Recorded, tmp: Path, how: str) -> Path:
         m["extra"]["recording"]["format"] = 2
     elif how == "unknown-version":
         m["extra"]["recording"]["harness_version"] = "whatever"
+    elif how == "manifest-dev-zero":
+        (dest / "manifest.json").unlink()
+        (dest / "manifest.json").symlink_to("/dev/zero")
+        return dest
     (dest / "manifest.json").write_text(json.dumps(m))
     return dest
 
 
-TRANSCRIPT_EDITS = ("truncated", "emptied", "padded", "renumbered", "another-scenario")
-MANIFEST_EDITS = ("newer-harness", "newer-format", "unknown-version")
+TRANSCRIPT_EDITS = ("truncated", "emptied", "padded", "renumbered", "another-scenario",
+                    "transcripts-dev-zero", "nested-line")  # fmt: skip
+MANIFEST_EDITS = ("newer-harness", "newer-format", "unknown-version", "manifest-dev-zero")
 
 #: (case, extra compare arguments, what the one line must name); the test body makes the
 #: edited scenario folder or the baseline folder each case needs
@@ -356,6 +368,9 @@ REFUSALS: list[tuple[str, list[str], list[str]]] = [
     ("newer-harness", [], ["recorded by harness 9.0.0", "upgrade the harness"]),
     ("newer-format", [], ["recording format 2", "upgrade the harness"]),
     ("unknown-version", [], ["unknown harness version ('whatever'", "record the baseline again"]),
+    ("transcripts-dev-zero", [], ["transcripts.jsonl: not a regular file"]),
+    ("manifest-dev-zero", [], ["manifest.json: not a regular file"]),
+    ("nested-line", [], ["1 line(s) of transcripts.jsonl are not valid JSON (or nested too deep)"]),
 ]
 
 
