@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,10 +92,25 @@ def url_or_recording(value: str) -> str:
     return value
 
 
+#: the longest name of one file or folder (bytes): Linux file systems' NAME_MAX
+NAME_MAX = 255
+
+
 def folder(value: str) -> str:
-    """A folder path, created when missing (``--results``); an existing file is an
+    """A folder path, created when missing (``--results``, ``import -o``); an existing
+    file, or a path with a component longer than :data:`NAME_MAX` bytes, is an
     :class:`OptionValueError`."""
-    if Path(value).exists() and not Path(value).is_dir():
+    long = next((p for p in Path(value).parts if len(os.fsencode(p)) > NAME_MAX), None)
+    if long is not None:
+        raise OptionValueError(
+            f"{long[:40]!r}... is longer than {NAME_MAX} bytes, the longest file or folder "
+            "name the file system takes; give a shorter name"
+        )
+    try:
+        is_file = Path(value).exists() and not Path(value).is_dir()
+    except OSError as exc:
+        raise OptionValueError(f"{value!r}: {exc.strerror or exc}") from None
+    if is_file:
         raise OptionValueError(f"{value!r} is a file, not a folder (give a folder; it is created)")
     return value
 

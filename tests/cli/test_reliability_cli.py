@@ -447,3 +447,70 @@ def test_unbounded_rounds_and_a_key_for_its_variable_are_refused(
     assert expected in line
     assert "0123456789abcdef" not in line
     assert not (tmp_path / "r").exists()
+
+
+DANGLING = {
+    "id": "dangling_ref",
+    "description": "a local $ref that points at nothing, used by the expected call",
+    "messages": [{"role": "user", "content": "Look up order 7."}],
+    "tools": [
+        {
+            "name": "lookup",
+            "description": "Look up an order.",
+            "parameters": {
+                "type": "object",
+                "properties": {"order": {"$ref": "#/definitions/nope"}},
+                "required": ["order"],
+            },
+            "simulator": {"result": {"status": "shipped"}},
+        }
+    ],
+    "expect": {
+        "calls": [{"tool": "lookup", "arguments": {"order": 7}}],
+        "final_answer": {"contains": ["shipped"]},
+    },
+}
+
+
+def test_a_dangling_local_ref_is_refused_at_load(
+    write_scenarios: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.sim.model import ScenarioIndex
+
+    folder = write_scenarios(DANGLING)
+    for argv in (
+        ["list", str(folder)],
+        ["run", str(folder), "--target", "http://127.0.0.1:9", "--results", str(tmp_path)],
+    ):
+        code = main(argv)
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+        assert "$ref '#/definitions/nope' points at nothing" in lines[0], lines[0]
+        assert "dangling_ref.yaml" in lines[0]
+    index = ScenarioIndex.from_dir(folder)  # the reference server skips it, saying why
+    assert "dangling_ref" not in [s.id for s in index.scenarios]
+    assert "points at nothing" in capsys.readouterr().err
+    # a pointer that resolves is fine
+    ok = {**DANGLING, "id": "resolving_ref"}
+    ok["tools"] = [dict(DANGLING["tools"][0])]  # type: ignore[index]
+    ok["tools"][0]["parameters"] = {  # type: ignore[index]
+        "type": "object",
+        "$defs": {"order": {"type": "integer"}},
+        "properties": {"order": {"$ref": "#/$defs/order"}},
+    }
+    assert main(["list", str(write_scenarios(ok))]) == 0
+
+
+def test_a_path_component_over_255_bytes_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long = tmp_path / ("a" * 300)
+    (tmp_path / "req.jsonl").write_text("{}\n")
+    for argv in (
+        ["run", str(ROOT / "scenarios/no_params_tool.yaml"), "--target", "http://127.0.0.1:9",
+         "--results", str(long)],
+        ["import", str(tmp_path / "req.jsonl"), "-o", str(long)],
+    ):  # fmt: skip
+        line = _one_line_exit_2(argv, capsys)
+        assert "longer than 255 bytes" in line, line
