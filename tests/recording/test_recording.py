@@ -477,6 +477,29 @@ def test_makefile_passes_a_recording_folder_through() -> None:
     assert "compare --baseline results/x --baseline-label unfused --candidate http://h:1" in out
 
 
+def test_make_compare_of_a_recording_alone_does_not_suggest_aa() -> None:
+    """AA=1 is refused for a recording: the hint names the candidate instead."""
+    res = subprocess.run(
+        ["make", "compare", "UNFUSED=results/x", "STAMP=Makefile"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 2
+    assert "AA=1" not in res.stderr and "FUSED=url" in res.stderr, res.stderr
+    res = subprocess.run(
+        ["make", "compare", "UNFUSED=http://h:1", "STAMP=Makefile"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 2 and "AA=1" in res.stderr  # a live server can be compared with itself
+
+
+def test_score_of_a_recording_exits_as_record_did(recordings: Recorded, tmp_path: Path) -> None:
+    """The fused-regression recording's own runs fail, but a recording is not judged."""
+    dest = tmp_path / "B"
+    shutil.copytree(recordings.b, dest)
+    assert main(["score", str(dest), "--quiet"]) == 0
+    assert main(["score", str(dest)]) == 0
+
+
 def _venv_is_installed() -> bool:
     """Whether ``make``'s install stamp is up to date (else ``make compare`` would install)."""
     if shutil.which("make") is None:
