@@ -39,6 +39,7 @@ from harness.server.experts import (
 )
 from harness.server.fusion import FusionEngagement, collect_engagement
 from harness.server.process import (
+    LogCap,
     LogScanner,
     find_failure,
     foreign_owner,
@@ -420,6 +421,7 @@ def serving(
         return
     report.pid = proc.pid
     report.checks.append(Check(name="launch", verdict="PASS", detail=f"pid {proc.pid}"))
+    cap = LogCap(log).start()  # the log on disk bounded, however much the server writes
     try:
         health, report.url = wait_healthy(
             proc, log, url or url_from_command(argv),
@@ -438,6 +440,7 @@ def serving(
         yield report
     finally:
         report.checks.append(_stop_check(proc, report, grace_s))
+        cap.stop()
         lines = read_lines(log)
         report.checks.extend(_log_checks(lines, list(expect_log), list(forbid_log), ignore))
         _quote_once(report.checks)

@@ -13,6 +13,8 @@ What :mod:`harness.server.boot` (``harness boot``) and the matrix's ``launch`` d
   from ``/proc/net/tcp``, the model of its ``GET /v1/models``) and :func:`foreign_owner`
   whether a healthy port is held by another process than the launched one, so the server
   judged is the one launched;
+- :class:`LogCap` keeps a launched server's log file under :data:`MAX_LOG_FILE` bytes on
+  disk (its middle cut, its start and end kept);
 - :func:`find_failure` finds the last Python traceback or the first CUDA/HIP error line
   of a log (a traceback's exception line, e.g. ``RuntimeError: The expanded size of the
   tensor (5) must match the existing size (4)``, quoted with its last lines);
@@ -31,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import deque
@@ -42,8 +45,10 @@ from harness.redaction import redact_text
 
 __all__ = [
     "LAUNCH_TAG",
+    "MAX_LOG_FILE",
     "MAX_LOG_LINE",
     "MAX_LOG_READ",
+    "LogCap",
     "LogScanner",
     "find_failure",
     "foreign_owner",
@@ -147,6 +152,8 @@ class LogScanner:
         if self.path is None or not self.path.exists():
             return []
         with open(self.path, "rb") as fh:
+            if fh.seek(0, os.SEEK_END) < self.offset:  # cut by LogCap: read it again
+                self.offset, self._partial = 0, b""
             fh.seek(self.offset)
             data = fh.read(MAX_LOG_READ)
         self.offset += len(data)
@@ -221,6 +228,66 @@ def traceback_pending(lines: list[str], ignore: tuple[str, ...]) -> bool:
     """The last (not ignored) traceback has not printed its exception line yet."""
     tbs = _kept(_tracebacks(lines), ignore)
     return bool(tbs) and not _ended(tbs[-1])
+
+
+# ---------------------------------------------------------------- the log on disk
+
+#: a launched server's log file on disk at most (bytes, about: what it writes between two
+#: checks comes on top): past it, :class:`LogCap` cuts the middle
+MAX_LOG_FILE = 256 * 1024 * 1024
+
+
+class LogCap:
+    """Keeps a growing log file under ``max_bytes`` while a server writes it: every
+    ``interval_s`` (and once more at :meth:`stop`), a log past ``max_bytes`` is cut to its
+    first quarter (what the server said as it started), a line saying how much was cut,
+    and its last quarter (how it is ending). The server appends (``O_APPEND``:
+    :func:`launch`), so its next write lands after the cut; what it writes while the
+    tail is copied is lost. A flood of 5 GB in 8 s stays a file of about ``max_bytes``.
+    """
+
+    def __init__(self, path: Path, max_bytes: int | None = None, interval_s: float = 0.2) -> None:
+        self.path, self.interval_s = path, interval_s
+        self.max_bytes = max_bytes or MAX_LOG_FILE
+        self.cut = 0  # bytes cut so far
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="log-cap", daemon=True)
+
+    def start(self) -> LogCap:
+        """Start checking (a daemon thread); returns ``self``."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop checking, after a last cut (bounded: the thread is joined within 5 s)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        self.check()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.check()
+
+    def check(self) -> None:
+        """Cut the log now if it is past the cap (never raises: a log is not a reason to
+        fail a boot)."""
+        with contextlib.suppress(OSError):
+            size = os.stat(self.path).st_size
+            if size <= self.max_bytes:
+                return
+            keep = self.max_bytes // 4
+            with open(self.path, "r+b") as fh:
+                fh.seek(size - keep)
+                tail = fh.read(keep)
+                self.cut += size - 2 * keep
+                note = (
+                    f"\n[harness: {self.cut:,} bytes of this log cut here, to keep it under "
+                    f"{self.max_bytes:,} bytes]\n"
+                ).encode()
+                fh.seek(keep)
+                fh.write(note + tail)
+                fh.truncate()
 
 
 # ---------------------------------------------------------------- processes

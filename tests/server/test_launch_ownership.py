@@ -150,3 +150,29 @@ def test_blank_or_unbalanced_launch_commands_are_one_line(
         err = _one_line(capsys.readouterr().err)
         assert code == 2, err
         assert "-cmd" in err and ("empty" in err or "quotes" in err), err
+
+
+FLOOD = (
+    "import sys, time\n"
+    "for i in range(40000):\n"
+    "    sys.stdout.write(f'line {i} ' + 'x' * 1000 + '\\n')\n"
+    "sys.stdout.write('the last line\\n'); sys.stdout.flush()\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_a_flooding_server_log_is_capped_on_disk_keeping_head_and_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """40 MB written; the file on disk stays about the cap, its start and end kept."""
+    import harness.server.process as process
+
+    monkeypatch.setattr(process, "MAX_LOG_FILE", 1024 * 1024, raising=False)
+    report = boot([sys.executable, "-c", FLOOD], run_dir=tmp_path, timeout_s=8, grace_s=1)
+    log = tmp_path / "server.log"
+    assert log.stat().st_size <= 1024 * 1024, log.stat().st_size
+    text = log.read_text()
+    assert text.startswith("line 0 ")
+    assert "the last line" in text
+    assert "bytes of this log cut here" in text
+    assert next(c for c in report.checks if c.name == "health").verdict == "FAIL"
