@@ -78,8 +78,12 @@ compare: $(STAMP)
 	  echo "  make compare UNFUSED=results/<id> FUSED=url), or AA=1 to compare FUSED with itself," >&2; \
 	  echo "  or neither for the built-in reference servers" >&2; exit 2; fi
 	@if [ -n "$(UNFUSED)" ] && [ -z "$(FUSED)" ] && [ -z "$(AA)" ]; then \
-	  echo "make compare: FUSED= is missing: give both servers (make compare FUSED=url UNFUSED=url)," >&2; \
-	  echo "  or AA=1 to compare UNFUSED with itself, or neither URL for the built-in reference servers" >&2; exit 2; fi
+	  case "$(UNFUSED)" in http://*|https://*) \
+	    echo "make compare: FUSED= is missing: give both servers (make compare FUSED=url UNFUSED=url)," >&2; \
+	    echo "  or AA=1 to compare UNFUSED with itself, or neither URL for the built-in reference servers" >&2;; \
+	  *) echo "make compare: FUSED= is missing: give the candidate to compare against the recording" >&2; \
+	    echo "  (make compare UNFUSED=$(UNFUSED) FUSED=url, or FUSED= another recording's folder)" >&2;; \
+	  esac; exit 2; fi
 	@echo "harness compare $(COMPARE_ARGS)"
 	@$(HARNESS) compare $(COMPARE_ARGS)
 

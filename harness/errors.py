@@ -10,6 +10,8 @@
     │   └── RecordingError          a recorded baseline that cannot serve a comparison
     │                               (scenario changed, model, sampling, too few runs, ...)
     ├── GSM8KDataError              GSM8K data missing, malformed or not downloadable
+    ├── LaunchError                 a server the harness is to launch cannot be: its port
+    │                               already answers (another process would be judged)
     ├── OptionValueError            an option value that does not parse (flag, env or ini)
     │   (ValueError, argparse.ArgumentTypeError)
     ├── UnknownProfileError         a reference-server profile name that does not exist
@@ -48,6 +50,7 @@ __all__ = [
     "TRANSIENT_STATUS",
     "GSM8KDataError",
     "HarnessError",
+    "LaunchError",
     "LogprobsError",
     "MatrixError",
     "OptionValueError",
@@ -107,6 +110,11 @@ class RecordingError(RunFolderError):
 
 class GSM8KDataError(HarnessError):
     """The GSM8K data is missing or malformed (one-line message naming file and fix)."""
+
+
+class LaunchError(HarnessError):
+    """A launch command the harness refuses to start: its port already answers (the
+    process holding it would be judged instead), named with what holds it."""
 
 
 class OptionValueError(HarnessError, argparse.ArgumentTypeError, ValueError):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,12 +40,15 @@ __all__ = [
     "boolean",
     "folder",
     "count",
+    "env_name",
     "http_url",
     "positive_int",
+    "MAX_ROUNDS",
     "rate",
     "history_fields",
     "reasoning_history",
     "repeats",
+    "rounds",
     "seconds",
     "stream_mode",
     "temperature",
@@ -89,10 +93,25 @@ def url_or_recording(value: str) -> str:
     return value
 
 
+#: the longest name of one file or folder (bytes): Linux file systems' NAME_MAX
+NAME_MAX = 255
+
+
 def folder(value: str) -> str:
-    """A folder path, created when missing (``--results``); an existing file is an
+    """A folder path, created when missing (``--results``, ``import -o``); an existing
+    file, or a path with a component longer than :data:`NAME_MAX` bytes, is an
     :class:`OptionValueError`."""
-    if Path(value).exists() and not Path(value).is_dir():
+    long = next((p for p in Path(value).parts if len(os.fsencode(p)) > NAME_MAX), None)
+    if long is not None:
+        raise OptionValueError(
+            f"{long[:40]!r}... is longer than {NAME_MAX} bytes, the longest file or folder "
+            "name the file system takes; give a shorter name"
+        )
+    try:
+        is_file = Path(value).exists() and not Path(value).is_dir()
+    except OSError as exc:
+        raise OptionValueError(f"{value!r}: {exc.strerror or exc}") from None
+    if is_file:
         raise OptionValueError(f"{value!r} is a file, not a folder (give a folder; it is created)")
     return value
 
@@ -120,6 +139,22 @@ def repeats(value: str) -> int:
         raise OptionValueError(
             f"{value!r} is more than {MAX_REPEATS} repeats (the cap of a scenario's repeats); "
             f"give 1 to {MAX_REPEATS}"
+        )
+    return n
+
+
+#: the most sequential rounds (``--rounds``): each round is a look of the alpha-spending
+#: design and a recording holds every round's runs
+MAX_ROUNDS = 100
+
+
+def rounds(value: str) -> int:
+    """Sequential rounds (``--rounds``): 1 to :data:`MAX_ROUNDS`."""
+    n = positive_int(value)
+    if n > MAX_ROUNDS:
+        raise OptionValueError(
+            f"{value!r} is more than {MAX_ROUNDS} rounds (each round is a look of the "
+            f"sequential design); give 1 to {MAX_ROUNDS}"
         )
     return n
 
@@ -159,6 +194,22 @@ def seconds(value: str) -> float:
 def text(value: str) -> str:
     """Any text, stripped (names, paths)."""
     return value.strip()
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_name(value: str) -> str:
+    """The name of an environment variable (``--api-key-env``): letters, digits and ``_``,
+    not starting with a digit. A value that is not one (a key typed where its variable's
+    name goes, ``sk-...``) is refused without repeating it: it may be the key itself."""
+    name = value.strip()
+    if not _ENV_NAME.fullmatch(name):
+        raise OptionValueError(
+            f"not an environment variable name ({len(name)} characters, not shown: it may "
+            "be a key); give the variable's name (e.g. OPENAI_API_KEY) and put the key in it"
+        )
+    return name
 
 
 def boolean(value: str) -> bool:
@@ -277,7 +328,7 @@ _TABLE = (
            "known (role, content, tool_calls' id, type, name and arguments, and the reasoning "
            "as --reasoning-history says: for servers that refuse unknown fields); default "
            "as-received", "as-received|known"),
-    Option("api_key_env", "--api-key-env", text, "OPENAI_API_KEY",
+    Option("api_key_env", "--api-key-env", env_name, "OPENAI_API_KEY",
            "environment variable holding the API key (default OPENAI_API_KEY)", "NAME"),
     Option("stream", "--stream", stream_mode, "off",
            "stream responses (SSE): on, off (default) or both (each scenario both ways)",

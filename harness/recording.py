@@ -48,8 +48,11 @@ __all__ = [
     "RECORDING_KEY",
     "RecordedSide",
     "Recording",
+    "RECORDING_FORMAT",
     "RecordingInfo",
+    "check_pair",
     "is_recording_ref",
+    "version_problem",
 ]
 
 #: the manifest ``kind`` of a recording
@@ -119,6 +122,73 @@ def _same_float(a: float | None, b: float | None) -> bool:
     return math.isclose(a, b, rel_tol=0, abs_tol=1e-12)
 
 
+#: the stream modes of the runs a recording holds, by its ``stream`` setting
+_MODES = {"both": ("stream", "nostream"), "on": ("stream",), "off": ("nostream",)}
+#: the recording format this harness reads and writes (:attr:`RecordingInfo.format`)
+RECORDING_FORMAT = 1
+
+
+def _run_fault(
+    rec: RunRecord, mode: str, recorded: dict[str, str], repeats: int, modes: Sequence[str]
+) -> str | None:
+    """Why one recorded run cannot be read as the recording's, or None."""
+    if recorded.get(rec.scenario_id) != rec.scenario_hash:
+        return "of another scenario or scenario version than the recording's"
+    if not rec.run_key.endswith(f"/{rec.scenario_id}/{rec.repeat}/{mode}"):
+        return "whose run_key disagrees with their scenario, repeat or stream mode (renumbered?)"
+    if not 0 <= rec.repeat < repeats or mode not in modes:
+        return "outside the recorded repeats and stream modes (padded?)"
+    return None
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    """The release numbers of a version (``0.1.0+g1a2b3c`` -> ``(0, 1, 0)``), else None."""
+    head = version.split("+", 1)[0].split(".dev", 1)[0]
+    parts = head.split(".")
+    return tuple(int(p) for p in parts) if parts and all(p.isdigit() for p in parts) else None
+
+
+def version_problem(info: RecordingInfo) -> str | None:
+    """Why this harness cannot read a recording written by ``info.harness_version`` (in
+    recording format ``info.format``): a newer format, a newer harness release, or a
+    version that does not parse; None when compatible (an older release of the same
+    format is)."""
+    ours, theirs = _release(__version__), _release(info.harness_version or "")
+    if info.format > RECORDING_FORMAT or (ours and theirs and theirs > ours):
+        return (
+            f"recorded by harness {info.harness_version} (recording format {info.format}); "
+            f"this harness is {__version__} (format {RECORDING_FORMAT}): upgrade the "
+            "harness, or record the baseline again with this one"
+        )
+    if theirs is None or info.format < 1:
+        return (
+            f"recorded by an unknown harness version ({info.harness_version!r}, format "
+            f"{info.format}): record the baseline again with this harness"
+        )
+    return None
+
+
+def check_pair(baseline: Recording, candidate: Recording) -> None:
+    """Two recordings compared with each other: not one recording on both sides, and the
+    same model on both.
+
+    Raises:
+        RecordingError: one line naming the two folders and the fix.
+    """
+    if baseline.path.resolve() == candidate.path.resolve():
+        raise RecordingError(
+            f"{baseline.path} is both the baseline and the candidate: a recording compared "
+            "with itself is NO CHANGE by construction; give the other build's recording "
+            "(or a server URL) as --candidate"
+        )
+    a, b = baseline.info.model, candidate.info.model
+    if a is not None and b is not None and a != b:
+        raise RecordingError(
+            f"the recordings are of different models ({baseline.path}: {a!r}, "
+            f"{candidate.path}: {b!r}): compare two builds serving the same model"
+        )
+
+
 class Recording:
     """A recorded baseline folder (:meth:`open`), checked against a comparison
     (:meth:`check`) and read round by round (:meth:`copy_runs`)."""
@@ -178,6 +248,9 @@ class Recording:
                 f"{path}: the recording did not finish (killed?); finish it with "
                 f"harness record ... --resume {folder.path.name}"
             )
+        why = version_problem(info)
+        if why is not None:
+            raise RecordingError(f"{path}: {why}")
         return cls(folder, info)
 
     # ---------------------------------------------------------------- checks
@@ -235,6 +308,56 @@ class Recording:
                 f"too few runs: {info.repeats} per scenario recorded "
                 f"({info.repeats_per_round} x {info.rounds} rounds), the comparison asks up "
                 f"to {repeats}"
+            )
+        return out or self.run_problems(repeats)
+
+    def run_problems(self, repeats: int) -> list[str]:
+        """The transcripts checked whole against the manifest: every (scenario, repeat <
+        ``repeats``, stream mode) a comparison reads is there, as the last record of its
+        run; no run of a scenario (or scenario version) not recorded, none whose
+        ``run_key`` disagrees with its scenario, repeat and mode (renumbered), none
+        outside the recorded repeats and modes, none twice (a run recorded again after
+        an infrastructure error replaces it: a resumed recording). ``[]`` when whole."""
+        info = self.info
+        if repeats <= 0 or info.repeats <= 0:
+            return []
+        modes = _MODES.get(info.stream, ("nostream",))
+        recorded = getattr(self, "whole", self).info.scenarios  # a selection: the whole's
+        seen: dict[tuple[str, int, str], bool] = {}  # run -> its last record an infra error
+        bad: dict[str, list[str]] = {}
+        try:
+            for _, rec in self.folder.records_with_offsets():
+                mode = "stream" if rec.stream else "nostream"
+                run = f"{rec.scenario_id} #{rec.repeat} {mode}"
+                why = _run_fault(rec, mode, recorded, info.repeats, modes)
+                key = (rec.scenario_id, rec.repeat, mode)
+                if why is None and seen.get(key) is False:
+                    why = "recorded twice (padded?)"
+                if why is not None:
+                    bad.setdefault(why, []).append(run)
+                    continue
+                seen[key] = rec.is_infra_error
+        except RunFolderError as exc:
+            return [str(exc)]
+        out = [f"{len(runs)} run(s) {why}: {_some(runs, 3)}" for why, runs in bad.items()]
+        unread = sorted(self.folder.skipped.get(self.folder.transcripts.name, ()))
+        if unread:  # a complete recording has none: a resume cuts a truncated last line
+            out.append(
+                f"{len(unread)} line(s) of {self.folder.transcripts.name} are not valid JSON "
+                f"(or nested too deep), at byte {_some([str(o) for o in unread], 3)}"
+            )
+        want = [
+            f"{sid} #{r} {m}"
+            for sid in info.scenarios
+            for r in range(min(repeats, info.repeats))
+            for m in modes
+            if (sid, r, m) not in seen
+        ]
+        if want:
+            total = len(info.scenarios) * min(repeats, info.repeats) * len(modes)
+            out.append(
+                f"{self.folder.transcripts.name} lacks {len(want)} of the {total} runs the "
+                f"comparison reads ({_some(want, 3)}): truncated, emptied or edited"
             )
         return out
 

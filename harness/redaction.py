@@ -15,6 +15,14 @@ resume hint all go through them; requests and launched commands use what was giv
 Secret-looking names: :data:`SECRET_NAME` (``key``, ``api_key``, ``apikey``, ``token``,
 ``access_token``, ``secret``, ``password``, ``passwd``, ``auth``, ``authorization``,
 ``signature``, ``sig``, ``credential``, ... with any prefix ending in ``_``/``-``).
+
+A server's own answers carry keys too: SGLang's ``/server_info`` is its whole server
+arguments object (``api_key``, ``admin_api_key``, ``launch_command`` with ``--api-key``).
+:func:`redact_data` replaces the value of every field with a secret-looking name
+(:data:`SECRET_FIELD`: ``api_key``, ``admin_api_key``, ``hf_token``, ``*_secret``,
+``*password*``, ...) and every string that looks like a key itself (:data:`SECRET_VALUE`:
+``sk-...``, ``hf_...``, ``Bearer ...``); ``/server_info``, ``/model_info`` and
+``/v1/models`` go through it where they are fetched, before anything is written or shown.
 """
 
 from __future__ import annotations
@@ -27,7 +35,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 __all__ = [
     "KEY_FLAGS",
     "REDACTED",
+    "SECRET_FIELD",
     "SECRET_NAME",
+    "SECRET_VALUE",
     "redact_argv",
     "redact_data",
     "redact_text",
@@ -42,12 +52,31 @@ SECRET_NAME = re.compile(
     r"|signature|sig|credentials?|access[_\-]?token|session)$",
     re.IGNORECASE,
 )
+#: a field of a server's answer whose value is a secret: a name ending in key/token/secret/
+#: password/... (``admin_api_key``, ``hf_token``, ``ssl_keyfile_password``), or with
+#: ``secret``/``password``/``passwd``/``token``/``credential`` as one of its parts
+#: (``api_key_env``, ``tokenizer_path``, ``max_tokens`` are not)
+SECRET_FIELD = re.compile(
+    r"(^|[_\-.])(api[_\-]?key|key|token|secret|password|passwd|pwd|auth|authorization"
+    r"|signature|credentials?|access[_\-]?token|private[_\-]?key)$"
+    r"|(^|[_\-.])(secret|password|passwd|token|credentials?)([_\-.]|$)",
+    re.IGNORECASE,
+)
+#: a string that is a key by its look (OpenAI-style ``sk-``, Hugging Face ``hf_``, GitHub
+#: ``ghp_``, Slack ``xox.-``, AWS ``AKIA``, an ``Authorization`` header's value)
+SECRET_VALUE = re.compile(
+    r"^\s*(?:(?:sk|rk|pk)-[\w\-]{8,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{16,}"
+    r"|github_pat_\w{16,}|xox[abprs]-[\w\-]{8,}|AKIA[0-9A-Z]{16}|(?:Bearer|Basic)\s+\S+)\s*$"
+)
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
 #: launch-command flags whose value is a key (SGLang, vLLM, llama-server; Hugging Face)
 KEY_FLAGS = ("--api-key", "--admin-api-key", "--hf-token", "--token")
 _FLAGS = "|".join(re.escape(f) for f in KEY_FLAGS)
 #: ``--api-key KEY``, ``--api-key=KEY`` (the value up to a space, or a quoted value)
-_FLAG_VALUE = re.compile(rf"(?<![\w-])({_FLAGS})(=|\s+)(?!-)(?:\"[^\"]*\"|'[^']*'|[^\s'\"]+)")
+_FLAG_VALUE = re.compile(
+    rf"(?<![\w-])({_FLAGS}|--[\w-]+-(?:api-key|token|secret|password))(=|\s+)(?!-)"
+    r"(?:\"[^\"]*\"|'[^']*'|[^\s'\"]+)"
+)
 #: ``NAME=value`` (an environment assignment, a ``--name=value`` flag)
 _ASSIGN = re.compile(r"(?<![^\s'\"])(-{0,2}[A-Za-z_][\w.\-]*)=([^\s'\"]+)")
 
@@ -96,23 +125,47 @@ def redact_text(text: str) -> str:
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """A command's arguments with :func:`redact_text` applied to each, and the item after
-    a key flag (:data:`KEY_FLAGS`) as ``***``."""
+    a key flag (:data:`KEY_FLAGS`, any ``--...-api-key``/``-token``/``-secret``/
+    ``-password``) and any item that looks like a key (:data:`SECRET_VALUE`) as ``***``."""
     out: list[str] = []
     for i, arg in enumerate(argv):
-        after_flag = i > 0 and argv[i - 1] in KEY_FLAGS and not arg.startswith("-")
-        out.append(REDACTED if after_flag else redact_text(arg))
+        after_flag = i > 0 and _key_flag(argv[i - 1]) and not arg.startswith("-")
+        out.append(REDACTED if after_flag or SECRET_VALUE.match(arg) else redact_text(arg))
     return out
 
 
-def redact_data(value: Any) -> Any:
-    """Parsed data (a file's mapping, say) with :func:`redact_text` applied to every string
-    and :func:`redact_argv` to every list of strings (a command as arguments)."""
+def _key_flag(arg: str) -> bool:
+    """A flag whose value is a key: :data:`KEY_FLAGS`, or any ``--...-api-key`` /
+    ``--...-token`` / ``--...-secret`` / ``--...-password``."""
+    return arg in KEY_FLAGS or (
+        arg.startswith("--") and re.search(r"-(api-key|token|secret|password)$", arg) is not None
+    )
+
+
+def _secret_value(value: Any) -> bool:
+    """A value kept under a secret-looking field: a non-empty string (or list of them);
+    numbers, booleans and None say nothing secret (``max_tokens``-like counts, flags)."""
     if isinstance(value, str):
-        return redact_text(value)
+        return bool(value.strip())
+    return isinstance(value, list) and any(isinstance(v, str) and v.strip() for v in value)
+
+
+def redact_data(value: Any) -> Any:
+    """Parsed data (a file's mapping, a server's ``/server_info``) with :func:`redact_text`
+    applied to every string and :func:`redact_argv` to every list of strings (a command as
+    arguments); a field with a secret-looking name (:data:`SECRET_FIELD`) holding a string,
+    and any string that looks like a key (:data:`SECRET_VALUE`), as ``***``."""
+    if isinstance(value, str):
+        return REDACTED if SECRET_VALUE.match(value) else redact_text(value)
     if isinstance(value, dict):
-        return {k: redact_data(v) for k, v in value.items()}
+        return {
+            k: REDACTED
+            if isinstance(k, str) and SECRET_FIELD.search(k) and _secret_value(v)
+            else redact_data(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
-        if all(isinstance(v, str) for v in value):
-            return redact_argv(value)
+        if value and all(isinstance(v, str) for v in value):
+            return [REDACTED if SECRET_VALUE.match(v) else v for v in redact_argv(value)]
         return [redact_data(v) for v in value]
     return value

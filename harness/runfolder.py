@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -114,10 +115,15 @@ def check_run_id(run_id: str) -> str:
             f"run id {run_id!r} is not a folder name; give the name alone "
             "(e.g. compare-20261130-120000-1) and the root with --results"
         )
-    if len(run_id) > MAX_RUN_ID:
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in run_id):
+        raise RunFolderError(
+            f"run id {run_id.encode('unicode_escape').decode()[:60]!r} holds control "
+            "characters (a terminal would run them); give letters, digits, '-', '_' or '.'"
+        )
+    if len(run_id.encode("utf-8", "surrogatepass")) > MAX_RUN_ID:
         raise RunFolderError(
             f"run id {run_id[:40]!r}... ({len(run_id)} characters) is too long; give "
-            f"at most {MAX_RUN_ID} characters (e.g. compare-20261130-120000-1)"
+            f"at most {MAX_RUN_ID} characters (bytes in UTF-8; e.g. compare-20261130-120000-1)"
         )
     return run_id
 
@@ -173,10 +179,48 @@ def _append_line(path: Path, item: _Line) -> None:
         os.fsync(fh.fileno())
 
 
+#: the largest file of a run folder read whole (``manifest.json``, ``summary.json``,
+#: ``numerics.json``, ...), bytes: a folder's file can be anything (a symlink to a huge file)
+MAX_FILE_BYTES = 1024 * 1024 * 1024
+#: the longest line of a JSON Lines file (one run of ``transcripts.jsonl``), bytes
+MAX_LINE_BYTES = 256 * 1024 * 1024
+
+
+def _regular(path: Path) -> Path:
+    """``path``, if it is a regular file (or a symlink to one).
+
+    Raises:
+        RunFolderError: a device (a symlink to ``/dev/zero``), a pipe, a folder: it is
+            never read (an endless read, or a block).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):
+        raise RunFolderError(
+            f"{path}: not a regular file (a device, a pipe or a symlink to one); "
+            "re-create the folder's files"
+        )
+    return path
+
+
 def _lines(fh: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    """``(byte offset, line)`` of every non-blank line of ``fh``."""
+    """``(byte offset, line)`` of every non-blank line of ``fh``.
+
+    Raises:
+        RunFolderError: a line longer than :data:`MAX_LINE_BYTES`.
+    """
     offset = 0
-    for line in fh:
+    while True:
+        line = fh.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            raise RunFolderError(
+                f"{getattr(fh, 'name', 'a file')}: the line at byte {offset} is longer than "
+                f"{MAX_LINE_BYTES:,} bytes; re-create the folder's files"
+            )
         if line.strip():
             yield offset, line
         offset += len(line)
@@ -476,7 +520,7 @@ class RunFolder:
         """``(offset, run_key)`` of every line, without validating whole records."""
         if not self.transcripts.exists():
             return
-        with open(self.transcripts, "rb") as fh:
+        with open(_regular(self.transcripts), "rb") as fh:
             for offset, line in _lines(fh):
                 key = _run_key(line)
                 if key is not None:
@@ -590,11 +634,11 @@ class RunFolder:
         missing: dict[str, None] = {}
         if not self.transcripts.exists():
             return [], []
-        with open(self.transcripts, "rb") as fh:
+        with open(_regular(self.transcripts), "rb") as fh:
             for _, line in _lines(fh):
                 try:
                     rec = json.loads(line)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):  # a line nested too deep
                     continue
                 sid = rec.get("scenario_id") if isinstance(rec, dict) else None
                 if not isinstance(sid, str):
@@ -610,7 +654,14 @@ class RunFolder:
 
     def _read_model(self, path: Path, cls: type[Any], fix: str) -> Any:
         try:
-            return cls.model_validate_json(path.read_bytes())
+            with open(_regular(path), "rb") as fh:
+                data = fh.read(MAX_FILE_BYTES + 1)
+            if len(data) > MAX_FILE_BYTES:
+                raise RunFolderError(
+                    f"{path}: larger than {MAX_FILE_BYTES:,} bytes, not a file the harness "
+                    f"wrote; {fix}"
+                )
+            return cls.model_validate_json(data)
         except OSError as exc:
             raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from None
         except ValidationError as exc:
@@ -627,7 +678,7 @@ class RunFolder:
     ) -> Iterator[tuple[int, Any]]:
         if not path.exists():
             return
-        with open(path, "rb") as fh:
+        with open(_regular(path), "rb") as fh:
             for offset, line in _lines(fh) if offsets is None else _seek(fh, offsets):
                 try:
                     yield offset, cls.model_validate_json(line)
@@ -657,7 +708,7 @@ def _run_key(line: bytes) -> str | None:
         return str(json.loads(b'"' + m.group(1) + b'"'))
     try:
         data = json.loads(line)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep
         return None
     key = data.get("run_key") if isinstance(data, dict) else None
     return key if isinstance(key, str) else None

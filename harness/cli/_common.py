@@ -303,6 +303,36 @@ def add_launch_arguments(p: argparse.ArgumentParser) -> None:
                    help="a launched server's boot check FAILs unless fusion is in this state")  # fmt: skip
 
 
+def launch_problem(flag: str, cmd: str | None) -> str | None:
+    """Why a launch command (``--cmd``, ``--baseline-cmd``, ``--candidate-cmd``) cannot be
+    split into arguments (an unclosed quote) or is blank; None when it can be (or none is
+    given). The command itself is not repeated: it may carry a key."""
+    if cmd is None:
+        return None
+    try:
+        argv = shlex.split(cmd)
+    except ValueError as exc:
+        return f"{flag}: cannot split the command ({exc}); check its quotes"
+    if not argv:
+        return f"{flag} is empty: give the server launch command"
+    return None
+
+
+def refuse_held_ports(args: argparse.Namespace, *cmds: str | None) -> None:
+    """Before anything runs: refuse each launch command whose port already answers
+    (:func:`harness.server.boot.refuse_held_port`; ``--url`` or the command's ``--port``).
+
+    Raises:
+        LaunchError: one line naming the port and what holds it.
+    """
+    from harness.server.boot import refuse_held_port
+    from harness.server.process import url_from_command
+
+    for cmd in cmds:
+        if cmd:
+            refuse_held_port(getattr(args, "url", None) or url_from_command(shlex.split(cmd)))
+
+
 @contextlib.contextmanager
 def launched_side(
     cmd: str, run_dir: Path, args: argparse.Namespace, *, url: str | None = None

@@ -29,9 +29,9 @@ from harness.present.checks import print_boot
 from harness.present.console import make_console
 from harness.redaction import redact_text
 from harness.runfolder import RunFolder
-from harness.server.boot import boot, check_running
+from harness.server.boot import boot, check_running, refuse_held_port
 from harness.server.experts import MoeShape, load_model_config, moe_shape_from_config
-from harness.server.process import resolve_command
+from harness.server.process import resolve_command, url_from_command
 
 HELP = "Launch a server command (or check a running server): health, log, fusion, routed experts."
 
@@ -173,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: {redact_text(problem)}", file=sys.stderr)
         return ExitCode.USAGE_ERROR
+    if args.cmd:  # a port that already answers: LaunchError, one line, exit 2
+        refuse_held_port(args.url or url_from_command(shlex.split(args.cmd)))
     opts: dict[str, Any] = {"endpoint": args.probe_endpoint}
     if isinstance(shape, MoeShape):
         opts["shape"] = shape

@@ -39,20 +39,22 @@ from harness.cli._common import (
     add_stream_argument,
     check_resume,
     exit_code,
+    launch_problem,
     open_run_folder,
     preflight,
+    refuse_held_ports,
     resume_command,
     stream_mode,
     write_report_or_warn,
 )
 from harness.client.target import target_from_options
 from harness.numerics.adapters import ADAPTERS
-from harness.options import add_argument, positive_int, url_or_recording
+from harness.options import add_argument, rounds, url_or_recording
 from harness.pipeline import Target, compare
 from harness.present.console import make_console, render_compare
 from harness.present.verifier import show_verifier
 from harness.present.views import first_drift
-from harness.recording import RecordedSide, Recording, is_recording_ref
+from harness.recording import RecordedSide, Recording, check_pair, is_recording_ref
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario, load_scenarios
 from harness.scenario.suites import suite_of_spec
@@ -147,7 +149,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--rounds",
-        type=positive_int,
+        type=rounds,
         default=ROUNDS,
         metavar="K",
         help=f"--sequential: at most K rounds (default {ROUNDS})",
@@ -201,6 +203,13 @@ def _check(args: argparse.Namespace) -> str | None:
     if bool(base) != bool(cand) and not args.aa:
         given = "--baseline" if base else "--candidate"
         return f"{given} needs the other side too (--baseline URL --candidate URL), or --aa for an A/A run"
+    for flag, cmd in (
+        ("--baseline-cmd", args.baseline_cmd),
+        ("--candidate-cmd", args.candidate_cmd),
+    ):
+        why = launch_problem(flag, cmd)
+        if why:
+            return why
     for log in (args.baseline_log, args.candidate_log):
         if log and not Path(log).is_file():
             return (
@@ -227,6 +236,8 @@ def _recordings(args: argparse.Namespace, scenarios: list[Scenario]) -> dict[str
                 single_turn=args.single_turn, reasoning_history=args.reasoning_history,
             )  # fmt: skip
             out[side] = rec
+    if len(out) == 2:
+        check_pair(out["baseline"], out["candidate"])
     return out
 
 
@@ -369,6 +380,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {down}", file=sys.stderr)
         return ExitCode.INFRA_ERROR
     _check_tokens(args)
+    refuse_held_ports(args, args.baseline_cmd, args.candidate_cmd)  # LaunchError: exit 2
     console = make_console()
     folder = open_run_folder("compare", args, console, scenarios)
     try:

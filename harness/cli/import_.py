@@ -29,7 +29,7 @@ from harness.cli._common import preflight
 from harness.client.target import target_from_options
 from harness.errors import ScenarioError
 from harness.golden import POLICIES, expectation, golden_runs
-from harness.options import add_argument, http_url
+from harness.options import add_argument, folder, http_url
 from harness.redaction import redact_url
 from harness.scenario.importer import (
     ImportReport,
@@ -51,7 +51,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``harness import``, added to ``p``."""
     p.add_argument("requests", help="JSONL file: one request body (or envelope) per line")
     p.add_argument(
-        "-o", "--out", required=True, metavar="DIR", help="folder for the scenario files"
+        "-o",
+        "--out",
+        required=True,
+        metavar="DIR",
+        type=folder,
+        help="folder for the scenario files",
     )
     p.add_argument(
         "--golden", metavar="URL", type=http_url, default=None,

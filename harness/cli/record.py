@@ -36,19 +36,22 @@ from harness.cli._common import (
     add_skip_contract,
     add_stream_argument,
     check_resume,
+    launch_problem,
     launched_side,
     open_run_folder,
     preflight,
     print_side_boot,
+    refuse_held_ports,
     resume_command,
     stream_mode,
     write_report_or_warn,
 )
 from harness.client.target import TargetConfig, target_from_options
 from harness.numerics.adapters import ADAPTERS
-from harness.options import add_argument, count, positive_int
+from harness.options import add_argument, count, positive_int, rounds
 from harness.present.console import make_console
 from harness.recording import RecordingInfo, record, save_info
+from harness.redaction import redact_url
 from harness.runfolder import RunFolder
 from harness.scenario.model import load_scenarios
 from harness.scoring.trigger import single_turn
@@ -80,7 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"runs per scenario per round (default {DEFAULT_REPEATS}, as compare's)",
     )  # fmt: skip
     p.add_argument(
-        "--rounds", type=positive_int, default=ROUNDS, metavar="K",
+        "--rounds", type=rounds, default=ROUNDS, metavar="K",
         help=f"rounds recorded (default {ROUNDS}: every round a sequential compare may read)",
     )  # fmt: skip
     add_stream_argument(p)
@@ -141,7 +144,7 @@ def new_info(args: argparse.Namespace, url: str, label: str) -> RecordingInfo:
     """The settings of a recording made with ``args``."""
     per_round = 0 if getattr(args, "numerics_only", False) else args.repeats
     return RecordingInfo(
-        label=label, url=url, repeats_per_round=per_round, rounds=args.rounds,
+        label=label, url=redact_url(url), repeats_per_round=per_round, rounds=args.rounds,
         stream=args.stream, temperature=args.temperature, seed=args.sampling_seed,
         reasoning_history=getattr(args, "reasoning_history", None),
         single_turn=bool(getattr(args, "single_turn", False)), model=args.model,
@@ -188,9 +191,14 @@ def run(args: argparse.Namespace) -> int:
         scenarios = [single_turn(s) for s in scenarios]
     if args.numerics_only and args.no_logprobs:
         return _error("--numerics-only records the numerics: drop --no-logprobs")
-    problem = check_resume(args, scenarios, RESUME_KEYS) or _other_kind(args)
+    problem = (
+        launch_problem("--cmd", args.cmd)
+        or check_resume(args, scenarios, RESUME_KEYS)
+        or _other_kind(args)
+    )
     if problem:
         return _error(problem)
+    refuse_held_ports(args, args.cmd)  # LaunchError: one line, exit 2
     if args.target:
         down = preflight("target", args.target, args.api_key_env)
         if down:
@@ -203,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         with _served(args, folder, console) as (url, report):
             if url is not None:
                 info = existing_info(folder) or new_info(args, url, args.label)
-                info.url = url
+                info.url = redact_url(url)  # the recording keeps no key (userinfo, ?key=)
                 target = target_config(args, url, args.label)
                 info = record(
                     scenarios, target, folder, info, log=args.log or _log(report),

@@ -9,7 +9,9 @@ run`` for a one-sided folder) and exits with the same codes. A ``harness matrix`
 :func:`harness.matrix.run.rescore_matrix` (``summary.json`` and ``matrix.json``), printed
 with the matrix console and exits as ``harness matrix`` does. A ``harness gsm8k`` folder
 (``gsm8k.jsonl``) is re-scored with :func:`harness.gsm8k.run.rescore`; any other folder
-(``harness boot``) is a usage error pointing at ``harness report``.
+(``harness boot``) is a usage error pointing at ``harness report``. A recording
+(``harness record``'s folder) exits as ``harness record`` does: 3 over the
+infrastructure-error limit, else 0 (a recorded build is not judged alone).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from harness.pipeline import score_folder
 from harness.present.console import make_console, render_compare, render_run
 from harness.present.views import first_drift, headline
 from harness.runfolder import RunFolder
+from harness.summary import Summary
 
 HELP = (
     "Re-score a run folder (results/<run-id>: run, compare, matrix or gsm8k) and rewrite "
@@ -39,6 +42,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--verbose", action="store_true", help="every scenario's full table, trace and divergence"
     )
+
+
+def _exit_code(summary: Summary, args: argparse.Namespace, recorded: bool) -> int:
+    """The folder's exit code (:func:`harness.cli._common.exit_code`); a recording is not
+    judged, as ``harness record`` exits: 3 over the infrastructure-error limit, else 0."""
+    if recorded:
+        o = summary.outcome
+        return ExitCode.INFRA_ERROR if o is not None and o.infra_limited else ExitCode.OK
+    return exit_code(summary, strict=args.strict)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,13 +74,14 @@ def run(args: argparse.Namespace) -> int:
     if is_gsm8k:
         return _gsm8k(folder)
     summary = score_folder(rf)
+    recorded = manifest is not None and manifest.kind == "record"
     _say_skipped(rf)
     console = make_console()
     if args.quiet:  # the verdict line alone; the report is still redrawn
         banner, message = headline(summary)
         console.print(f"{banner}: {message}", markup=False, soft_wrap=True)
         write_report_or_warn(rf, console, say=False)
-        return exit_code(summary, strict=args.strict)
+        return _exit_code(summary, args, recorded)
     render = render_compare if summary.kind == "compare" else render_run
     traces = first_drift(s for _, s in rf.scores_with_offsets())
     render(summary, console, traces, verbose=args.verbose)
@@ -78,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         show_verifier(rf, summary, console)
     console.print(f"summary: {rf.summary_path}", markup=False, soft_wrap=True)
     write_report_or_warn(rf, console)
-    return exit_code(summary, strict=args.strict)
+    return _exit_code(summary, args, recorded)
 
 
 def _say_skipped(folder: RunFolder) -> None:

@@ -90,6 +90,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "holds (glm-4.5 fuses without the 'enabled' line, as SGLang's GLM-4.5/4.6)",
     )
     p.add_argument(
+        "--server-info-api-key",
+        metavar="KEY",
+        default=None,
+        help="report KEY in /server_info as SGLang reports its own keys (api_key, "
+        "admin_api_key KEY-admin, launch_command ... --api-key KEY); requests are not "
+        "checked against it (what the harness must keep out of its files)",
+    )
+    p.add_argument(
         "--chat-template",
         default="chatml",
         choices=list(TEMPLATES),
@@ -182,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         capture=capture,
         refuse_unknown=not args.play_unknown,
+        server_info_api_key=args.server_info_api_key,
         flavour=args.server_flavour,
         chat_template=args.chat_template,
         moe_model=args.moe_model,

@@ -26,6 +26,7 @@ import httpx
 from openai import AsyncOpenAI
 
 from harness.client.completions import DEFAULT_MAX_RESPONSE_BYTES, Limits
+from harness.redaction import redact_data
 from harness.transcript import TargetInfo
 
 __all__ = [
@@ -231,6 +232,6 @@ async def fetch_target_info(cfg: TargetConfig) -> TargetInfo:
         side=cfg.side,
         base_url=cfg.base_url,
         model=model,
-        models=models,
-        server_info=info if isinstance(info, dict) else None,
+        models=redact_data(models),  # a server's own keys stay out of every file
+        server_info=redact_data(info) if isinstance(info, dict) else None,
     )

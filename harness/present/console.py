@@ -74,6 +74,11 @@ VERDICT_STYLE = {
 #: reasons printed under the verdict (the rest are in the report)
 #: lines of a drifted-argument trace printed (the report shows more)
 CONSOLE_TRACE_LINES = 12
+#: scenarios in the console's per-scenario table at most, and scenarios whose trace and
+#: divergence it prints, without ``--verbose`` (the report holds every one): 2,000
+#: scenarios are not 20,000 console lines
+CONSOLE_SCENARIOS = 50
+CONSOLE_DETAILS = 10
 
 Traces = Mapping[tuple[str, str], Trace]
 
@@ -172,6 +177,27 @@ def _pooled(summary: Summary, console: Console) -> None:
         if (a := summary.aggregate(s.side, sid))
     ]
     _print(console, f"  how runs ended: {'; '.join(ends)}")
+
+
+def _capped(rows: list[ScenarioRow], first: set[str], most: int) -> list[ScenarioRow]:
+    """At most ``most`` of ``rows`` in their order, those in ``first`` (the scenarios that
+    differ or fail) kept before the others."""
+    if len(rows) <= most:
+        return rows
+    keep = [r for r in rows if r.scenario_id in first][:most]
+    keep += [r for r in rows if r.scenario_id not in first][: most - len(keep)]
+    kept = {r.scenario_id for r in keep}
+    return [r for r in rows if r.scenario_id in kept]
+
+
+def _not_shown(console: Console, hidden: int, what: str) -> None:
+    if hidden > 0:
+        _print(
+            console,
+            f"  ... {hidden} more {what} not shown here: the report has every one "
+            "(report.html, report.md), --verbose prints them all",
+            style="dim",
+        )
 
 
 def _scenario_table(summary: Summary, rows: list[ScenarioRow], width: int = 200) -> Table:
@@ -293,7 +319,10 @@ def render_compare(
     rows = scenario_rows(summary)
     shared = _shared_notes(summary, rows)
     if len(rows) > 1:
-        console.print(_scenario_table(summary, rows, console.width))
+        differ = {r.scenario_id for r in rows if r.differs}
+        shown = rows if verbose else _capped(rows, differ, CONSOLE_SCENARIOS)
+        console.print(_scenario_table(summary, shown, console.width))
+        _not_shown(console, len(rows) - len(shown), "scenarios")
         for note in sorted(shared):
             labels = {
                 r.verdict
@@ -301,9 +330,10 @@ def render_compare(
                 if (c := summary.comparison(r.scenario_id)) and c.note == note
             }
             _print(console, f"  {', '.join(sorted(labels))}: {note}")
-    for r in rows:
-        if verbose or r.differs or (len(rows) == 1 and traces):
-            _detail(summary, r.scenario_id, traces, console, full=verbose, shared=shared)
+    detailed = [r for r in rows if verbose or r.differs or (len(rows) == 1 and traces)]
+    for r in detailed if verbose else detailed[:CONSOLE_DETAILS]:
+        _detail(summary, r.scenario_id, traces, console, full=verbose, shared=shared)
+    _not_shown(console, 0 if verbose else len(detailed) - CONSOLE_DETAILS, "scenario traces")
     if summary.comparisons:
         _print(console, p_legend(summary), style="dim")
     _infra(summary, console)
@@ -320,7 +350,10 @@ def render_run(
     _sides(summary, console)
     _contract(summary, console)
     rows = scenario_rows(summary)
-    console.print(_scenario_table(summary, rows, console.width))
+    failing = set(summary.outcome.failing) if summary.outcome else set()
+    shown = rows if verbose else _capped(rows, failing, CONSOLE_SCENARIOS)
+    console.print(_scenario_table(summary, shown, console.width))
+    _not_shown(console, len(rows) - len(shown), "scenarios")
     for s in summary.sides:
         a = summary.aggregate(s.side, "*")
         if a is not None:
@@ -332,10 +365,10 @@ def render_run(
                 f"{unit_rate(a, 'final_answer').text()} reached a final answer, "
                 f"{tool_calls} tool calls; how runs ended: {ending_text(a)}",
             )
-    failing = set(summary.outcome.failing) if summary.outcome else set()
-    for r in rows:
-        if verbose or r.scenario_id in failing:
-            _detail(summary, r.scenario_id, traces or {}, console, full=verbose)
+    detailed = [r for r in rows if verbose or r.scenario_id in failing]
+    for r in detailed if verbose else detailed[:CONSOLE_DETAILS]:
+        _detail(summary, r.scenario_id, traces or {}, console, full=verbose)
+    _not_shown(console, 0 if verbose else len(detailed) - CONSOLE_DETAILS, "scenario traces")
     if note := units_note(summary):
         _print(console, note, style="dim")
     _infra(summary, console)

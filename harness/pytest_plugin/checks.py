@@ -172,14 +172,19 @@ class BootItem(_CheckItem):
     def runtest(self) -> None:
         """Launch ``--boot-cmd``, or check the running ``--target``, and fail on a check that
         fails."""
+        from harness.errors import LaunchError
         from harness.server.boot import boot, check_running
 
         state, s = self.state, self.state.settings
         probe: Literal["routed-experts"] | None = "routed-experts" if s.boot_probe else None
         if s.boot_cmd:
-            report = boot(
-                s.boot_cmd, timeout_s=s.boot_timeout, probe=probe, run_dir=state.run_dir()
-            )
+            try:
+                report = boot(
+                    s.boot_cmd, timeout_s=s.boot_timeout, probe=probe, run_dir=state.run_dir()
+                )
+            except LaunchError as exc:  # its port already answers: nothing was launched
+                self._finish([f"boot launch: {exc}"], [], "FAIL")
+                return
         else:
             target = state.target()
             if target is None:

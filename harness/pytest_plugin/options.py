@@ -39,7 +39,7 @@ import pytest
 
 from harness.errors import OptionValueError
 from harness.options import OPTIONS as SHARED
-from harness.options import Option, boolean, count, positive_int, rate, text
+from harness.options import Option, boolean, count, positive_int, rate, rounds, text
 from harness.stats.sequential import ROUNDS
 
 __all__ = [
@@ -69,7 +69,7 @@ OPTIONS: tuple[Option, ...] = (
     SHARED["stream"],
     Option("stream_both", "--stream-both", boolean, False,
            "test every scenario streaming and not", switch=True),
-    Option("rounds", "--rounds", positive_int, ROUNDS,
+    Option("rounds", "--rounds", rounds, ROUNDS,
            f"with --baseline: at most K sequential rounds of --repeats runs per scenario "
            f"and side, stopping as soon as the comparison is clear, as harness compare "
            f"(default {ROUNDS}; 1: one fixed round)", "K"),

@@ -22,6 +22,7 @@ import json
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote
 
 import jsonschema
 import re2
@@ -154,18 +155,45 @@ def _re2_problem(pattern: str) -> str | None:
     return None
 
 
+def _resolves(root: Any, ref: str) -> bool:
+    """Whether a local ``$ref`` (``#``, ``#/$defs/x`` a JSON pointer, RFC 6901; ``#name``
+    an ``$anchor``) names something inside ``root``."""
+    frag = unquote(ref[1:])
+    if not frag:
+        return True
+    if not frag.startswith("/"):
+        return any(k == "$anchor" and v == frag for _, k, v in _walk(root))
+    node = root
+    for part in frag[1:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    return True
+
+
 def schema_problem(schema: Any) -> tuple[tuple[Any, ...], str] | None:
     """The first thing that keeps ``schema`` from being checked safely, as
     ``(path inside the schema, one-line reason with the fix)``, or ``None``.
 
     A ``$ref``/``$dynamicRef`` that does not start with ``#`` (a URL, a file: never
-    fetched), a ``pattern`` or ``patternProperties`` key that RE2 cannot compile.
+    fetched), a local ``$ref`` that points at nothing (``#/definitions/nope``: the
+    validator would raise when a call reaches it), a ``pattern`` or ``patternProperties``
+    key that RE2 cannot compile.
     """
     for path, key, value in _walk(schema):
         if key in ("$ref", "$dynamicRef") and isinstance(value, str) and not value.startswith("#"):
             return (*path, key), (
                 f"{key} {value!r} is not local and is never fetched; copy the referenced "
                 "schema into the tool's parameters ($defs) and refer to it as '#/$defs/...'"
+            )
+        if key == "$ref" and isinstance(value, str) and not _resolves(schema, value):
+            return (*path, key), (
+                f"$ref {value!r} points at nothing in the tool's parameters; define what it "
+                "names (under $defs) or fix the pointer"
             )
         if key == "pattern" and isinstance(value, str) and (why := _re2_problem(value)):
             return (*path, key), why

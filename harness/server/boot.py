@@ -29,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from harness.client.target import server_root
+from harness.errors import LaunchError
 from harness.redaction import redact_argv, redact_text, redact_url
 from harness.runfolder import RunFolder
 from harness.server.experts import (
@@ -38,10 +39,13 @@ from harness.server.experts import (
 )
 from harness.server.fusion import FusionEngagement, collect_engagement
 from harness.server.process import (
+    LogCap,
     LogScanner,
     find_failure,
+    foreign_owner,
     health_status,
     launch,
+    port_holder,
     read_lines,
     resolve_command,
     stop_group,
@@ -57,6 +61,8 @@ __all__ = [
     "boot",
     "boot_summary",
     "check_running",
+    "fresh_log",
+    "refuse_held_port",
     "serving",
     "wait_healthy",
     "write_boot_report",
@@ -185,6 +191,15 @@ def _timeout_check(
     )
 
 
+def _foreign_check(url: str, health_path: str, pid: int, other: str) -> Check:
+    return Check(
+        name="health",
+        verdict="FAIL",
+        detail=f"GET {url}{health_path} answered 200, but from {other}, not the launched "
+        f"server (pid {pid}): another process holds the port",
+    )
+
+
 def wait_healthy(
     proc: subprocess.Popen[bytes],
     log: Path,
@@ -200,7 +215,9 @@ def wait_healthy(
     ``ignore`` regex (FAIL, quoting it), or ``timeout_s`` seconds pass (FAIL).
 
     ``url`` None: taken from the log (:func:`harness.server.process.url_from_log`). A
-    traceback fails the boot once its exception line is printed (or 2 s later).
+    traceback fails the boot once its exception line is printed (or 2 s later). A 200
+    counts only while the process is alive and when the port's listener is the launched
+    process (or one of its group; :func:`harness.server.process.foreign_owner`): else FAIL.
     """
     t0 = time.monotonic()
     tb_seen: float | None = None
@@ -223,7 +240,10 @@ def wait_healthy(
             return _fail_check(lines, rc, None), url
         if url is not None:
             last = health_status(url, health_path)
-            if last == 200:
+            if last == 200 and proc.poll() is None:  # else: judged at the next poll
+                other = foreign_owner(url, proc.pid)
+                if other is not None:
+                    return _foreign_check(url, health_path, proc.pid, other), url
                 took = time.monotonic() - t0
                 detail = f"GET {url}{health_path} answered 200 after {took:.1f}s"
                 return Check(name="health", verdict="PASS", detail=detail), url
@@ -301,6 +321,9 @@ def _stop_check(proc: subprocess.Popen[bytes], report: BootReport, grace_s: floa
     notes = stop_group(proc, grace_s=grace_s)
     report.exit_code = proc.returncode
     report.timings["stop_s"] = round(time.monotonic() - t_stop, 3)
+    held = port_holder(report.url) if report.url and report.healthy_url() else None
+    if held is not None:  # a server the stop did not reach (detached, not ours to see)
+        notes.append(f"left: {report.url} still answers after the stop ({held})")
     left = any(n.startswith("left") for n in notes)
     detail = "; ".join(notes) or "process group stopped"
     return Check(name="stop", verdict="FAIL" if left else "PASS", detail=detail)
@@ -384,10 +407,11 @@ def serving(
     argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
     with contextlib.suppress(FileNotFoundError):  # else the launch check FAILs, naming it
         argv = resolve_command(argv)
+    refuse_held_port(url or url_from_command(argv))
     folder = _run_dir(
         run_dir, results, {"cmd": redact_argv(argv), "timeout_s": timeout_s, "probe": probe}
     )
-    log, ignore = RunFolder(folder).file(RunFolder.SERVER_LOG), tuple(ignore_errors)
+    log, ignore = fresh_log(RunFolder(folder)), tuple(ignore_errors)
     report, t0 = BootReport(command=argv, log_path=str(log)), time.monotonic()
     proc = _launch(argv, log)
     if isinstance(proc, Check):
@@ -397,6 +421,7 @@ def serving(
         return
     report.pid = proc.pid
     report.checks.append(Check(name="launch", verdict="PASS", detail=f"pid {proc.pid}"))
+    cap = LogCap(log).start()  # the log on disk bounded, however much the server writes
     try:
         health, report.url = wait_healthy(
             proc, log, url or url_from_command(argv),
@@ -415,10 +440,36 @@ def serving(
         yield report
     finally:
         report.checks.append(_stop_check(proc, report, grace_s))
+        cap.stop()
         lines = read_lines(log)
         report.checks.extend(_log_checks(lines, list(expect_log), list(forbid_log), ignore))
         _quote_once(report.checks)
         _finish(report, folder, t0)
+
+
+def refuse_held_port(url: str | None) -> None:
+    """Refuse to launch a server whose port already answers: the process that holds it
+    would answer the health check and be judged in the launched one's place.
+
+    Raises:
+        LaunchError: one line naming the port and what holds it (pid, command, model).
+    """
+    held = port_holder(url) if url else None
+    if held is not None:
+        raise LaunchError(
+            f"{redact_url(str(url))}: the port already answers ({held}); a server launched "
+            "there would not be the one judged: stop that process or launch on a free port"
+        )
+
+
+def fresh_log(folder: RunFolder) -> Path:
+    """The folder's ``server.log``, empty: a log from an earlier launch (a resumed
+    comparison) is kept as ``server.log.1``, so its URL and crash are not read as this
+    launch's."""
+    log = folder.file(RunFolder.SERVER_LOG)
+    if log.exists() and log.stat().st_size > 0:
+        log.replace(log.with_name(log.name + ".1"))
+    return log
 
 
 def boot_summary(report: BootReport) -> dict[str, Any]:

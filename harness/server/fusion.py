@@ -63,7 +63,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from harness.client.target import server_root
-from harness.redaction import redact_url
+from harness.redaction import redact_data, redact_url
 from harness.server.process import read_lines
 
 __all__ = [
@@ -512,7 +512,8 @@ def collect_engagement(
     info = model_info = models = None
     if base_url:
         fetched = _fetch(base_url, timeout_s, lines if top_k is None else [], endpoints, model_path)
-        info, model_info, models = fetched[:3]
+        # the server's own keys (api_key, admin_api_key, launch_command --api-key) out
+        info, model_info, models = (redact_data(x) for x in fetched[:3])
         top_k = top_k if top_k is not None else fetched[3]
     info = info if isinstance(info, dict) else None
     model_info = model_info if isinstance(model_info, dict) else None

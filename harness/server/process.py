@@ -7,7 +7,14 @@ What :mod:`harness.server.boot` (``harness boot``) and the matrix's ``launch`` d
   (``start_new_session``), stdout and stderr appended to a log file;
   :func:`stop_group` stops the whole group (SIGTERM, then SIGKILL) and reaps it, also
   finding members that left the group but not the session (:func:`group_members`, a
-  ``/proc`` scan);
+  ``/proc`` scan), and the processes that left the session too (``setsid``: found by the
+  launch's own environment tag, :func:`launched_members`), reporting any that survive;
+- :func:`port_holder` says what already answers on a launch's port (its pid and command
+  from ``/proc/net/tcp``, the model of its ``GET /v1/models``) and :func:`foreign_owner`
+  whether a healthy port is held by another process than the launched one, so the server
+  judged is the one launched;
+- :class:`LogCap` keeps a launched server's log file under :data:`MAX_LOG_FILE` bytes on
+  disk (its middle cut, its start and end kept);
 - :func:`find_failure` finds the last Python traceback or the first CUDA/HIP error line
   of a log (a traceback's exception line, e.g. ``RuntimeError: The expanded size of the
   tensor (5) must match the existing size (4)``, quoted with its last lines);
@@ -23,22 +30,34 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from collections import deque
 from pathlib import Path
 
 import httpx
 
+from harness.redaction import redact_text
+
 __all__ = [
+    "LAUNCH_TAG",
+    "MAX_LOG_FILE",
     "MAX_LOG_LINE",
     "MAX_LOG_READ",
+    "LogCap",
     "LogScanner",
     "find_failure",
+    "foreign_owner",
     "group_members",
     "health_status",
     "launch",
+    "launched_members",
+    "port_holder",
+    "port_owners",
     "read_lines",
     "resolve_command",
     "stop_group",
@@ -133,6 +152,8 @@ class LogScanner:
         if self.path is None or not self.path.exists():
             return []
         with open(self.path, "rb") as fh:
+            if fh.seek(0, os.SEEK_END) < self.offset:  # cut by LogCap: read it again
+                self.offset, self._partial = 0, b""
             fh.seek(self.offset)
             data = fh.read(MAX_LOG_READ)
         self.offset += len(data)
@@ -209,6 +230,66 @@ def traceback_pending(lines: list[str], ignore: tuple[str, ...]) -> bool:
     return bool(tbs) and not _ended(tbs[-1])
 
 
+# ---------------------------------------------------------------- the log on disk
+
+#: a launched server's log file on disk at most (bytes, about: what it writes between two
+#: checks comes on top): past it, :class:`LogCap` cuts the middle
+MAX_LOG_FILE = 256 * 1024 * 1024
+
+
+class LogCap:
+    """Keeps a growing log file under ``max_bytes`` while a server writes it: every
+    ``interval_s`` (and once more at :meth:`stop`), a log past ``max_bytes`` is cut to its
+    first quarter (what the server said as it started), a line saying how much was cut,
+    and its last quarter (how it is ending). The server appends (``O_APPEND``:
+    :func:`launch`), so its next write lands after the cut; what it writes while the
+    tail is copied is lost. A flood of 5 GB in 8 s stays a file of about ``max_bytes``.
+    """
+
+    def __init__(self, path: Path, max_bytes: int | None = None, interval_s: float = 0.2) -> None:
+        self.path, self.interval_s = path, interval_s
+        self.max_bytes = max_bytes or MAX_LOG_FILE
+        self.cut = 0  # bytes cut so far
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="log-cap", daemon=True)
+
+    def start(self) -> LogCap:
+        """Start checking (a daemon thread); returns ``self``."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop checking, after a last cut (bounded: the thread is joined within 5 s)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        self.check()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.check()
+
+    def check(self) -> None:
+        """Cut the log now if it is past the cap (never raises: a log is not a reason to
+        fail a boot)."""
+        with contextlib.suppress(OSError):
+            size = os.stat(self.path).st_size
+            if size <= self.max_bytes:
+                return
+            keep = self.max_bytes // 4
+            with open(self.path, "r+b") as fh:
+                fh.seek(size - keep)
+                tail = fh.read(keep)
+                self.cut += size - 2 * keep
+                note = (
+                    f"\n[harness: {self.cut:,} bytes of this log cut here, to keep it under "
+                    f"{self.max_bytes:,} bytes]\n"
+                ).encode()
+                fh.seek(keep)
+                fh.write(note + tail)
+                fh.truncate()
+
+
 # ---------------------------------------------------------------- processes
 
 
@@ -234,16 +315,25 @@ def resolve_command(argv: list[str]) -> list[str]:
     )
 
 
+#: the environment variable every launched process carries (a value per launch): what
+#: finds the processes that left its session and process group (``setsid``, a daemon)
+LAUNCH_TAG = "HARNESS_LAUNCH_ID"
+#: the tag of each launch, by the pid of its leader
+_TAGS: dict[int, str] = {}
+
+
 def launch(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
     """Start ``argv`` (no shell) in a new session and process group, stdout and stderr
-    appended to ``log``, Python output unbuffered (``PYTHONUNBUFFERED=1``).
+    appended to ``log``, Python output unbuffered (``PYTHONUNBUFFERED=1``), tagged with
+    :data:`LAUNCH_TAG` (its children inherit it: :func:`launched_members`).
 
     Raises:
         OSError: the command cannot be started (not found, not executable).
     """
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    tag = uuid.uuid4().hex
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", LAUNCH_TAG: tag}
     with open(log, "ab") as fh:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             argv,
             stdout=fh,
             stderr=subprocess.STDOUT,
@@ -251,6 +341,30 @@ def launch(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
             start_new_session=True,
             env=env,
         )
+    _TAGS[proc.pid] = tag
+    return proc
+
+
+def launched_members(leader: int) -> list[int]:
+    """Live pids carrying the launch tag of ``leader`` (:func:`launch`) in their
+    environment, wherever they went (another session, another parent); [] for a process
+    not launched here. Read from ``/proc/<pid>/environ`` (this user's processes)."""
+    tag = _TAGS.get(leader)
+    if tag is None:
+        return []
+    needle = f"{LAUNCH_TAG}={tag}".encode()
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        st = _proc_stat(int(entry))
+        if needle in env.split(b"\0") and st and st[0] not in ("Z", "X"):
+            out.append(int(entry))
+    return out
 
 
 def _proc_stat(pid: int) -> tuple[str, int, int] | None:
@@ -274,30 +388,40 @@ def group_members(leader: int) -> list[int]:
     return out
 
 
+def _members(leader: int) -> list[int]:
+    """The launch's live processes: its group and session, and those carrying its tag."""
+    return sorted({*group_members(leader), *launched_members(leader)})
+
+
 def _signal_all(leader: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(leader, sig)
-    for pid in group_members(leader):  # members that left the group but not the session
+    for pid in _members(leader):  # members that left the group (or the session)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
 
 
 def stop_group(proc: subprocess.Popen[bytes], *, grace_s: float = 5.0) -> list[str]:
-    """SIGTERM the process group, SIGKILL what is left after ``grace_s``; reap the leader.
+    """SIGTERM the launch's processes, SIGKILL what is left after ``grace_s``; reap the
+    leader. The processes are its process group and session and, by the launch's tag
+    (:func:`launched_members`), those that detached from them (``setsid``).
 
-    Returns notes (e.g. ``"SIGKILL needed for 2 process(es)"``; ``"left: [pids]"`` if
-    anything survived).
+    Returns notes (e.g. ``"SIGKILL needed for 2 process(es)"``; ``"pid(s) [..] had left
+    the session (setsid)"``; ``"left: [pids]"`` if anything survived).
     """
     notes: list[str] = []
     leader = proc.pid
+    detached = [p for p in launched_members(leader) if p not in group_members(leader)]
+    if detached:
+        notes.append(f"pid(s) {detached} had left the session (setsid): stopped with it")
     _signal_all(leader, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         proc.poll()
-        if not group_members(leader):
+        if not _members(leader):
             break
         time.sleep(0.05)
-    left = group_members(leader)
+    left = _members(leader)
     if left:
         notes.append(f"SIGKILL needed for {len(left)} process(es)")
         _signal_all(leader, signal.SIGKILL)
@@ -306,11 +430,12 @@ def stop_group(proc: subprocess.Popen[bytes], *, grace_s: float = 5.0) -> list[s
     except subprocess.TimeoutExpired:
         notes.append("leader not reaped")
     for _ in range(40):
-        if not group_members(leader):
+        if not _members(leader):
             break
         time.sleep(0.05)
-    if group_members(leader):
-        notes.append(f"left: {group_members(leader)}")
+    if _members(leader):
+        notes.append(f"left: {_members(leader)}")
+    _TAGS.pop(leader, None)
     return notes
 
 
@@ -355,3 +480,109 @@ def health_status(url: str, path: str = "/health", timeout_s: float = 2.0) -> in
         return httpx.get(url.rstrip("/") + path, timeout=timeout_s).status_code
     except httpx.HTTPError:
         return None
+
+
+# ---------------------------------------------------------------- who holds a port
+
+#: hosts a launched server's port is looked up on (this machine's)
+_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::", "")
+
+
+def _local_port(url: str) -> int | None:
+    """The port of ``url`` when its host is this machine, else None."""
+    try:
+        u = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError):
+        return None
+    if u.host not in _LOCAL_HOSTS and not u.host.startswith("127."):
+        return None
+    return u.port or (443 if u.scheme == "https" else 80)
+
+
+def _connects(url: str, timeout_s: float = 1.0) -> bool:
+    u = httpx.URL(url)
+    port = u.port or (443 if u.scheme == "https" else 80)
+    try:
+        with socket.create_connection((_local(u.host), port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP ``port`` (``/proc/net/tcp``, ``tcp6``: state 0A)."""
+    out: set[str] = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                out.add(f[9])
+    return out
+
+
+def port_owners(port: int) -> list[int]:
+    """Pids (of this user's processes) holding a socket that listens on TCP ``port``."""
+    links = {f"socket:[{i}]" for i in _listening_inodes(port)}
+    out = []
+    for entry in os.listdir("/proc") if links else []:
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            fds = os.listdir(f"/proc/{entry}/fd")
+            if any(_readlink(f"/proc/{entry}/fd/{fd}") in links for fd in fds):
+                out.append(int(entry))
+    return sorted(out)
+
+
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
+
+
+def _cmdline(pid: int, most: int = 100) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    text = redact_text(" ".join(a.decode(errors="replace") for a in raw.split(b"\0") if a))
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def _model(url: str) -> str | None:
+    try:
+        data = httpx.get(url.rstrip("/") + "/v1/models", timeout=2.0).json()
+        model = data["data"][0]["id"]
+    except Exception:
+        return None
+    return str(model)[:100] if model else None
+
+
+def port_holder(url: str) -> str | None:
+    """What already answers at ``url`` (a server's root on this machine): ``"pid 123
+    (python -m ...), serving model 'm'"``; None when nothing accepts a connection there
+    (or the host is not this machine's)."""
+    port = _local_port(url)
+    if port is None or not _connects(url):
+        return None
+    parts = [f"pid {p} ({_cmdline(p)})" for p in port_owners(port)[:3]]
+    model = _model(url)
+    if model is not None:
+        parts.append(f"serving model {model!r}")
+    return ", ".join(parts) or "a process of another user"
+
+
+def foreign_owner(url: str, leader: int) -> str | None:
+    """A line naming the process that listens on ``url``'s port when it is none of the
+    launch ``leader``'s (its group, session or tagged processes); None when it is one of
+    them, or the owner cannot be seen (another user's process, a host elsewhere)."""
+    port = _local_port(url)
+    owners = port_owners(port) if port is not None else []
+    if not owners or set(owners) & {leader, *_members(leader)}:
+        return None
+    return f"pid {owners[0]} ({_cmdline(owners[0])})"

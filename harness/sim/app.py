@@ -143,6 +143,7 @@ class SimState:
     chat_template: str = "chatml"
     rng: random.Random = field(default_factory=random.Random)
     refuse_unknown: bool = False
+    server_info_api_key: str | None = None
     flaky_seen: set[str] = field(default_factory=set)
     stats: SimStats = field(default_factory=SimStats)
     scenarios_dir: str | Path | None = None
@@ -631,6 +632,11 @@ async def server_info(request: Request) -> Response:
         state.profile, capture=state.capture, flavour=state.flavour,
         moe_model=state.moe_model, config_format=fmt,
     )  # fmt: skip
+    key = state.server_info_api_key
+    if key:  # SGLang's server arguments hold its keys, and its launch command them
+        launch = info.get("launch_command") or "python -m sglang.launch_server"
+        info |= {"api_key": key, "admin_api_key": f"{key}-admin"}
+        info["launch_command"] = f"{launch} --api-key {key}"
     return JSONResponse(info)
 
 
@@ -720,6 +726,8 @@ class SimOptions(TypedDict, total=False):
     ``chatml``).
     ``moe_model``: the simulated MoE model (a name of :data:`~harness.sim.moe.MOE_MODELS`:
     ``deepseek-v3``, default, or ``glm-4.5``, which fuses without logging it).
+    ``server_info_api_key``: a key ``/server_info`` reports as SGLang's does (``api_key``,
+    ``admin_api_key``, ``launch_command``); requests are not checked against it.
     """
 
     scenarios_dir: str | Path | None
@@ -732,6 +740,7 @@ class SimOptions(TypedDict, total=False):
     flavour: str | Flavour | None
     chat_template: str
     moe_model: str
+    server_info_api_key: str | None
 
 
 def create_app(profile: str | SimProfile = "healthy", **options: Unpack[SimOptions]) -> Starlette:
@@ -764,6 +773,7 @@ def create_app(profile: str | SimProfile = "healthy", **options: Unpack[SimOptio
         seed=seed,
         capture=options.get("capture", False),
         refuse_unknown=options.get("refuse_unknown", False),
+        server_info_api_key=options.get("server_info_api_key"),
         flavour=get_flavour(options.get("flavour")),
         chat_template=check_template(options.get("chat_template") or "chatml"),
         moe_model=options.get("moe_model") or "deepseek-v3",

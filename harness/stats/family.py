@@ -32,19 +32,21 @@ adjusted p-values, and the family's critical p-value at ``alpha``.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from harness.kinds import SUCCESS_METRICS
 from harness.stats.permutation import (
     Floats,
     Stratum,
-    permuted_counts,
+    permuted_columns,
     stratified_null,
     tail_table,
-    westfall_young,
+    westfall_young_columns,
 )
 from harness.summary import Aggregate
 
@@ -192,6 +194,35 @@ def _critical(permuted_min: Floats, alpha: float) -> float:
     return min(alpha, float(ordered[allowed]) if allowed < ordered.shape[0] else 1.0)
 
 
+def _drawn_columns(
+    strata: Sequence[Stratum],
+    tables: Sequence[_Tables],
+    fam: Sequence[int],
+    permutations: int,
+    seed: int,
+) -> Callable[[int], NDArray[Any]]:
+    """``drawn(i)``: the candidate's permuted counts of test ``i``'s event (its stratum's,
+    or pooled over the strata), ``(permutations,)``, from the draws of
+    :func:`~harness.stats.permutation.permuted_columns` (only the columns the family
+    tests are kept: memory grows with the tests, not with every event of every scenario)."""
+    keep: list[list[int]] = [[] for _ in strata]
+    pooled: list[int] = []
+    for i in fam:
+        tb = tables[i]
+        cols = keep[tb.stratum] if tb.stratum is not None else pooled
+        if tb.col not in cols:
+            cols.append(tb.col)
+    counts, total = permuted_columns(strata, permutations, seed, keep, pooled)
+
+    def drawn(i: int) -> NDArray[Any]:
+        tb = tables[i]
+        if tb.stratum is None:
+            return total[:, pooled.index(tb.col)]
+        return counts[tb.stratum][:, keep[tb.stratum].index(tb.col)]
+
+    return drawn
+
+
 def run_family(
     baseline: Mapping[str, Aggregate],
     candidate: Mapping[str, Aggregate],
@@ -210,19 +241,18 @@ def run_family(
     ``"candidate"``) whose runs collapse in every scenario."""
     copied = frozenset(copies) & {"baseline", "candidate"}
     strata, tests, tables = _build(baseline, candidate, metrics_by_id, set(greedy), copied)
-    counts = permuted_counts(strata, permutations, seed)
-    pooled = np.sum([c for c in counts], axis=0) if counts else None
     fam = [i for i, t in enumerate(tests) if t.in_family]
+    drawn = _drawn_columns(strata, tables, fam, permutations, seed)
     crit = []
     for direction in ("worse", "better"):
-        perm = np.ones((permutations, len(fam)))
-        for col, i in enumerate(fam):
-            tb = tables[i]
-            drawn = counts[tb.stratum][:, tb.col] if tb.stratum is not None else pooled[:, tb.col]  # type: ignore[index]
-            perm[:, col] = getattr(tb, direction)[drawn]
+
+        def column(k: int, direction: str = direction) -> Floats:
+            return getattr(tables[fam[k]], direction)[drawn(fam[k])]  # type: ignore[no-any-return]
+
         obs = np.asarray([getattr(tests[i], f"p_{direction}") for i in fam], dtype=float)
-        for i, adj in zip(fam, westfall_young(obs, perm), strict=True):
+        adjusted, low = westfall_young_columns(obs, column, permutations)
+        for i, adj in zip(fam, adjusted, strict=True):
             setattr(tests[i], f"adj_{direction}", float(adj))
-        crit.append(_critical(perm.min(axis=1) if fam else np.ones(permutations), alpha))
+        crit.append(_critical(low, alpha))
     collapsed = [s for s in metrics_by_id if s in set(greedy)]
     return Family(tests, permutations, crit[0], crit[1], collapsed, sorted(copied))

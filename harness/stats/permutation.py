@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,11 +37,13 @@ __all__ = [
     "Stratum",
     "min_detectable_rate",
     "one_scenario_p",
+    "permuted_columns",
     "permuted_counts",
     "stratified_null",
     "stratified_p",
     "tail_table",
     "westfall_young",
+    "westfall_young_columns",
 ]
 
 Floats = NDArray[np.float64]
@@ -141,17 +143,44 @@ def permuted_counts(strata: Sequence[Stratum], permutations: int, seed: int) -> 
     """The candidate's count of every event in every scenario under ``permutations``
     random relabellings within each scenario: one ``(permutations, events)`` array per
     stratum (numpy ``default_rng(seed)``; the same ``seed`` gives the same arrays)."""
+    return [c for c, _ in _draws(strata, permutations, seed)]
+
+
+def _draws(strata: Sequence[Stratum], permutations: int, seed: int) -> Iterator[tuple[Ints, bool]]:
+    """Each stratum's ``(permutations, events)`` counts in turn, and whether they were
+    drawn (False: every relabelling gives the observed counts, a broadcast view)."""
     rng = np.random.default_rng(seed)
-    out = []
     for s in strata:
         if s.runs == 0 or s.n_cand in (0, s.runs) or bool((s.events == s.events[0]).all()):
-            # every relabelling gives the observed counts: no draw needed
-            out.append(np.broadcast_to(s.observed(), (permutations, s.events.shape[1])))
+            yield np.broadcast_to(s.observed(), (permutations, s.events.shape[1])), False
             continue
         keys = rng.random((permutations, s.runs))
         chosen = np.argpartition(keys, s.n_cand - 1, axis=1)[:, : s.n_cand]
-        out.append(s.events[chosen].sum(axis=1, dtype=np.int64))
-    return out
+        yield s.events[chosen].sum(axis=1, dtype=np.int64), True
+
+
+def permuted_columns(
+    strata: Sequence[Stratum],
+    permutations: int,
+    seed: int,
+    keep: Sequence[Sequence[int]],
+    pooled: Sequence[int],
+) -> tuple[list[NDArray[np.int32]], Ints]:
+    """:func:`permuted_counts` (the same draws from ``seed``), keeping of stratum ``i``
+    only the event columns ``keep[i]`` (``(permutations, len(keep[i]))``, int32), and the
+    sum over every stratum of the columns ``pooled`` (``(permutations, len(pooled))``):
+    memory grows with the columns tested, not with every event of every scenario."""
+    total = np.zeros((permutations, len(pooled)), dtype=np.int64)
+    out: list[NDArray[np.int32]] = []
+    for (counts, drawn), cols in zip(_draws(strata, permutations, seed), keep, strict=True):
+        if drawn:
+            out.append(np.ascontiguousarray(counts[:, list(cols)], dtype=np.int32))
+        else:  # one row broadcast: no memory per permutation
+            row = counts[0, list(cols)].astype(np.int32)
+            out.append(np.broadcast_to(row, (permutations, len(cols))))
+        if pooled:
+            total += counts[:, list(pooled)]
+    return out, total
 
 
 def westfall_young(observed: Floats, permuted: Floats) -> Floats:
@@ -172,6 +201,29 @@ def westfall_young(observed: Floats, permuted: Floats) -> Floats:
     out = np.empty(m)
     out[order] = np.minimum(1.0, adjusted)
     return out
+
+
+def westfall_young_columns(
+    observed: Floats, column: Callable[[int], Floats], permutations: int
+) -> tuple[Floats, Floats]:
+    """:func:`westfall_young` with the permuted p-values of test ``i`` given as
+    ``column(i)`` (shape ``(permutations,)``), one at a time: memory ``O(permutations)``
+    whatever the number of tests, the same adjusted p-values. Also returns each
+    permutation's smallest p over the tests (all ones without a test)."""
+    m = observed.shape[0]
+    low = np.ones(permutations)
+    if m == 0:
+        return np.zeros(0), low
+    order = np.argsort(observed, kind="stable")
+    hits = np.empty(m)
+    for rank in range(m - 1, -1, -1):  # the suffix minimum, largest observed p first
+        i = int(order[rank])
+        np.minimum(low, column(i), out=low)
+        hits[rank] = np.count_nonzero(low <= observed[i] * (1 + 1e-9))
+    adjusted = np.maximum.accumulate((hits + 1) / (permutations + 1))
+    out = np.empty(m)
+    out[order] = np.minimum(1.0, adjusted)
+    return out, low
 
 
 def one_scenario_p(n_cand: int, n_base: int) -> float:

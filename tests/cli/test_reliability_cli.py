@@ -48,6 +48,8 @@ def _one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str
             f"run id {'r' * 40!r}... (300 characters) is too long; give at most 128 characters",
         ),
         (["--repeats", "1000000000"], "argument --repeats: '1000000000' is more than 1000"),
+        (["--run-id", "x\x1b]0;owned\x07\x1b[2J"], "holds control characters"),
+        (["--run-id", "é" * 100], "(100 characters) is too long; give at most 128 characters"),
     ],
 )
 @pytest.mark.parametrize("command", ["run", "compare"])
@@ -418,3 +420,97 @@ def test_plugin_results_that_cannot_be_made_is_one_line(
     (line,) = [ln for ln in out.splitlines() if ln.startswith("ERROR")]
     assert line.startswith(f"ERROR: {results}/pytest-") and "cannot create the run folder" in line
     assert "Traceback" not in out and len(out.splitlines()) < 10, out[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--rounds", "1000000"], "argument --rounds: '1000000' is more than 100 rounds"),
+        (["--api-key-env", "sk-live-0123456789abcdef"], "not an environment variable name"),
+    ],
+)
+@pytest.mark.parametrize("command", ["record", "compare"])
+def test_unbounded_rounds_and_a_key_for_its_variable_are_refused(
+    command: str,
+    extra: list[str],
+    expected: str,
+    write_scenarios: Callable[..., Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--rounds`` has a cap; a key typed where its variable's name goes is refused
+    without being repeated (nor written anywhere)."""
+    side = ["--target"] if command == "record" else ["--aa", "--baseline"]
+    argv = [command, str(write_scenarios(CLOCK)), *side, "http://127.0.0.1:9",
+            "--results", str(tmp_path / "r"), *extra]  # fmt: skip
+    line = _one_line_exit_2(argv, capsys)
+    assert expected in line
+    assert "0123456789abcdef" not in line
+    assert not (tmp_path / "r").exists()
+
+
+DANGLING = {
+    "id": "dangling_ref",
+    "description": "a local $ref that points at nothing, used by the expected call",
+    "messages": [{"role": "user", "content": "Look up order 7."}],
+    "tools": [
+        {
+            "name": "lookup",
+            "description": "Look up an order.",
+            "parameters": {
+                "type": "object",
+                "properties": {"order": {"$ref": "#/definitions/nope"}},
+                "required": ["order"],
+            },
+            "simulator": {"result": {"status": "shipped"}},
+        }
+    ],
+    "expect": {
+        "calls": [{"tool": "lookup", "arguments": {"order": 7}}],
+        "final_answer": {"contains": ["shipped"]},
+    },
+}
+
+
+def test_a_dangling_local_ref_is_refused_at_load(
+    write_scenarios: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.sim.model import ScenarioIndex
+
+    folder = write_scenarios(DANGLING)
+    for argv in (
+        ["list", str(folder)],
+        ["run", str(folder), "--target", "http://127.0.0.1:9", "--results", str(tmp_path)],
+    ):
+        code = main(argv)
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+        assert "$ref '#/definitions/nope' points at nothing" in lines[0], lines[0]
+        assert "dangling_ref.yaml" in lines[0]
+    index = ScenarioIndex.from_dir(folder)  # the reference server skips it, saying why
+    assert "dangling_ref" not in [s.id for s in index.scenarios]
+    assert "points at nothing" in capsys.readouterr().err
+    # a pointer that resolves is fine
+    ok = {**DANGLING, "id": "resolving_ref"}
+    ok["tools"] = [dict(DANGLING["tools"][0])]  # type: ignore[index]
+    ok["tools"][0]["parameters"] = {  # type: ignore[index]
+        "type": "object",
+        "$defs": {"order": {"type": "integer"}},
+        "properties": {"order": {"$ref": "#/$defs/order"}},
+    }
+    assert main(["list", str(write_scenarios(ok))]) == 0
+
+
+def test_a_path_component_over_255_bytes_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long = tmp_path / ("a" * 300)
+    (tmp_path / "req.jsonl").write_text("{}\n")
+    for argv in (
+        ["run", str(ROOT / "scenarios/no_params_tool.yaml"), "--target", "http://127.0.0.1:9",
+         "--results", str(long)],
+        ["import", str(tmp_path / "req.jsonl"), "-o", str(long)],
+    ):  # fmt: skip
+        line = _one_line_exit_2(argv, capsys)
+        assert "longer than 255 bytes" in line, line

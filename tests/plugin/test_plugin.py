@@ -498,6 +498,19 @@ def test_boot_cmd_that_crashes_fails_quoting_the_traceback(pytester: pytest.Pyte
     assert list((pytester.path / "results").glob("pytest-*/server.log"))
 
 
+def test_boot_cmd_on_a_port_that_answers_fails_in_one_line(
+    pytester: pytest.Pytester, healthy: str
+) -> None:
+    """Another server holds the port: nothing is launched, the check says who holds it."""
+    port = healthy.rsplit(":", 1)[1].split("/")[0]
+    cmd = f"{sys.executable} -m harness sim --port {port}"
+    pytester.makeini("[pytest]\n")
+    result = pytester.runpytest("-m", "boot", f"--boot-cmd={cmd}", "--boot-timeout", "20")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"boot launch: *127.0.0.1:{port}: the port already answers*"])
+    assert "Traceback" not in result.stdout.str()
+
+
 @pytest.mark.parametrize(("batch", "recorded"), [("on", 4), ("off", 2)])
 def test_batching_runs_every_selected_scenario_at_the_first_test(
     project: pytest.Pytester, fused: str, batch: str, recorded: int

@@ -289,6 +289,61 @@ def _retokenised(recordings: Recorded, tmp: Path) -> Path:
     return dest
 
 
+def _edited_transcripts(recordings: Recorded, tmp: Path, how: str) -> Path:
+    """A copy of recording A whose transcripts were truncated, emptied, padded,
+    renumbered or given another scenario's runs."""
+    dest = _copy_recording(recordings, tmp, how)
+    path = dest / "transcripts.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    recs = [json.loads(ln) for ln in lines]
+    if how == "truncated":
+        lines = lines[: len(lines) // 3]
+    elif how == "emptied":
+        lines = []
+    elif how == "padded":
+        lines = [*lines, lines[0]]  # a run twice
+    elif how == "renumbered":
+        for r in recs:
+            r["repeat"] += 100  # run_key kept: it disagrees
+        lines = [json.dumps(r) + "\n" for r in recs]
+    elif how == "transcripts-dev-zero":
+        path.unlink()
+        path.symlink_to("/dev/zero")
+        return dest
+    elif how == "nested-line":
+        deep = "[" * 100_000 + "]" * 100_000
+        lines = [lines[0], '{"x": ' + deep + ', "run_key": "baseline/a/0/nostream"}\n', *lines]
+    elif how == "another-scenario":
+        other = next(r for r in recs if r["scenario_id"] == "parallel_calls")
+        for i, r in enumerate(recs):
+            if r["scenario_id"] == "no_params_tool":
+                r |= {k: other[k] for k in ("scenario_hash", "scenario", "turns")}
+                lines[i] = json.dumps(r) + "\n"
+    path.write_text("".join(lines))
+    return dest
+
+
+def _edited_manifest(recordings: Recorded, tmp: Path, how: str) -> Path:
+    dest = _copy_recording(recordings, tmp, how)
+    m = json.loads((dest / "manifest.json").read_text())
+    if how == "newer-harness":
+        m["extra"]["recording"]["harness_version"] = "9.0.0"
+    elif how == "newer-format":
+        m["extra"]["recording"]["format"] = 2
+    elif how == "unknown-version":
+        m["extra"]["recording"]["harness_version"] = "whatever"
+    elif how == "manifest-dev-zero":
+        (dest / "manifest.json").unlink()
+        (dest / "manifest.json").symlink_to("/dev/zero")
+        return dest
+    (dest / "manifest.json").write_text(json.dumps(m))
+    return dest
+
+
+TRANSCRIPT_EDITS = ("truncated", "emptied", "padded", "renumbered", "another-scenario",
+                    "transcripts-dev-zero", "nested-line")  # fmt: skip
+MANIFEST_EDITS = ("newer-harness", "newer-format", "unknown-version", "manifest-dev-zero")
+
 #: (case, extra compare arguments, what the one line must name); the test body makes the
 #: edited scenario folder or the baseline folder each case needs
 REFUSALS: list[tuple[str, list[str], list[str]]] = [
@@ -305,6 +360,17 @@ REFUSALS: list[tuple[str, list[str], list[str]]] = [
     ("no-folder", [], ["no such recording"]),
     ("unfinished", [], ["did not finish", "--resume unfinished"]),
     ("tokens", [], ["no longer tokenises the same", "123456789"]),
+    ("truncated", [], ["transcripts.jsonl lacks", "runs the comparison reads", "record it again"]),
+    ("emptied", [], ["transcripts.jsonl lacks 18 of the 18 runs"]),
+    ("padded", [], ["1 run(s) recorded twice"]),
+    ("renumbered", [], ["run_key disagrees", "transcripts.jsonl lacks 18 of the 18"]),
+    ("another-scenario", [], ["of another scenario or scenario version", "no_params_tool #0"]),
+    ("newer-harness", [], ["recorded by harness 9.0.0", "upgrade the harness"]),
+    ("newer-format", [], ["recording format 2", "upgrade the harness"]),
+    ("unknown-version", [], ["unknown harness version ('whatever'", "record the baseline again"]),
+    ("transcripts-dev-zero", [], ["transcripts.jsonl: not a regular file"]),
+    ("manifest-dev-zero", [], ["manifest.json: not a regular file"]),
+    ("nested-line", [], ["1 line(s) of transcripts.jsonl are not valid JSON (or nested too deep)"]),
 ]
 
 
@@ -328,6 +394,10 @@ def test_a_recording_that_cannot_serve_is_refused_in_one_line(
         base = _unfinished(recordings, tmp_path)
     elif case == "tokens":
         base = _retokenised(recordings, tmp_path)
+    elif case in TRANSCRIPT_EDITS:
+        base = _edited_transcripts(recordings, tmp_path, case)
+    elif case in MANIFEST_EDITS:
+        base = _edited_manifest(recordings, tmp_path, case)
     results = tmp_path / "results"
     with serve_in_thread("healthy", scenarios_dir=str(recordings.scenarios)) as url:
         capsys.readouterr()
@@ -355,6 +425,40 @@ def test_a_recording_refused_as_the_candidate_names_the_candidate(
     assert "too few runs: 6 per scenario recorded (3 x 2 rounds)" in err[0]
 
 
+def test_one_recording_on_both_sides_or_two_models_is_refused(
+    recordings: Recorded, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, scen = str(recordings.a), str(recordings.scenarios)
+    assert _compare(tmp_path, "same", a, a, scen) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "both the baseline and the candidate" in err[0], err
+    other = _copy_recording(recordings, tmp_path, "other-model")
+    m = json.loads((other / "manifest.json").read_text())
+    m["extra"]["recording"]["model"] = "another-model"
+    (other / "manifest.json").write_text(json.dumps(m))
+    assert _compare(tmp_path, "models", a, str(other), scen) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "different models" in err[0] and "'another-model'" in err[0], err
+    assert not (tmp_path / "same").exists() and not (tmp_path / "models").exists()
+
+
+def test_the_harness_version_says_which_code_wrote_it() -> None:
+    """Not a constant: the release and, from a git checkout, its commit."""
+    import sys
+
+    from harness._version import RELEASE
+    from harness.runfolder import git_revision
+
+    version = subprocess.run(  # a fresh import: the commit checked out now
+        [sys.executable, "-c", "import harness; print(harness.__version__)"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert version.startswith(RELEASE) and version != RELEASE or not (ROOT / ".git").exists()
+    rev = git_revision()
+    if rev is not None and (ROOT / ".git").exists():
+        assert f"+g{rev.split('+')[0]}" in version, version
+
+
 def test_check_recorded_tokens_directly(recordings: Recorded, tmp_path: Path) -> None:
     """One request on the candidate: the recorded tokens pass, other ones are a
     TokenizationMismatch naming the sequence and the position."""
@@ -377,6 +481,29 @@ def test_makefile_passes_a_recording_folder_through() -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     assert "compare --baseline results/x --baseline-label unfused --candidate http://h:1" in out
+
+
+def test_make_compare_of_a_recording_alone_does_not_suggest_aa() -> None:
+    """AA=1 is refused for a recording: the hint names the candidate instead."""
+    res = subprocess.run(
+        ["make", "compare", "UNFUSED=results/x", "STAMP=Makefile"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 2
+    assert "AA=1" not in res.stderr and "FUSED=url" in res.stderr, res.stderr
+    res = subprocess.run(
+        ["make", "compare", "UNFUSED=http://h:1", "STAMP=Makefile"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 2 and "AA=1" in res.stderr  # a live server can be compared with itself
+
+
+def test_score_of_a_recording_exits_as_record_did(recordings: Recorded, tmp_path: Path) -> None:
+    """The fused-regression recording's own runs fail, but a recording is not judged."""
+    dest = tmp_path / "B"
+    shutil.copytree(recordings.b, dest)
+    assert main(["score", str(dest), "--quiet"]) == 0
+    assert main(["score", str(dest)]) == 0
 
 
 def _venv_is_installed() -> bool:

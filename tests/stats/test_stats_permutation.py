@@ -338,3 +338,26 @@ def test_stream_both_aa_false_alarms_at_most_alpha_with_repeats_as_units() -> No
         as_runs += fisher_one_sided(2 * t.k_c, 16, 2 * t.k_b, 16) <= 0.05
     assert as_units / 400 <= 0.05
     assert as_runs / 400 > 1.5 * 0.05
+
+
+def test_the_streamed_family_adjusts_as_the_matrix_does() -> None:
+    """permuted_columns keeps the draws of permuted_counts, westfall_young_columns the
+    adjusted p-values of westfall_young: scoring's memory no longer grows with every
+    event of every scenario, its numbers are unchanged."""
+    from harness.stats.permutation import permuted_columns, westfall_young_columns
+
+    rng = np.random.default_rng(1)
+    strata = [Stratum(rng.integers(0, 2, size=(10, 4)).astype(np.int8), 5) for _ in range(30)] + [
+        Stratum(np.ones((6, 4), dtype=np.int8), 3)
+    ]  # one without a draw
+    full = permuted_counts(strata, 500, seed=7)
+    keep = [[1, 3]] * len(strata)
+    cols, pooled = permuted_columns(strata, 500, 7, keep, [0, 2])
+    for f, c in zip(full, cols, strict=True):
+        assert np.array_equal(f[:, [1, 3]], c)
+    assert np.array_equal(np.sum(full, axis=0)[:, [0, 2]], pooled)
+    observed = rng.random(40)
+    permuted = rng.random((500, 40))
+    adjusted, low = westfall_young_columns(observed, lambda i: permuted[:, i], 500)
+    assert np.array_equal(adjusted, westfall_young(observed, permuted))
+    assert np.array_equal(low, permuted.min(axis=1))
