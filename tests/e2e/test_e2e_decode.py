@@ -138,3 +138,18 @@ def test_the_measured_block_of_the_page_is_what_the_kept_json_gives(tmp_path: Pa
     assert decode_step.main(["--check", "--page", str(page)]) == 1
     assert decode_step.main(["--page", str(page)]) == 0
     assert page.read_text() == decode_step.PAGE.read_text()
+
+
+def test_the_figures_page_says_what_the_decode_path_said() -> None:
+    from e2e import figures
+
+    f = {"passed": {"baseline/s/nostream": "1/2"}, "message": "REGRESSION: numerics: ...",
+         "decode_verdict": "REGRESSION", "decode_units": 5, "decode_parted_early": 5,
+         "decode_aa_parted_early": 0}  # fmt: skip
+    cell = figures._figures({"name": decode_step.LIVE, "role": "catch", "figures": f})
+    assert cell.endswith(
+        "decode path: REGRESSION, greedy paths parted within 8 tokens on 5 of 5 prompts "
+        "(A's two scorings: 0)"
+    )
+    del f["decode_verdict"]  # a compare without numerics: as before
+    assert figures._figures({"name": "compare A/A", "role": "aa", "figures": f}).endswith("...")
