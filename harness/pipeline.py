@@ -41,7 +41,7 @@ from harness.scoring.trigger import VerifierFigures, verifier_figures
 from harness.server import fusion
 from harness.stats.aggregate import AggregateBuilder
 from harness.stats.sequential import Look, first_look, look_alpha, should_stop
-from harness.stats.verdict import NumericsFinding, decide, judge_run
+from harness.stats.verdict import NumericsFinding, RecordedBudget, decide, judge_run
 from harness.summary import Aggregate, Settings, SideInfo, Summary, Verdict
 from harness.transcript import RunRecord, TargetInfo
 
@@ -262,6 +262,7 @@ class _Summarizer:
             alpha=alpha, infra_error_limit=settings.infra_error_limit,
             permutations=settings.permutations, seed=settings.seed, greedy=sorted(self.greedy),
             look=look, copies=copied_sides(summary.sides), numerics=numerics,
+            recorded=recorded_budget(summary.sides, settings),
         )  # fmt: skip
         summary.comparisons = [  # the evidence beside each decision; decisions unchanged
             c.model_copy(update={"first_divergence": self._divergence(c.scenario_id, fetch)})
@@ -286,6 +287,17 @@ class _Summarizer:
                 pairs += 1
                 diffs += pair_diffs(fetch(modes[True]), fetch(modes[False]))
         return diffs, pairs
+
+
+def recorded_budget(sides: Sequence[SideInfo], settings: Settings) -> RecordedBudget | None:
+    """The comparison's recorded sides (``SideInfo.recorded``) and its budget so far, for
+    :func:`harness.stats.verdict.decide` (what to record to settle an INCONCLUSIVE);
+    None when both sides are live."""
+    roles = tuple(s.side for s in sides if s.recorded)
+    if not roles or not settings.repeats:
+        return None
+    spent = settings.look if settings.sequential and settings.look else 1
+    return RecordedBudget(roles, settings.repeats, spent)
 
 
 def _sequential_note(

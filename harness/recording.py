@@ -9,8 +9,11 @@ from the one server:
 - ``transcripts.jsonl``: the scenario runs at the full budget of ``compare``'s defaults
   (``repeats_per_round x rounds`` per scenario and stream mode, every sequential round),
   recorded as the ``baseline`` side with the request seeds a live baseline would get;
-- ``numerics.json``: the numerics sequences (its first run of each scenario) scored twice,
-  the baseline's own A/A floor (:class:`~harness.numerics.models.RecordedScores`);
+- ``numerics.json``: every numerics path a live comparison runs, each scored twice (the
+  baseline's own A/A floor; :class:`~harness.numerics.models.RecordedScores`,
+  :func:`~harness.numerics.run.record_numerics`): the numerics sequences (its first run of
+  each scenario, the scenarios' references) teacher-forced, their greedy decodes (the
+  decode path) and their routed experts where the server returns them;
 - ``gsm8k/``: GSM8K answers, when asked (``--gsm8k N``);
 - the manifest's ``recording`` (:class:`RecordingInfo`): the server's facts (model,
   ``/server_info``, fusion engagement, the boot checks when it was launched), the scenario
@@ -415,7 +418,7 @@ def record(
     if numerics is not None and not folder.has(NUMERICS):
         from dataclasses import replace
 
-        from harness.numerics.run import record_logprobs
+        from harness.numerics.run import record_numerics
         from harness.numerics.section import baseline_sequences
         from harness.numerics.sequences import from_scenario
 
@@ -428,7 +431,7 @@ def record(
         opts = replace(numerics, api_key=numerics.api_key or target.api_key(),
                        timeout_s=target.timeout_s)  # fmt: skip
         try:
-            scores = record_logprobs(seqs, server_root(target.base_url), opts)
+            scores = record_numerics(seqs, server_root(target.base_url), opts)
         except LogprobsError as exc:
             info.numerics = f"not recorded: {exc}"
         else:
@@ -441,7 +444,7 @@ def record(
                      ("scenario", "scenario references"), ("gsm8k", "GSM8K prompts")) if n[k]]  # fmt: skip
             info.numerics = (
                 f"recorded: {', '.join(parts) or 'no sequence'} scored twice ({scores.api}, "
-                f"top-{scores.top_k})"
+                f"top-{scores.top_k}){_paths_line(scores)}"
             )
     if gsm8k is not None:
         from harness.gsm8k.run import run_gsm8k
@@ -455,6 +458,19 @@ def record(
     info.complete = True
     save_info(folder, info)
     return info
+
+
+def _paths_line(scores: Any) -> str:
+    """``; decode path: 40 units; routed experts: 12 sequences`` (or why not): the
+    recorded paths beyond prefill, for ``info.numerics``."""
+    parts = []
+    if scores.decode is not None:
+        parts.append(f"decode path: {len(scores.decode.sequences)} greedy units")
+    if scores.experts is not None:
+        parts.append(f"routed experts: {len(scores.experts.sequences)} sequences")
+    parts += [f"no {k.replace('experts', 'routed experts').replace('decode', 'decode path')} "
+              f"({why})" for k, why in scores.not_recorded.items()]  # fmt: skip
+    return "".join(f"; {p}" for p in parts)
 
 
 def _references(scenarios: Sequence[Scenario], make: Any) -> list[Any]:

@@ -241,6 +241,10 @@ class Verdict(_Model):
     improved_kinds: list[str] = Field(default_factory=list)
     candidate_only_kinds: list[str] = Field(default_factory=list)
     repeats_needed: int | None = None
+    #: INCONCLUSIVE against a recording (which holds no more runs): the rounds to record
+    #: (``harness record --repeats R --rounds K``, R the comparison's ``--repeats``) that
+    #: would hold :attr:`repeats_needed` more; None otherwise
+    record_rounds: int | None = None
     infra_limited: list[str] = Field(default_factory=list)
     #: what the decision could see: the family (tests, permutations, critical p), the
     #: greedy scenarios counted once, and for NO CHANGE the smallest effect it would have

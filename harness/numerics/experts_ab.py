@@ -45,8 +45,15 @@ __all__ = [
     "ExpertsComparison",
     "ExpertsParting",
     "LayerAgreement",
+    "RecordedExperts",
+    "RecordedRouting",
     "compare_experts",
+    "compare_recorded_experts",
     "compare_routing",
+    "pack",
+    "record_experts",
+    "returns_experts",
+    "unpack",
 ]
 
 Verdict = Literal["REGRESSION", "NO CHANGE", "INCONCLUSIVE"]
@@ -443,3 +450,229 @@ def compare_experts(
     (a, b, c), shape = shaped
     return compare_routing(a, b, c, num_routed_experts=shape.num_routed_experts,
                            dense_layers=shape.dense_layers, names=got[1])  # fmt: skip
+
+
+# ------------------------------------------------------------------ recorded routing
+
+
+def pack(arr: np.ndarray) -> str:
+    """An int array as stored in a recording: little-endian int32, row-major, zlib
+    compressed, base64 (ASCII). :func:`unpack` reverses it."""
+    import base64
+    import zlib
+
+    raw = np.ascontiguousarray(arr, dtype="<i4").tobytes()
+    return base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
+
+
+def unpack(text: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A :func:`pack`-ed array as int64 of ``shape``.
+
+    Raises:
+        ValueError: not base64, not zlib, or not ``prod(shape)`` int32 values.
+    """
+    import base64
+    import binascii
+    import zlib
+
+    try:
+        raw = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True))
+    except (binascii.Error, zlib.error, UnicodeEncodeError) as exc:
+        raise ValueError(f"not a packed routed-experts array: {exc}") from None
+    flat = np.frombuffer(raw, dtype="<i4")
+    if flat.size != math.prod(shape):
+        raise ValueError(f"{flat.size} routed-expert ids, {shape} expected")
+    return flat.astype(np.int64).reshape(shape)
+
+
+class RecordedRouting(_Model):
+    """One sequence's routed experts in a recording: the prompt as it was sent
+    (``key`` ``input_ids`` with ``prompt`` the token ids, or ``text`` with ``prompt`` the
+    text), so another server is asked the same tokens; the recorded server's two answers
+    (``first``, ``second``: :func:`pack`-ed ``[rows, num_layers, top_k]`` int arrays)."""
+
+    id: str
+    key: Literal["input_ids", "text"]
+    prompt: list[int] | str
+    rows: int
+    first: str
+    second: str
+
+
+class RecordedExperts(_Model):
+    """The routed experts of a recording (``numerics.json`` ``experts``): the recorded
+    server's MoE geometry (``num_layers``, ``top_k``, ``num_routed_experts``,
+    ``dense_layers``; ``source``: where it was read, as
+    :class:`~harness.server.experts.MoeShape`'s) and every sequence asked twice
+    (:class:`RecordedRouting`, the A/A floor). Sequence count and rows are the live
+    path's (:func:`compare_experts`: rows at most the numerics' ``max_tokens``)."""
+
+    num_layers: int
+    top_k: int
+    num_routed_experts: int | None = None
+    dense_layers: list[int] = Field(default_factory=list)
+    source: str = ""
+    sequences: list[RecordedRouting] = Field(default_factory=list)
+
+    def passes(self, row: RecordedRouting) -> tuple[np.ndarray, np.ndarray]:
+        """Both recorded answers of ``row`` as ``[rows, num_layers, top_k]`` int64 arrays.
+
+        Raises:
+            ValueError: a stored answer does not decode to that shape.
+        """
+        shape = (row.rows, self.num_layers, self.top_k)
+        return unpack(row.first, shape), unpack(row.second, shape)
+
+
+def _client(opts: LogprobsOptions) -> httpx.Client:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {opts.api_key}"} if opts.api_key else {}
+    return httpx.Client(timeout=opts.timeout_s, headers=headers)
+
+
+def record_experts(
+    seqs: Seq[Sequence], url: str, opts: LogprobsOptions,
+    *, prompts: Seq[RecordedRouting] | None = None,
+) -> RecordedExperts | str:  # fmt: skip
+    """The routed experts of ``seqs`` on one server, asked twice each (its own A/A
+    floor), for a recording: the requests :func:`compare_experts` sends the baseline
+    (``input_ids`` from its ``/tokenize``, at most ``opts.max_tokens``). ``prompts``:
+    ask these recorded prompts instead (another recording's, so both answer the same
+    tokens; ``seqs`` is then ignored). Returns a line saying why not instead when the
+    server returns no routed experts, has no ``/generate``, its MoE geometry is unknown
+    or a request fails. Never raises :class:`~harness.errors.LogprobsError`."""
+    from harness.errors import LogprobsError
+    from harness.numerics.adapters import SGLangAdapter
+
+    asks: list[tuple[str, str, Any]] = []
+    answers: list[list[np.ndarray]] = [[], []]
+    with _client(opts) as client:
+        side = SGLangAdapter(client, url, model=None, top_k=1, max_tokens=opts.max_tokens)
+        try:
+            if prompts is not None:
+                asks = [(p.id, p.key, p.prompt) for p in prompts]
+            else:
+                asks = [(s.id, *_request_ids(side, s)) for s in seqs]
+            for _, key, value in asks:
+                for i in range(2):
+                    arr = _routing(side, key, value)
+                    if arr is None:
+                        return f"the server ({side.base_url}) returned no routed experts: {_ENABLE}"
+                    answers[i].append(arr)
+        except LogprobsError as exc:
+            return str(exc) + (_NO_GENERATE if "HTTP 404" in str(exc) else "")
+        if not asks:
+            return "no sequence to ask"
+        shaped = _shaped(answers, client, side.base_url)
+    if isinstance(shaped, str):
+        return shaped
+    (first, second), shape = shaped
+    rows = [
+        RecordedRouting(
+            id=name, key=key, prompt=list(value) if key == "input_ids" else str(value),  # type: ignore[arg-type]
+            rows=min(len(a), len(b)), first=pack(a[: min(len(a), len(b))]),
+            second=pack(b[: min(len(a), len(b))]),
+        )
+        for (name, key, value), a, b in zip(asks, first, second, strict=True)
+    ]  # fmt: skip
+    return RecordedExperts(
+        num_layers=shape.num_layers, top_k=shape.top_k,
+        num_routed_experts=shape.num_routed_experts, dense_layers=list(shape.dense_layers),
+        source=shape.source, sequences=rows,
+    )  # fmt: skip
+
+
+def returns_experts(url: str, text: str, opts: LogprobsOptions) -> bool:
+    """Whether the server at ``url`` answers one ``/generate`` of ``text`` with routed
+    experts (a probe: one request; False on any error)."""
+    from harness.errors import LogprobsError
+    from harness.numerics.adapters import SGLangAdapter
+
+    with _client(opts) as client:
+        side = SGLangAdapter(client, url, model=None, top_k=1, max_tokens=opts.max_tokens)
+        try:
+            return _routing(side, "text", text[:2000]) is not None
+        except LogprobsError:
+            return False
+
+
+def compare_recorded_experts(
+    baseline: RecordedExperts, candidate: str | RecordedExperts, opts: LogprobsOptions,
+    *, notes: list[str] | None = None,
+) -> ExpertsComparison | None:  # fmt: skip
+    """A candidate's routed experts against a recorded baseline's
+    (:func:`compare_routing`): the baseline's two recorded answers are the A/A floor,
+    its first the A side of A/B; the geometry is the recording's. ``candidate``: a server
+    URL, asked each recorded prompt once (the recorded token ids), or another recording
+    (the sequences both hold with the same prompt). None, with one line appended to
+    ``notes`` (``routed experts: not compared: ...``), when the candidate returns none, a
+    request fails, its answers do not fit the geometry, or no sequence is shared. Never
+    raises :class:`~harness.errors.LogprobsError`."""
+    from harness.errors import LogprobsError
+    from harness.numerics.adapters import SGLangAdapter
+
+    notes = notes if notes is not None else []
+    a: list[np.ndarray] = []
+    b: list[np.ndarray] = []
+    c: list[np.ndarray] = []
+    names: list[str] = []
+    per_row = baseline.num_layers * baseline.top_k
+    why: str | None = None
+    try:
+        if isinstance(candidate, RecordedExperts):
+            if (candidate.num_layers, candidate.top_k) != (baseline.num_layers, baseline.top_k):
+                why = (
+                    f"the recordings' MoE geometries differ (layers x top-k "
+                    f"{baseline.num_layers} x {baseline.top_k} vs {candidate.num_layers} x "
+                    f"{candidate.top_k})"
+                )
+            theirs = {r.id: r for r in candidate.sequences}
+            for row in baseline.sequences if why is None else []:
+                other = theirs.get(row.id)
+                if other is None or (other.key, other.prompt) != (row.key, row.prompt):
+                    continue
+                x, y = baseline.passes(row)
+                a.append(x)
+                b.append(y)
+                c.append(candidate.passes(other)[0])
+                names.append(row.id)
+            if why is None and not names:
+                why = "no sequence the two recordings asked with the same tokens"
+        else:
+            with _client(opts) as client:
+                side = SGLangAdapter(
+                    client, candidate, model=None, top_k=1, max_tokens=opts.max_tokens
+                )
+                for row in baseline.sequences:
+                    got = _routing(side, row.key, row.prompt)
+                    if got is None:
+                        why = (
+                            f"the candidate ({side.base_url}) returned no routed experts: {_ENABLE}"
+                        )
+                        break
+                    if got.size % per_row:
+                        why = (
+                            f"the candidate's {got.size} routed-expert ids do not divide by "
+                            f"the recording's num_layers x top_k = {baseline.num_layers} x "
+                            f"{baseline.top_k}"
+                        )
+                        break
+                    x, y = baseline.passes(row)
+                    a.append(x)
+                    b.append(y)
+                    c.append(got.reshape(-1, *x.shape[1:]))
+                    names.append(row.id)
+    except LogprobsError as exc:
+        why = str(exc) + (_NO_GENERATE if "HTTP 404" in str(exc) else "")
+    except ValueError as exc:
+        why = f"the recording's routed experts do not decode: {exc}"
+    if why is None and not names:
+        why = "the recording holds no sequence"
+    if why is not None:
+        notes.append(f"routed experts: not compared: {why}")
+        return None
+    return compare_routing(
+        a, b, c, num_routed_experts=baseline.num_routed_experts,
+        dense_layers=baseline.dense_layers, names=names,
+    )  # fmt: skip

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from harness.numerics.experts_ab import ExpertsComparison
+from harness.numerics.experts_ab import ExpertsComparison, RecordedExperts
 from harness.numerics.kld import KldStats
 
 __all__ = [
@@ -32,12 +32,21 @@ __all__ = [
     "SequenceResult",
     "TopToken",
     "WorstToken",
+    "PATHS",
+    "RECORDED_VERSION",
     "RecordedScores",
     "RecordedSequence",
     "ScoredPass",
 ]
 
 LOGPROBS_VERSION = 1
+#: the format of a recording's ``numerics.json`` (:class:`RecordedScores`): 1 = the
+#: teacher-forced (prefill) sequences only, as recorded before the decode path and the
+#: routed experts were; 2 = prefill, the decode path (``decode``) and the routed experts
+#: (``experts``)
+RECORDED_VERSION = 2
+#: the numerics paths of a comparison, as :attr:`LogprobsResult.missing_paths` names them
+PATHS = ("prefill", "decode", "routed experts")
 Verdict = Literal["REGRESSION", "NO CHANGE", "INCONCLUSIVE"]
 
 
@@ -229,6 +238,12 @@ class LogprobsResult(_Model):
     #: routed experts of the same tokens, A/B against the A/A floor
     #: (:mod:`harness.numerics.experts_ab`); None when a side returns none
     experts: ExpertsComparison | None = None
+    #: numerics paths (``"decode"``, ``"routed experts"``: :data:`PATHS`) this comparison should
+    #: have run and could not because a recorded side lacks them (a recording made
+    #: before they were recorded), path -> the one-line refusal (also in ``notes``: the
+    #: console shows it as its own line); ``decode``/``experts`` is None for each. Not a
+    #: pass: the decision counts such a path as not decided. Empty in a live comparison.
+    missing_paths: dict[str, str] = Field(default_factory=dict)
     #: llama-perplexity's statistics over every position of the independent sequences:
     #: A/B and the A/A floor (:mod:`harness.numerics.kld`)
     kld: KldStats | None = None
@@ -304,12 +319,22 @@ class RecordedSequence(_Lenient):
 
 
 class RecordedScores(_Lenient):
-    """``numerics.json`` of a recorded baseline (:func:`harness.numerics.run.record_logprobs`):
+    """``numerics.json`` of a recorded baseline (:func:`harness.numerics.run.record_numerics`):
     the server's logprobs API (``api``, an :data:`~harness.numerics.adapters.ADAPTERS` key),
     model, ``top_k`` and ``max_tokens`` (positions per sequence), whether the API scores
-    generated tokens (``generation``), and every sequence scored twice."""
+    generated tokens (``generation``), and every sequence scored twice.
 
-    version: int = LOGPROBS_VERSION
+    From format 2 (``version``, :data:`RECORDED_VERSION`) it carries every path a live
+    comparison runs: ``decode``, the decode path (the conversations decoded greedily,
+    one unit per assistant turn, at most
+    :data:`~harness.numerics.adapters.GENERATED_TOKENS` tokens each, per-step logprobs and
+    top-k, scored twice: a :class:`RecordedScores` with ``generation`` true and no
+    ``decode``/``experts`` of its own), and ``experts``, the routed experts asked twice
+    (:class:`~harness.numerics.experts_ab.RecordedExperts`); each None when the server
+    could not give it, the reason in ``not_recorded`` (path -> one line). A format-1 file
+    (before either was recorded) has neither and no reason: :meth:`lacks` tells."""
+
+    version: int = RECORDED_VERSION
     url: str
     api: str
     model: str | None
@@ -318,3 +343,16 @@ class RecordedScores(_Lenient):
     generation: bool = False
     sequences: list[RecordedSequence]
     notes: list[str] = Field(default_factory=list)
+    decode: RecordedScores | None = None
+    experts: RecordedExperts | None = None
+    not_recorded: dict[str, str] = Field(default_factory=dict)
+
+    def lacks(self, path: str) -> bool:
+        """Whether this recording predates ``path`` (``"decode"`` or ``"experts"``): a
+        format-1 file, which never recorded it (a recording of format 2 that could not
+        record a path says why in ``not_recorded`` instead). A generation-aligned
+        recording (``generation``: its prefill is already the decode path) lacks no
+        decode path."""
+        if self.version >= 2:
+            return False
+        return not (path == "decode" and self.generation)

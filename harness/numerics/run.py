@@ -58,6 +58,7 @@ __all__ = [
     "compare_recorded",
     "decode_units",
     "record_logprobs",
+    "record_numerics",
 ]
 
 #: top-k logprobs asked per position (vLLM's default --max-logprobs is 20)
@@ -318,11 +319,15 @@ def compare_logprobs(
 
 
 def record_logprobs(
-    sequences: Seq[Sequence], url: str, opts: LogprobsOptions | None = None
-) -> RecordedScores:
+    sequences: Seq[Sequence], url: str, opts: LogprobsOptions | None = None,
+    *, units: bool = True,
+) -> RecordedScores:  # fmt: skip
     """Score ``sequences`` twice on one server (the baseline's own A/A floor), for a
     recorded baseline (:mod:`harness.recording`): what :func:`compare_recorded` later
-    compares a candidate with, the server gone.
+    compares a candidate with, the server gone. One path only (the one ``opts.api``
+    names): :func:`record_numerics` records them all. ``units``: a generation-aligned
+    API decodes one unit per assistant turn (:func:`decode_units`); False when
+    ``sequences`` are such units already (another recording's).
 
     Raises:
         LogprobsError: the server has no logprobs API, answered an error or a malformed
@@ -337,7 +342,7 @@ def record_logprobs(
             opts.api, client, url, model=model, top_k=opts.top_k, max_tokens=opts.max_tokens
         )
         rows = []
-        for seq in decode_units(sequences) if b.generation else sequences:
+        for seq in decode_units(sequences) if b.generation and units else sequences:
             first, second = b.score(seq), b.score(seq)
             cut = [x.unreadable_from for x in (first, second) if x.unreadable_from is not None]
             if cut and not b.generation:  # the server could not send past a NaN
@@ -349,6 +354,51 @@ def record_logprobs(
         url=redact_url(url), api=b.name, model=b.model, top_k=b.top_k,
         max_tokens=opts.max_tokens, generation=b.generation, sequences=rows, notes=b.notes,
     )  # fmt: skip
+
+
+def record_numerics(
+    sequences: Seq[Sequence], url: str, opts: LogprobsOptions | None = None
+) -> RecordedScores:
+    """Every numerics path of one server, each scored twice (its own A/A floor), for a
+    recording: what a live comparison's numerics section runs
+    (:func:`harness.numerics.section.logprobs_section`), the candidate side left out.
+
+    - prefill: ``sequences`` teacher-forced (:func:`record_logprobs`, ``opts.api``);
+    - decode (``decode``): the conversations among them (not the plain GSM8K prompts, as
+      a live comparison decodes none) decoded greedily, one unit per assistant turn
+      (:func:`decode_units`), at most
+      :data:`~harness.numerics.adapters.GENERATED_TOKENS` tokens each with their
+      per-step logprobs and top-k; not run when the prefill is itself generation-aligned;
+    - routed experts (``experts``): the same conversations
+      (:func:`~harness.numerics.experts_ab.record_experts`).
+
+    A path the server cannot give is None with its one line in ``not_recorded``.
+
+    Raises:
+        LogprobsError: the prefill path could not be recorded (no logprobs API, an error,
+            a malformed list).
+        TokenizationMismatch: the second prefill pass scored other tokens than the first.
+    """
+    from harness.numerics.experts_ab import record_experts
+
+    opts = opts or LogprobsOptions()
+    out = record_logprobs(sequences, url, opts)
+    chats = [s for s in sequences if s.messages is not None]
+    if out.generation:
+        pass  # the prefill is the decode path already (a greedy-only server)
+    elif not chats:
+        out.not_recorded["decode"] = "no conversation to decode"
+    else:
+        try:
+            out.decode = record_logprobs(chats, url, replace(opts, api="greedy"))
+        except LogprobsError as exc:
+            out.not_recorded["decode"] = str(exc)
+    experts = record_experts(chats, url, opts) if chats else "no conversation to ask"
+    if isinstance(experts, str):
+        out.not_recorded["experts"] = experts
+    else:
+        out.experts = experts
+    return out
 
 
 def live_sequences(baseline: RecordedScores) -> list[RecordedSequence]:

@@ -289,7 +289,11 @@ def logprobs_line(res: LogprobsResult) -> str:
     if parted:
         most = max(sorted(set(parted)), key=parted.count)
         where += f"{'; ' if where else ''}greedy paths part most at {most} tokens ({parted.count(most)}/{len(parted)})"
-    lines = [line, *([f"  {where}"] if where else []), *(f"  note: {note}" for note in res.notes)]
+    refused = set(res.missing_paths.values())
+    notes = [f"  note: {note}" for note in res.notes if note not in refused]
+    lines = [line, *([f"  {where}"] if where else []), *notes]
+    # a path a recorded side predates: its own line, as a section that was not compared
+    lines += [f"numerics: {why}" for why in res.missing_paths.values()]
     if res.experts is not None:
         lines.append(res.experts.line())
     if res.decode is not None:

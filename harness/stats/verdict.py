@@ -92,6 +92,7 @@ __all__ = [
     "INFRA_ERROR_LIMIT",
     "Decision",
     "NumericsFinding",
+    "RecordedBudget",
     "decide",
     "judge_run",
     "over_infra_limit",
@@ -221,6 +222,38 @@ def _needed(t: FamilyTest, critical: float, pooled_over: int) -> int | None:
 
 
 @dataclass(frozen=True)
+class RecordedBudget:
+    """A comparison with a recorded side (an input of :func:`decide`): its runs are all
+    the recording holds (a comparison asking more is refused), so an INCONCLUSIVE is
+    settled by recording again with more rounds, not by more repeats.
+
+    ``roles``: the recorded sides (``"baseline"``, ``"candidate"``); ``repeats``: the
+    comparison's runs per scenario and side per round (``--repeats``); ``rounds``: the
+    rounds it spent (the look it decided at; 1 for a fixed comparison).
+    """
+
+    roles: tuple[str, ...]
+    repeats: int
+    rounds: int = 1
+
+    def rounds_for(self, more: int) -> int:
+        """``K``: the rounds of :attr:`repeats` that hold ``more`` repeats per scenario
+        and side beyond those spent (``harness record --rounds K``)."""
+        return self.rounds + math.ceil(more / max(1, self.repeats))
+
+    def advice(self, more: int) -> str:
+        """What to record so that ``more`` repeats per scenario and side are there."""
+        k = self.rounds_for(more)
+        who = " and ".join(self.roles)
+        return (
+            f"about {plural(more, 'more repeat')} per scenario and side would settle it, more "
+            f"than the recording holds: record the {who} again with harness record --repeats "
+            f"{self.repeats} --rounds {k} ({plural(k * self.repeats, 'run')} per scenario) and "
+            f"compare with --rounds {k}"
+        )
+
+
+@dataclass(frozen=True)
 class NumericsFinding:
     """The numerics section's verdict, an input of :func:`decide` (rule 7).
 
@@ -253,6 +286,7 @@ def decide(
     sides: Sequence[SideInfo] = (),
     *,
     alpha: float = ALPHA,
+    recorded: RecordedBudget | None = None,
     infra_error_limit: float = INFRA_ERROR_LIMIT,
     permutations: int = PERMUTATIONS,
     seed: int = 0,
@@ -266,6 +300,8 @@ def decide(
     ``baseline``/``candidate``: scenario id (``"*"``: pooled) -> that side's aggregate;
     scenarios on one side only are left out. ``sides``: both sides' run and
     infrastructure-error counts, for the infrastructure-error limit (rule 6).
+    ``recorded``: a side is a recording: an INCONCLUSIVE says what to record to settle it
+    (``harness record --rounds K``, ``Verdict.record_rounds``) instead of more repeats.
     ``permutations``/``seed``: the Westfall-Young relabellings (rule 3); ``greedy``: the
     scenarios sampled at temperature 0, whose repeats count as one unit (rule 1);
     ``copies``: the sides (``"baseline"``/``"candidate"``) that ignore temperature and seed,
@@ -293,7 +329,7 @@ def decide(
     pooled = candidate.get("*") if "*" in ids else None
     unit = "repeat" if any(candidate[s].units for s in ids) else "run"
     n = max(1, len([s for s in ids if s != "*"]))
-    ctx = _Context(fam, alpha, n, band, look, pooled, unit)
+    ctx = _Context(fam, alpha, n, band, look, pooled, unit, recorded)
     comps = [_scenario_comparison(s, by_id.get(s, []), baseline[s], candidate[s], ctx) for s in ids]
     unjudged = _unjudged(baseline, candidate, sides, infra_error_limit)
     if unjudged is not None:  # the verdict says so and nothing else: no test was run
@@ -349,6 +385,17 @@ class _Context:
     pooled: Aggregate | None = None
     #: what the tests count: ``"repeat"`` under ``--stream both``, else ``"run"``
     unit: str = "run"
+    #: a recorded side: more repeats come from recording again (:class:`RecordedBudget`)
+    recorded: RecordedBudget | None = None
+
+    def settle(self, more: int | None) -> str:
+        """``; about N more repeats per scenario and side would settle it`` (or, against a
+        recording, what to record: :meth:`RecordedBudget.advice`); "" for None."""
+        if not more:
+            return ""
+        if self.recorded is not None:
+            return f"; {self.recorded.advice(more)}"
+        return f"; about {plural(more, 'more repeat')} per scenario and side would settle it"
 
     def significant(self, direction: str) -> list[FamilyTest]:
         return [
@@ -512,11 +559,7 @@ def _worse_note(
     """``(display label, note)`` of an INCONCLUSIVE comparison whose candidate is worse;
     when no suggestive test could reach the critical p with its margins, it says so."""
     alone = " alone" if sid != "*" else ""
-    settle = (
-        f"; about {plural(needed, 'more repeat')} per scenario and side would settle it"
-        if needed
-        else ""
-    )
+    settle = ctx.settle(needed)
     tests = sum(t.in_family for t in ctx.family.tests)
     why = (
         f"after Westfall-Young's correction over {plural(tests, 'test')} "
@@ -616,10 +659,11 @@ def _inconclusive(unsure: list[ScenarioComparison], ctx: _Context, only: list[st
     """The overall INCONCLUSIVE, with the fewest more repeats any scenario needs."""
     needs = [c.repeats_needed for c in unsure if c.repeats_needed]
     n = min(needs) if needs else None
-    tail = f"; about {plural(n, 'more repeat')} per scenario and side would settle it" if n else ""
+    tail = ctx.settle(n)
     return Verdict(
         verdict="INCONCLUSIVE",
         repeats_needed=n,
+        record_rounds=ctx.recorded.rounds_for(n) if ctx.recorded and n else None,
         message=f"INCONCLUSIVE: worse, not significant{tail}{_also(only)}",
         candidate_only_kinds=only,
         reasons=_where(unsure),
