@@ -10,8 +10,11 @@ scoring code that finds it; nothing else has a list to update.
 
 Families (:class:`Family`): ``call`` (a call's arguments cannot be used as sent),
 ``drift`` (usable but different from what the tool or the reference wants),
-``sequence`` (the calls made against the calls expected), ``answer`` (the final answer)
-and ``protocol`` (an invariant of the OpenAI chat-completions wire format).
+``sequence`` (the calls made against the calls expected), ``answer`` (the final answer),
+``protocol`` (an invariant of the OpenAI chat-completions wire format) and
+``information`` (a finding a reviewer reads, not a failure: it is kept in
+``RunScore.information`` and counts as a failure only in a scenario whose ``targets:``
+name it).
 
 Besides the failure kinds, the tables show a few *metrics* (per-run counts and success
 rates) and *terminations* (how a run ended); their labels live here too
@@ -57,6 +60,7 @@ class Family(str, Enum):
     SEQUENCE = "sequence"
     ANSWER = "answer"
     PROTOCOL = "protocol"
+    INFORMATION = "information"
 
 
 class FailureKind(str, Enum):
@@ -124,6 +128,12 @@ class FailureKind(str, Enum):
         Family.CALL,
         'arguments "" instead of "{}"',
         'an empty arguments string where "{}" is meant (a streamed call with no arguments delta)',
+    )
+    TOOL_CALL_REFUSED_IN_HISTORY = (
+        "tool_call_refused_in_history",
+        Family.CALL,
+        "server refused the call sent back",
+        "a later request refused (HTTP 4xx) over an earlier call whose arguments do not parse",
     )
     UNKNOWN_TOOL = (
         "unknown_tool",
@@ -235,13 +245,14 @@ class FailureKind(str, Enum):
         "finish_reason_mismatch",
         Family.PROTOCOL,
         "finish_reason does not match tool_calls",
-        'finish_reason "tool_calls" without tool calls, or tool calls with another reason',
+        'finish_reason "tool_calls" without calls, or calls with another (named tool_choice: '
+        '"stop" too)',
     )
     MARKUP_IN_CONTENT = (
         "markup_in_content",
         Family.PROTOCOL,
         "tool-call markup in content",
-        "tool-call markup or chat-template tokens in content (<tool_call>, [TOOL_CALLS], ...)",
+        "a parser's delimiter or template token in content (<tool_call>, [TOOL_CALLS], ...)",
     )
     REPEATED_IDS = (
         "repeated_ids",
@@ -301,13 +312,33 @@ class FailureKind(str, Enum):
         "markup_in_arguments",
         Family.PROTOCOL,
         "template markup in an argument value",
-        "a chat-template token (<|im_end|>, </tool_call>, ...) left inside a string argument",
+        "a parser's delimiter or template token (</parameter>, <|im_end|>, ...) in a string "
+        "argument",
+    )
+    FINISH_REASON_REPEATED = (
+        "finish_reason_repeated",
+        Family.PROTOCOL,
+        "finish_reason sent twice in a stream",
+        "a streamed choice whose finish_reason arrives in more than one chunk",
+    )
+    USAGE_WITH_CHOICES = (
+        "usage_with_choices",
+        Family.PROTOCOL,
+        "usage on a chunk with choices",
+        'streamed usage on a chunk with choices, not the last (the OpenAI API: "choices": [])',
     )
     AMBIGUOUS_CALL_DELTAS = (
         "ambiguous_call_deltas",
         Family.PROTOCOL,
         "streamed call assembles differently per client",
         "a streamed id or name split or repeated: SDK and first-fragment clients differ",
+    )
+    # ---- information: read by a reviewer, a failure only where a scenario targets it
+    CONTENT_RESTATES_ARGUMENTS = (
+        "content_restates_arguments",
+        Family.INFORMATION,
+        "content only restates the call",
+        "text beside a tool call that only repeats its argument values (information)",
     )
     # ---- protocol: request constraints not honoured
     CALLS_UNDER_TOOL_CHOICE_NONE = (
@@ -374,7 +405,8 @@ SUCCESS_METRICS: dict[str, str] = {
 STREAM_ONLY_KINDS: frozenset[str] = frozenset({
     FailureKind.STREAM_TRUNCATED_ARGS.value, FailureKind.INDEX_OFFSET.value,
     FailureKind.MISSING_CALL_INDEX.value, FailureKind.SHARED_CALL_INDEX.value,
-    FailureKind.AMBIGUOUS_CALL_DELTAS.value})  # fmt: skip
+    FailureKind.AMBIGUOUS_CALL_DELTAS.value, FailureKind.FINISH_REASON_REPEATED.value,
+    FailureKind.USAGE_WITH_CHOICES.value})  # fmt: skip
 #: every metric's label (counts and success rates)
 METRIC_LABELS: dict[str, str] = {**COUNT_METRICS, **SUCCESS_METRICS}
 #: how a run ended (``RunScore.termination``) -> label

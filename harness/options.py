@@ -42,6 +42,7 @@ __all__ = [
     "http_url",
     "positive_int",
     "rate",
+    "history_fields",
     "reasoning_history",
     "repeats",
     "seconds",
@@ -174,6 +175,19 @@ def boolean(value: str) -> bool:
 REASONING_HISTORY_MODES = ("keep", "drop", "auto")
 
 
+#: the values of ``--history-fields`` (:data:`harness.runner.HISTORY_FIELDS`)
+HISTORY_FIELDS_MODES = ("as-received", "known")
+
+
+def history_fields(value: str) -> str:
+    """``as-received`` or ``known`` (any case): which fields of earlier assistant messages
+    later requests carry (``--history-fields``)."""
+    low = value.strip().lower()
+    if low not in HISTORY_FIELDS_MODES:
+        raise OptionValueError(f"{value!r} is not a history fields mode (as-received or known)")
+    return low
+
+
 def reasoning_history(value: str) -> str:
     """``keep``, ``drop`` or ``auto`` (any case): what later requests carry of the
     reasoning the assistant turns produced (``--reasoning-history``)."""
@@ -256,6 +270,13 @@ _TABLE = (
            "reasoning_content), drop (left out), auto (as the server documents it: kept on "
            "turns that called tools, dropped once a turn answered); default: the scenario's "
            "reasoning_history, else auto", "keep|drop|auto"),
+    Option("history_fields", "--history-fields", history_fields, "as-received",
+           "the fields of earlier assistant messages in later requests: as-received (every "
+           "field of the message and of each tool call, as the OpenAI SDK's "
+           "messages.append(message) sends them: a server's opaque signature comes back) or "
+           "known (role, content, tool_calls' id, type, name and arguments, and the reasoning "
+           "as --reasoning-history says: for servers that refuse unknown fields); default "
+           "as-received", "as-received|known"),
     Option("api_key_env", "--api-key-env", text, "OPENAI_API_KEY",
            "environment variable holding the API key (default OPENAI_API_KEY)", "NAME"),
     Option("stream", "--stream", stream_mode, "off",

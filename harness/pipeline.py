@@ -186,7 +186,7 @@ class _Summarizer:
         run_id: str,
         context: FolderContext,
         fetch: Callable[[int], RunRecord],
-        numerics: NumericsFinding | None = None,
+        numerics: Sequence[NumericsFinding] = (),
     ) -> Summary:
         order = _side_order(self.sides)
         aggregates = self._aggregates(order)
@@ -241,7 +241,7 @@ class _Summarizer:
         self,
         summary: Summary,
         fetch: Callable[[int], RunRecord],
-        numerics: NumericsFinding | None = None,
+        numerics: Sequence[NumericsFinding] = (),
     ) -> None:
         base = {a.scenario_id: a for a in summary.aggregates if a.side == "baseline"}
         cand = {a.scenario_id: a for a in summary.aggregates if a.side == "candidate"}
@@ -418,15 +418,16 @@ def attach_boot(folder: RunFolder, side: str, boot: dict[str, Any]) -> Summary:
     return score_folder(folder, context)
 
 
-def _numerics(folder: RunFolder) -> NumericsFinding | None:
-    """The folder's numerics section (``logprobs.json``), read once, as an input of the
-    decision (:func:`harness.stats.verdict.decide`, rule 7); None when there is none."""
+def _numerics(folder: RunFolder) -> list[NumericsFinding]:
+    """The folder's numerics section (``logprobs.json``), read once: one finding per path
+    it ran (prefill, decode, routed experts), each an input of the decision
+    (:func:`harness.stats.verdict.decide`, rule 7); empty when there is none."""
     from harness.numerics.models import LogprobsResult
 
     res = folder.read_model(RunFolder.LOGPROBS, LogprobsResult)
-    if res is None or res.verdict is None:
-        return None
-    return NumericsFinding(res.verdict, res.message)
+    if res is None:
+        return []
+    return [NumericsFinding(p.verdict, p.message, p.path) for p in res.paths()]
 
 
 def summarize(
@@ -610,5 +611,6 @@ def _run_round(
             settings.temperature,
             settings.seed,
             settings.reasoning_history,  # type: ignore[arg-type]  # checked by the option
+            settings.history_fields,  # type: ignore[arg-type]  # checked by the option
         ),
     )

@@ -22,7 +22,10 @@ recorded exactly as received.
 The reasoning an assistant turn produced (``reasoning_content``, or vLLM's ``reasoning``)
 goes back to the server in later requests as :data:`REASONING_HISTORY` says (``keep``,
 ``drop``, ``auto``; :func:`reasoning_kept`); the mode is recorded in
-``RunRecord.reasoning_history``. A history the server refuses (HTTP 400 on a later turn
+``RunRecord.reasoning_history``. Every other field of an assistant message and of each of
+its calls goes back as it came (``as-received``, as the SDK's ``messages.append(message)``),
+or only the known ones (``known``): :data:`HISTORY_FIELDS`, ``RunRecord.history_fields``.
+A history the server refuses (HTTP 400 on a later turn
 after a turn with reasoning) names that setting as the likely cause in its error line.
 Transient failures (HTTP 408/429/5xx, timeouts, reset connections) are retried with
 exponential backoff; what still fails becomes :class:`harness.transcript.InfraError`.
@@ -71,7 +74,9 @@ if TYPE_CHECKING:
     from harness.scenario.suites import Referee
 
 __all__ = [
+    "HISTORY_FIELDS",
     "REASONING_HISTORY",
+    "HistoryFields",
     "ReasoningHistory",
     "SamplingPolicy",
     "StreamMode",
@@ -204,6 +209,28 @@ def _refused_history(
     return error.model_copy(update={"message": error.message + hint})
 
 
+# ---------------------------------------------------------------- fields sent back
+
+#: which fields of an assistant message later requests carry
+HistoryFields = Literal["as-received", "known"]
+
+#: the modes (``--history-fields``): ``as-received`` (the default) sends every field of the
+#: message and of each tool call back as it came (``ResponseRecord.extra``,
+#: ``ToolCallRecord.extra`` / ``function_extra``), as an OpenAI SDK user's
+#: ``messages.append(completion.choices[0].message)`` does (the SDK serialises the message
+#: model with every field it received, its extras included): a server's opaque field
+#: (Gemini's ``extra_content.google.thought_signature`` on each call, required back in a
+#: tool loop) survives; ``known`` sends ``role``, ``content`` and each call's ``id``,
+#: ``type`` and ``function.name``/``arguments`` only, for servers that refuse unknown
+#: fields (vLLM with a Mistral tokenizer validates messages strictly). The reasoning goes
+#: back as :data:`REASONING_HISTORY` says in both modes.
+HISTORY_FIELDS: tuple[HistoryFields, ...] = ("as-received", "known")
+
+
+def _history_mode(policy: SamplingPolicy | None) -> HistoryFields:
+    return (policy.history_fields if policy is not None else None) or "as-received"
+
+
 # ---------------------------------------------------------------- the loop
 
 
@@ -218,6 +245,9 @@ class SamplingPolicy:
     seed: int | None = None
     #: the reasoning sent back in later requests (None: each scenario's, else ``auto``)
     reasoning_history: ReasoningHistory | None = None
+    #: the fields of earlier assistant messages sent back (None: ``as-received``;
+    #: :data:`HISTORY_FIELDS`)
+    history_fields: HistoryFields | None = None
 
 
 def run_seed(base: int, side: str, scenario_id: str, repeat: int) -> int:
@@ -278,9 +308,10 @@ class _Loop:
         params: dict[str, Any],
         reasoning: ReasoningHistory = "auto",
         vllm: bool = False,
+        fields: HistoryFields = "as-received",
     ) -> None:
         self.scenario, self.client, self.target, self.params = scenario, client, target, params
-        self.reasoning, self.vllm = reasoning, vllm
+        self.reasoning, self.vllm, self.as_received = reasoning, vllm, fields == "as-received"
         self.messages: list[dict[str, Any]] = [m.wire() for m in scenario.messages]
         self.pending: list[dict[str, Any]] = list(self.messages)
         self.body = ConversationBody(params, self.messages)  # each message encoded once
@@ -366,8 +397,11 @@ class _Loop:
             self.recorded_params = {k: v for k, v in self.params.items() if k != "tools"}
 
     def _assistant(self, resp: ResponseRecord, msg: dict[str, Any]) -> dict[str, Any]:
-        """The assistant message sent back, with its reasoning when the mode keeps it
+        """The assistant message sent back: its other fields as received unless the mode is
+        ``known`` (:data:`HISTORY_FIELDS`), with its reasoning when the mode keeps it
         (:func:`reasoning_kept`; vLLM reads it as ``reasoning``)."""
+        if self.as_received and resp.extra:
+            msg.update({k: v for k, v in resp.extra.items() if k not in msg})
         called = bool(msg.get("tool_calls"))
         if resp.reasoning_content and reasoning_kept(self.reasoning, called_tools=called):
             msg["reasoning_content"] = resp.reasoning_content
@@ -394,13 +428,7 @@ class _Loop:
             call_id = call.id or f"synthetic_{rec.index}_{i}"
             args = call.arguments
             wire_args = args if isinstance(args, str) else render(args if args is not None else {})
-            wire_calls.append(
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": call.name or "", "arguments": wire_args},
-                }
-            )
+            wire_calls.append(self._wire_call(call, call_id, wire_args))
             outcome = await self._simulate(call)
             rec.tool_results.append(
                 ToolResultRecord(
@@ -417,6 +445,16 @@ class _Loop:
         self._append(self._assistant(resp, msg))
         for res in rec.tool_results:
             self._append({"role": "tool", "tool_call_id": res.tool_call_id, "content": res.content})
+
+    def _wire_call(self, call: ToolCallRecord, call_id: str, args: str) -> dict[str, Any]:
+        """A call sent back: ``id``, ``type``, ``function`` (``name``, ``arguments``), and
+        under ``as-received`` the entry's and the function's other fields as they came."""
+        fn: dict[str, Any] = {"name": call.name or "", "arguments": args}
+        entry: dict[str, Any] = {"id": call_id, "type": "function", "function": fn}
+        if self.as_received:
+            fn.update({k: v for k, v in (call.function_extra or {}).items() if k not in fn})
+            entry.update({k: v for k, v in (call.extra or {}).items() if k not in entry})
+        return entry
 
     async def _simulate(self, call: ToolCallRecord) -> ToolOutcome:
         if self.referee is not None:  # a suite's task: its backends answer
@@ -475,7 +513,8 @@ async def run_scenario(
     started = datetime.now(timezone.utc).isoformat()
     t0 = time.perf_counter()
     mode = _reasoning_mode(scenario, sampling)
-    loop = _Loop(scenario, client, target, params, mode, _is_vllm(info))
+    fields = _history_mode(sampling)
+    loop = _Loop(scenario, client, target, params, mode, _is_vllm(info), fields)
     stop, final, error = await loop.run()
     if stop != "error":
         loop.check_segment()
@@ -490,6 +529,7 @@ async def run_scenario(
         target=info,
         sampling=_sampling(scenario, repeat, target.name, sampling),
         reasoning_history=mode,
+        history_fields=fields,
         tools=params.get("tools", []),
         turns=loop.turns,
         stop_reason=stop,

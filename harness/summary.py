@@ -351,6 +351,9 @@ class Settings(_Model):
     #: the reasoning of earlier turns sent back (``keep``/``drop``/``auto``; None: each
     #: scenario's, else ``auto``: :data:`harness.runner.REASONING_HISTORY`)
     reasoning_history: str | None = None
+    #: the fields of earlier assistant messages sent back (``as-received``/``known``: None,
+    #: as-received: :data:`harness.runner.HISTORY_FIELDS`)
+    history_fields: str | None = None
     #: the contract pre-flight was skipped (``--skip-contract``)
     skip_contract: bool = False
     #: Westfall-Young permutations

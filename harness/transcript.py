@@ -110,6 +110,12 @@ class ToolCallRecord(_Model):
     #: reads them, where that differs from ``id``/``name`` (assembled as the OpenAI SDK's
     #: accumulator does: fragments concatenated); None when both readings agree
     first_fragments: dict[str, str | None] | None = None
+    #: the entry's other fields as received (an opaque signature, ``extra_content``, ...),
+    #: beside ``id``, ``type`` and ``function``; sent back with the call (``index`` not
+    #: kept); None when there were none
+    extra: dict[str, Any] | None = None
+    #: ``function``'s other fields as received, beside ``name`` and ``arguments``
+    function_extra: dict[str, Any] | None = None
 
     def name_among(self, names: Any) -> str | None:
         """The name a client dispatches on: ``name``, or the first-fragment reading where
@@ -143,6 +149,11 @@ class ResponseRecord(_Model):
     #: how many choices the response carried (``n``; streamed: distinct choice indices);
     #: None in records written before it was kept
     choices: int | None = None
+    #: the message's other fields as received (beside ``role``, ``content``, the reasoning,
+    #: ``tool_calls``): ``refusal``, ``annotations``, a server's own; streamed: accumulated
+    #: from the deltas as the SDK's ``accumulate_delta`` does. Sent back in the history
+    #: (``RunRecord.history_fields``); None when there were none
+    extra: dict[str, Any] | None = None
 
 
 class ToolResultRecord(_Model):
@@ -228,6 +239,9 @@ class RunRecord(_Model):
     #: what later requests carried of earlier turns' reasoning: ``keep``, ``drop`` or ``auto``
     #: (:data:`harness.runner.REASONING_HISTORY`); None in records from before the setting
     reasoning_history: str | None = None
+    #: what earlier assistant messages carried back of their fields: ``as-received`` or
+    #: ``known`` (:data:`harness.runner.HISTORY_FIELDS`); None in records from before it
+    history_fields: str | None = None
     tools: list[dict[str, Any]] = Field(default_factory=list)  # the tools request field
     turns: list[TurnRecord] = Field(default_factory=list)
     stop_reason: StopReason

@@ -8,7 +8,10 @@ with the recorded baselines' table (the ``recorded`` part), and the text between
 ``<!-- numerics:begin -->`` and ``<!-- numerics:end -->`` with the numerics figures of
 ``bench/calibration/logprobs.json`` (``python -m bench.calibration.logprobs --json``), and
 the text between ``<!-- power-stream-both:begin -->`` and ``<!-- power-stream-both:end -->``
-with the ``--stream both`` A/A of ``bench/calibration/power-stream-both.json``. Every block the JSON has
+with the ``--stream both`` A/A of ``bench/calibration/power-stream-both.json``, and the text
+between ``<!-- numerics-paths:begin -->`` and ``<!-- numerics-paths:end -->`` with the
+numerics paths' error rates of ``bench/calibration/paths.json`` (``python -m
+bench.calibration.paths --json``). Every block the JSON has
 figures for must be in one of the pages. ``--check`` writes nothing and exits 1 when a
 page differs from what the JSON gives (``tests/bench/test_power_bench.py`` runs it).
 """
@@ -29,10 +32,13 @@ __all__ = [
     "NUMERICS_BEGIN",
     "NUMERICS_END",
     "PAGES",
+    "PATHS_BEGIN",
+    "PATHS_END",
     "RECORDED_BEGIN",
     "RECORDED_END",
     "render",
     "render_numerics",
+    "render_paths",
     "render_stream_both",
     "render_recorded",
     "update",
@@ -44,6 +50,7 @@ BEGIN, END = "<!-- power:begin -->", "<!-- power:end -->"
 RECORDED_BEGIN, RECORDED_END = "<!-- power-recorded:begin -->", "<!-- power-recorded:end -->"
 NUMERICS_BEGIN, NUMERICS_END = "<!-- numerics:begin -->", "<!-- numerics:end -->"
 BOTH_BEGIN, BOTH_END = "<!-- power-stream-both:begin -->", "<!-- power-stream-both:end -->"
+PATHS_BEGIN, PATHS_END = "<!-- numerics-paths:begin -->", "<!-- numerics-paths:end -->"
 #: the pages that hold the blocks (power: the verdict; recorded: the recordings; numerics)
 PAGES = [ROOT / "docs" / "verdict.md", ROOT / "docs" / "recorded-baselines.md",
          ROOT / "docs" / "numerics.md"]  # fmt: skip
@@ -322,9 +329,13 @@ def render_recorded(doc: dict[str, Any]) -> str:
     for case, arms in det.items():
         t = arms["recorded"]
         lines.append(
-            _rec_row(f"`{case}`, {t['recordings']} recordings x "
-                     f"{t['candidates_per_recording']} candidates", t["pooled"], False)
-        )  # fmt: skip
+            _rec_row(
+                f"`{case}`, {t['recordings']} recordings x "
+                f"{t['candidates_per_recording']} candidates",
+                t["pooled"],
+                False,
+            )
+        )
         lines.append(_rec_row(f"`{case}`, same candidates, fresh live baselines",
                               arms["live"]["pooled"], False))  # fmt: skip
     lines += ["", *_per_recording(spread, det)]
@@ -479,6 +490,56 @@ def render_stream_both(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_PART = {"live": "live (both servers up)", "recorded": "against a recording"}
+_CASE = {
+    "aa": "A/A, healthy vs a second healthy server",
+    "decode_fault": "decode-fault (prefill healthy, generation shifted)",
+}
+
+
+def _wilson(k: int, n: int) -> str:
+    from harness.stats.tests import wilson_interval
+
+    lo, hi = wilson_interval(k, n)
+    return f"{lo:.1%}-{hi:.1%}"
+
+
+def render_paths(m: dict[str, Any]) -> str:
+    """The numerics paths' error rates (``bench/calibration/paths.json``) as a table."""
+    runs = m.get("runs") or [{"command": m["command"], "seconds": m["seconds"]}]
+    said = "; ".join(f"`{r['command']}` ({r['seconds']:.0f} s)" for r in runs)
+    cut = [r["command"] for r in runs if r.get("stopped")]
+    head = (
+        f"Command{'s' if len(runs) > 1 else ''}: {said}; {m['sequences']} reference "
+        "conversations of `scenarios/`, every default; `harness sim` subprocesses, noise "
+        "drawn per request"
+        + (
+            f"; stopped at a time limit, every finished comparison counted: {', '.join(cut)}"
+            if cut
+            else ""
+        )
+        + "). A comparison's numerics verdict over its paths: REGRESSION when any path is "
+        "one (rule 7):"
+    )
+    rows = [
+        "| comparison | case | REGRESSION (any path) | 95% interval | prefill | decode | "
+        "s per comparison |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for part, cases in m["parts"].items():
+        for case, t in cases.items():
+            n, k = t["n"], t["verdicts"].get("REGRESSION", 0)
+            paths = t["by_path"]
+            rows.append(
+                f"| {_PART.get(part, part)} | {_CASE.get(case, case)} | {k} / {n} "
+                f"({100 * k / n:.1f}%) | {_wilson(k, n)} | "
+                f"{_verdicts({'verdicts': paths.get('prefill', {})})} | "
+                f"{_verdicts({'verdicts': paths.get('decode', {})})} | "
+                f"{t['seconds_per_comparison']:g} |"
+            )
+    return "\n".join([head, "", *rows])
+
+
 def _blocks(doc: dict[str, Any]) -> list[tuple[str, str, Callable[[], str]]]:
     """The blocks the JSON has figures for: (begin marker, end marker, renderer)."""
     out: list[tuple[str, str, Callable[[], str]]] = [(BEGIN, END, lambda: render(doc))]
@@ -488,6 +549,8 @@ def _blocks(doc: dict[str, Any]) -> list[tuple[str, str, Callable[[], str]]]:
         out.append((NUMERICS_BEGIN, NUMERICS_END, lambda: render_numerics(doc["numerics"])))
     if "stream_both" in doc:
         out.append((BOTH_BEGIN, BOTH_END, lambda: render_stream_both(doc["stream_both"])))
+    if "paths" in doc:
+        out.append((PATHS_BEGIN, PATHS_END, lambda: render_paths(doc["paths"])))
     return out
 
 
@@ -512,6 +575,9 @@ def _load(source: Path) -> dict[str, Any]:
     numerics = source.with_name("logprobs.json")  # `python -m bench.calibration.logprobs --json`
     if "numerics" not in doc and numerics.is_file():
         doc["numerics"] = json.loads(numerics.read_text(encoding="utf-8"))
+    paths = source.with_name("paths.json")  # `python -m bench.calibration.paths --json`
+    if "paths" not in doc and paths.is_file():
+        doc["paths"] = json.loads(paths.read_text(encoding="utf-8"))
     both = source.with_name("power-stream-both.json")  # `--parts aa-both`
     if "stream_both" not in doc and both.is_file():
         doc["stream_both"] = json.loads(both.read_text(encoding="utf-8"))

@@ -115,6 +115,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_argument(p, "temperature")
     add_argument(p, "sampling_seed")
     add_argument(p, "reasoning_history")
+    add_argument(p, "history_fields")
     add_skip_contract(p)
     add_argument(p, "concurrency")
     add_argument(p, "results")
@@ -328,6 +329,7 @@ RESUME_KEYS = (
     "temperature",
     "sampling_seed",
     "reasoning_history",
+    "history_fields",
 )
 
 
@@ -414,6 +416,7 @@ def _compare(
         temperature=args.temperature,
         seed=args.sampling_seed,
         reasoning_history=args.reasoning_history,
+        history_fields=args.history_fields,
         skip_contract=args.skip_contract,
         sequential=args.sequential,
         rounds=args.rounds,

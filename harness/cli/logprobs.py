@@ -267,5 +267,6 @@ def _write(args: argparse.Namespace, res: LogprobsResult) -> int:
     print_result(res)
     print(f"run folder: {rf.path}")
     write_report_or_warn(rf, make_console())
-    regressed = res.verdict == "REGRESSION" or (args.strict and res.verdict == "INCONCLUSIVE")
+    verdict = res.verdict_over_paths()  # every path decides (prefill, decode, routed experts)
+    regressed = verdict == "REGRESSION" or (args.strict and verdict == "INCONCLUSIVE")
     return ExitCode.REGRESSION if regressed else ExitCode.OK

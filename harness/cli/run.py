@@ -48,7 +48,7 @@ HELP = "Run scenarios against one OpenAI-compatible server; record, score and re
 #: manifest arguments that must match when a run folder is resumed
 RESUME_KEYS = (
     "target", "model", "label", "repeats", "stream", "temperature", "sampling_seed",
-    "reasoning_history",
+    "reasoning_history", "history_fields",
 )  # fmt: skip
 
 
@@ -62,6 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for name in ("repeats", "concurrency", "min_pass_rate", "temperature", "sampling_seed"):
         add_argument(p, name)
     add_argument(p, "reasoning_history")
+    add_argument(p, "history_fields")
     add_skip_contract(p)
     add_argument(p, "results")
     p.add_argument("--run-id", help="name of the run folder (default: run-<time>-<pid>)")
@@ -102,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency, out_dir=folder, resume=True,
             progress=not args.no_progress, keep=False,
             sampling=SamplingPolicy(
-                args.temperature, args.sampling_seed, args.reasoning_history
+                args.temperature, args.sampling_seed, args.reasoning_history,
+                args.history_fields,
             ),
         )  # fmt: skip
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
@@ -136,5 +138,6 @@ def _settings(args: argparse.Namespace, stream: StreamMode, scenarios: list[Scen
         temperature=args.temperature,
         seed=args.sampling_seed,
         reasoning_history=args.reasoning_history,
+        history_fields=args.history_fields,
         skip_contract=args.skip_contract,
     )

@@ -66,7 +66,9 @@ __all__ = [
     "read_sse",
     "request_body",
     "retry_after_s",
+    "server_message",
     "sse_lines",
+    "status_message",
 ]
 
 
@@ -220,7 +222,7 @@ async def post_completion(
     except APIStatusError as exc:
         raise RequestFailed(
             "http_status",
-            str(exc),
+            status_message(exc),
             status=exc.status_code,
             retry_after_s=retry_after_s(getattr(exc.response, "headers", None)),
         ) from None
@@ -264,6 +266,41 @@ async def _attempt(
         return rec
     finally:
         await resp.aclose()
+
+
+#: the keys a server's error body keeps its message under, most specific first
+_MESSAGE_KEYS = ("message", "detail", "error", "msg")
+
+
+def server_message(body: Any, depth: int = 0) -> str | None:
+    """The server's message in an error body of any JSON shape, or None: an object's
+    ``message`` (the OpenAI shape ``{"error": {"message"}}``, vLLM's flat ``{"object":
+    "error", "message"}``), ``detail`` (FastAPI), ``error`` or ``msg`` as a string, else the
+    first found inside its values; a list's first (Gemini answers ``[{"error": {...}}]``).
+    At most 8 levels deep."""
+    if depth > 8:
+        return None
+    if isinstance(body, dict):
+        for key in _MESSAGE_KEYS:
+            if isinstance(body.get(key), str) and body[key].strip():
+                return str(body[key]).strip()
+        values: list[Any] = list(body.values())
+    elif isinstance(body, list):
+        values = body
+    else:
+        return None
+    return next((m for v in values if (m := server_message(v, depth + 1)) is not None), None)
+
+
+def status_message(exc: APIStatusError) -> str:
+    """The SDK's ``Error code: N - message`` line, with the server's message found in a body
+    of any shape (:func:`server_message`) when the SDK's own line lacks it (the SDK reads
+    only a top-level object's ``message``), on one line."""
+    text = str(exc)
+    found = server_message(getattr(exc, "body", None))
+    if found is not None and found not in text:
+        text = f"Error code: {exc.status_code} - {found}"
+    return " ".join(text.split())
 
 
 def _describe(exc: BaseException) -> str:

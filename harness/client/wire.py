@@ -31,6 +31,7 @@ from harness.transcript import ResponseRecord, ToolCallRecord, render
 __all__ = [
     "ReadBudget",
     "StreamAssembler",
+    "accumulate",
     "parse_completion",
     "read_body",
     "read_sse",
@@ -146,6 +147,19 @@ def _text(content: Any) -> str | None:
     return render(content)
 
 
+#: the fields of a message, of a ``tool_calls`` entry and of its ``function`` that the
+#: record reads; the others are kept as received (``extra``) and sent back
+_MESSAGE_KEYS = frozenset({"role", "content", "reasoning_content", "reasoning", "tool_calls"})
+_CALL_KEYS = frozenset({"index", "id", "type", "function"})
+_FUNCTION_KEYS = frozenset({"name", "arguments"})
+
+
+def _others(obj: dict[str, Any], known: frozenset[str]) -> dict[str, Any] | None:
+    """``obj``'s fields outside ``known``, or None when there are none."""
+    out = {k: v for k, v in obj.items() if k not in known}
+    return out or None
+
+
 def _call_record(i: int, tc: Any) -> ToolCallRecord:
     if not isinstance(tc, dict):
         return ToolCallRecord(index=i, arguments=tc)
@@ -158,7 +172,31 @@ def _call_record(i: int, tc: Any) -> ToolCallRecord:
         type=_opt_str(tc.get("type")),
         name=_opt_str(fn.get("name")),
         arguments=fn.get("arguments"),
+        extra=_others(tc, _CALL_KEYS),
+        function_extra=_others(fn, _FUNCTION_KEYS),
     )
+
+
+def accumulate(acc: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
+    """``delta`` merged into ``acc`` as openai-python's ``accumulate_delta``
+    (``lib/streaming/_deltas.py``) merges stream deltas: a new key or a None value is set,
+    ``index``/``type`` replaced, strings concatenated, numbers added, objects merged
+    recursively, lists extended; anything else (a None delta) keeps the value."""
+    for key, value in delta.items():
+        prev = acc.get(key)
+        if prev is None or key in ("index", "type"):
+            acc[key] = value
+        elif isinstance(prev, str) and isinstance(value, str):
+            acc[key] = prev + value
+        elif isinstance(prev, dict) and isinstance(value, dict):
+            acc[key] = accumulate(dict(prev), value)
+        elif isinstance(prev, list) and isinstance(value, list) or _number(prev) and _number(value):
+            acc[key] = prev + value
+    return acc
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def parse_completion(body: bytes) -> ResponseRecord:
@@ -193,6 +231,7 @@ def parse_completion(body: bytes) -> ResponseRecord:
         model=_opt_str(data.get("model")),
         raw=data,
         choices=len(choices),
+        extra=_others(msg, _MESSAGE_KEYS),
     )
 
 
@@ -241,6 +280,7 @@ class StreamAssembler:
         self.model: str | None = None
         self.saw_choice = False
         self.choice_indices: set[Any] = set()
+        self.extra: dict[str, Any] = {}  # the deltas' other fields, accumulated
 
     def add(self, chunk: Any) -> None:
         """Take one parsed stream chunk; :class:`RequestFailed` when it is not an object, is an
@@ -282,6 +322,7 @@ class StreamAssembler:
                 self._add_call(tc)
         if isinstance(delta.get("function_call"), dict):
             self.function_call = _merge_fn(self.function_call or {}, delta["function_call"])
+        accumulate(self.extra, _others(delta, _MESSAGE_KEYS | {"function_call"}) or {})
 
     def _add_call(self, tc: dict[str, Any]) -> None:
         raw_idx = tc.get("index")
@@ -301,10 +342,13 @@ class StreamAssembler:
             self._note(entry, f"repeats its id {cid!r}")
         entry["id"] = entry["id"] or cid
         entry["type"] = entry["type"] or _opt_str(tc.get("type"))
+        accumulate(entry.setdefault("extra", {}), _others(tc, _CALL_KEYS) or {})
+        if isinstance(fn, dict):
+            accumulate(entry.setdefault("function_extra", {}), _others(fn, _FUNCTION_KEYS) or {})
         _sdk_concat(entry, "sdk_id", tc.get("id"))
         if isinstance(fn, dict):
             _sdk_concat(entry, "sdk_name", fn.get("name"))
-            if "name" in fn and entry.get("name"):
+            if isinstance(fn.get("name"), str) and entry.get("name"):
                 self._note(entry, f"repeats name {fn['name']!r}")
             _merge_fn(entry, fn)
 
@@ -334,6 +378,7 @@ class StreamAssembler:
             raw=self.chunks,
             notes=self.notes,
             choices=len(self.choice_indices),
+            extra=self.extra or None,
         )
 
 
@@ -357,6 +402,7 @@ def _sdk_record(c: dict[str, Any]) -> ToolCallRecord:
     return ToolCallRecord(
         index=c["index"], id=sdk["id"], type=c["type"], name=sdk["name"],
         arguments=c.get("arguments"), first_fragments=first if first != sdk else None,
+        extra=c.get("extra") or None, function_extra=c.get("function_extra") or None,
     )  # fmt: skip
 
 

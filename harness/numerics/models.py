@@ -25,6 +25,7 @@ __all__ = [
     "LOGPROBS_VERSION",
     "ClassStats",
     "LogprobsResult",
+    "NumericsPath",
     "PairStats",
     "ScoredSequence",
     "Sequence",
@@ -215,6 +216,21 @@ class PairStats(_Model):
     independent: int | None = None
 
 
+class NumericsPath(_Model):
+    """One numerics path of a comparison and its verdict against its own A/A floor:
+    ``path`` is ``prefill`` (teacher-forced), ``decode`` (greedy decodes, per-step
+    logprobs) or ``routed experts``; ``message`` the path's one-line message (it opens
+    with the verdict)."""
+
+    path: str
+    verdict: Verdict
+    message: str
+
+    def line(self) -> str:
+        """``numerics (<path>): <message>``: how the verdict's reasons name the path."""
+        return f"numerics ({self.path}): {self.message}"
+
+
 class LogprobsResult(_Model):
     """``logprobs.json``: a teacher-forced numerics comparison, decided."""
 
@@ -251,6 +267,48 @@ class LogprobsResult(_Model):
     #: the same statistics per token class, in :data:`~harness.numerics.classes.CLASSES`
     #: order (classes with no position left out)
     by_class: list[ClassStats] = Field(default_factory=list)
+
+    def paths(self) -> list[NumericsPath]:
+        """Every numerics path this comparison ran, each with its own A/A floor and
+        verdict, in the order the console prints them: the teacher-forced one (``prefill``,
+        or ``decode`` when the API itself scores generated tokens, ``settings.generation``),
+        then the decode path (:attr:`decode`), then the routed experts (:attr:`experts`),
+        then each path a recorded side lacks (:attr:`missing_paths`: INCONCLUSIVE, its
+        refusal as the message). Each is an input of the one decision
+        (:func:`harness.stats.verdict.decide`)."""
+        first = "decode" if self.settings.get("generation") else "prefill"
+        out = [NumericsPath(path=first, verdict=self.verdict, message=self.message)]
+        if self.decode is not None:
+            out.append(
+                NumericsPath(
+                    path="decode", verdict=self.decode.verdict, message=self.decode.message
+                )
+            )
+        if self.experts is not None:
+            out.append(
+                NumericsPath(
+                    path="routed experts",
+                    verdict=self.experts.verdict,
+                    message=self.experts.message,
+                )
+            )
+        # a path a recorded side predates is not a pass: it stays undecided
+        out += [
+            NumericsPath(path=path, verdict="INCONCLUSIVE", message=f"INCONCLUSIVE: {why}")
+            for path, why in self.missing_paths.items()
+            if path in ("decode", "routed experts")
+        ]
+        return out
+
+    def verdict_over_paths(self) -> Verdict:
+        """Every path's verdict together: REGRESSION when any path is one, else
+        INCONCLUSIVE when any is (a path a recording lacks included), else NO CHANGE (the
+        rule of :func:`harness.stats.verdict.numerics_verdict`, for ``harness logprobs``)."""
+        verdicts = {p.verdict for p in self.paths()}
+        for name in ("REGRESSION", "INCONCLUSIVE"):
+            if name in verdicts:
+                return name
+        return "NO CHANGE"
 
     def largest_class(self) -> ClassStats | None:
         """The class whose A/B mean KLD is largest (None without classes)."""

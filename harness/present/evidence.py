@@ -82,7 +82,7 @@ def _missing(item: str) -> str:
 def format_run(score: RunScore) -> list[str]:
     """The evidence of one run: how it stopped, its calls turn by turn with their drift
     (:func:`harness.present.views.drift_trace`), missing calls, repeats, schema, protocol,
-    the final answer."""
+    a refusal the history explains, information findings, the final answer."""
     if score.infra_error is not None:
         return [run_line(score)]
     lines = [f"  stop reason: {score.termination} after {score.turns} turns"]
@@ -108,6 +108,13 @@ def format_run(score: RunScore) -> list[str]:
     lines += [
         f"  protocol: turn {p.turn} {p.kind}: {p.message}" for p in score.protocol_violations[:3]
     ]
+    refusal = score.history_refusal
+    if refusal is not None:
+        lines.append(
+            f"  refused: turn {refusal.refused_turn} HTTP {refusal.status} over the call of turn "
+            f"{refusal.turn} ({refusal.tool}): {_cut(refusal.message, 160)}"
+        )
+    lines += [f"  information: turn {o.turn} {o.kind}: {o.message}" for o in score.information[:3]]
     if score.final_excerpt:
         lines.append(f"  final answer: {_cut(score.final_excerpt, 160)}")
     return lines

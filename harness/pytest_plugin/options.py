@@ -90,6 +90,7 @@ OPTIONS: tuple[Option, ...] = (
     SHARED["temperature"],
     SHARED["sampling_seed"],
     SHARED["reasoning_history"],
+    SHARED["history_fields"],
     SHARED["request_timeout"],
     SHARED["max_retries"],
     SHARED["max_response_bytes"],
@@ -160,6 +161,7 @@ class HarnessSettings:
     temperature: float = 0.7
     sampling_seed: int = 0
     reasoning_history: str | None = None
+    history_fields: str = "as-received"
     request_timeout: float = 120.0
     max_retries: int = 3
     max_response_bytes: int = SHARED["max_response_bytes"].default

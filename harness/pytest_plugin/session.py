@@ -317,12 +317,15 @@ class HarnessState:
         return ScenarioRun(records, scores, summary if summary.kind == "compare" else None)
 
     def sampling(self) -> SamplingPolicy:
-        """``--temperature``, ``--sampling-seed`` and ``--reasoning-history`` as the runner
-        takes them."""
+        """``--temperature``, ``--sampling-seed``, ``--reasoning-history`` and
+        ``--history-fields`` as the runner takes them."""
         from harness.runner import SamplingPolicy
 
         s = self.settings
-        return SamplingPolicy(s.temperature, s.sampling_seed, s.reasoning_history)  # type: ignore[arg-type]
+        return SamplingPolicy(
+            s.temperature, s.sampling_seed, s.reasoning_history,  # type: ignore[arg-type]
+            s.history_fields,  # type: ignore[arg-type]
+        )  # fmt: skip
 
     def summary_settings(self) -> SummarySettings:
         """The ``settings`` block of ``summary.json`` for this session."""
@@ -334,7 +337,7 @@ class HarnessState:
             model=s.model, concurrency=s.concurrency, scenarios=sorted(self.scenario_ids),
             infra_error_limit=s.max_infra_error_rate, min_pass_rate=s.min_pass_rate,
             temperature=s.temperature, seed=s.sampling_seed,
-            reasoning_history=s.reasoning_history,
+            reasoning_history=s.reasoning_history, history_fields=s.history_fields,
         )  # fmt: skip
 
     # ------------------------------------------------------------ end of session

@@ -6,7 +6,8 @@ before the JSON, an object where the wire wants a string, not an object, ``""`` 
 ``"{}"``, a tool the request did not offer), checked against the tool's JSON Schema and,
 by :mod:`harness.scoring.drift`, against its reference (:func:`score_arguments`); a
 repeat loop is more identical calls (:func:`repeats`) than the scenario's own expected
-calls repeat (:func:`allowed_repeats`).
+calls repeat (:func:`allowed_repeats`). A server's refusal of a later request over a
+call the model wrote (:func:`history_refusal`) is that call's failure, not the server's.
 """
 
 from __future__ import annotations
@@ -18,11 +19,18 @@ from typing import Any
 
 import jsonschema
 
+from harness.errors import TRANSIENT_STATUS
 from harness.kinds import FailureKind, failure_kind
 from harness.scenario.model import ExpectedCall, Scenario
 from harness.scenario.schemas import validator
 from harness.scoring.drift import canonical_json, excerpt, find_drift
-from harness.scoring.models import CallScore, DriftFinding, MalformedCall, SchemaViolation
+from harness.scoring.models import (
+    CallScore,
+    DriftFinding,
+    HistoryRefusal,
+    MalformedCall,
+    SchemaViolation,
+)
 from harness.transcript import RunRecord, ToolCallRecord
 
 __all__ = [
@@ -30,6 +38,7 @@ __all__ = [
     "ParsedCall",
     "allowed_repeats",
     "call_scores",
+    "history_refusal",
     "parse_call",
     "parse_calls",
     "repeats",
@@ -148,6 +157,63 @@ def parse_calls(record: RunRecord, sc: Scenario) -> list[ParsedCall]:
             c = c if name == c.name else c.model_copy(update={"name": name})
             out.append(parse_call(c, t.index, t.segment, len(out), stream=record.stream, sc=sc))
     return out
+
+
+# ------------------------------------------------------------------ refused history
+
+#: the calls whose arguments, sent back as received, a server re-parsing the history cannot
+#: read (JSON that does not parse; an object is sent back as JSON text, ``""`` as is)
+_UNREADABLE = frozenset({
+    FailureKind.MALFORMED_JSON, FailureKind.STREAM_TRUNCATED_ARGS, FailureKind.REASONING_LEAK_ARGS
+})  # fmt: skip
+#: what a refusal over an unreadable call says: a JSON decoder's error (Python's ``json``,
+#: which vLLM's ``chat_utils`` and SGLang's chat serving run on each earlier call's
+#: ``arguments``; serde_json; Go's and JavaScript's), or the call's fields by name
+_NAMES_THE_CALL = re.compile(
+    r"Expecting (?:value|property name|',' delimiter|':' delimiter)|Unterminated string|"
+    r"Extra data|Invalid (?:control character|\\escape)|JSONDecodeError|EOF while parsing|"
+    r"unexpected end of (?:JSON )?input|(?:not|invalid) (?:valid )?JSON|tool_calls?|arguments",
+    re.IGNORECASE,
+)
+
+
+def history_refusal(record: RunRecord, calls: list[ParsedCall]) -> HistoryRefusal | None:
+    """The model's call that explains a server's refusal of a later request, or None.
+
+    A run that ended on an infrastructure error is the model's failure instead when the
+    history the model wrote explains it: the error is an HTTP 4xx that is not transient
+    (not 408/429), answering a request after turn 0, whose message reads like a JSON
+    decoder's error or names the calls (:data:`_NAMES_THE_CALL`), and an earlier turn holds
+    a call whose arguments do not parse (``malformed_json``, ``stream_truncated_args``,
+    ``reasoning_leak_args``): the agent sends every call back as it came, and a server that
+    re-parses earlier calls (vLLM's ``chat_utils._postprocess_messages`` runs
+    ``json.loads`` on each assistant call's ``arguments`` for the chat template; SGLang
+    does the same) answers HTTP 400 with the decoder's message to every later request.
+    The first such call is the cause (``calls``: :func:`parse_calls` of ``record``).
+    Anything else (a 5xx, a timeout, a 400 at turn 0, a message about something else, no
+    unreadable call) stays an infrastructure error.
+    """
+    err = record.error
+    if err is None or err.kind != "http_status" or err.status is None:
+        return None
+    if not 400 <= err.status < 500 or err.status in TRANSIENT_STATUS or not err.turn:
+        return None
+    if not _NAMES_THE_CALL.search(err.message):
+        return None
+    cause = next(
+        (
+            c
+            for c in calls
+            if c.turn < err.turn and c.malformed is not None and c.malformed.kind in _UNREADABLE
+        ),
+        None,
+    )
+    if cause is None:
+        return None
+    return HistoryRefusal(
+        turn=cause.turn, call_index=cause.call_index, tool=cause.raw.name,
+        refused_turn=err.turn, status=err.status, message=excerpt(err.message, 500),
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------ repeats

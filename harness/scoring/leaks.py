@@ -5,7 +5,8 @@ template, a special token the detokenizer kept, a call after a sentence of prose
 call reaches the client as text in ``message.content`` with ``tool_calls`` empty and
 finish_reason ``stop``, and a client that trusts the wire takes it for the final answer.
 :func:`find_leaks` recovers such calls from any text, by shape and by the declared tool
-names; :func:`markup_tokens` lists the chat-template tokens left in it. Both are pure
+names; :func:`markup_tokens` lists the tool-call markup and chat-template tokens left in
+it (each parser format's delimiters: :mod:`harness.scoring.markup`). Both are pure
 functions of the text and the request's tools.
 
 A *leaked call* names a declared tool and carries an arguments-like object, in one of
@@ -44,6 +45,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.scoring.markup import MARKUP_PATTERNS
+
 __all__ = [
     "MARKUP_PATTERNS",
     "Leak",
@@ -53,13 +56,6 @@ __all__ = [
     "tool_params",
 ]
 
-#: Tool-call markup and chat-template special tokens that must never reach ``content``
-#: (Hermes/Qwen, ChatML, Mistral, Llama 3.x, DeepSeek, Kimi, gpt-oss harmony, generic).
-MARKUP_PATTERNS = re.compile(
-    r"</?tool_call>|<\|im_(?:start|end)\|>|\[TOOL_CALLS\]|<\|python_tag\|>|"
-    r"<\|start_header_id\|>|<\|eot_id\|>|<\|eom_id\|>|<function=|<｜tool▁calls?▁begin｜>|"
-    r"<\|tool_calls?_section_begin\|>|<\|channel\|>|<\|endoftext\|>|<\|tool_call_begin\|>"
-)
 #: any special token of the ``<|name|>`` / ``<｜name｜>`` shape, known or not
 _SPECIAL = re.compile(r"<\|[^<>|\s]{1,48}\|>|<｜[^<>｜\s]{1,48}｜>")
 _BRACKET_TOKEN = re.compile(r"\[/?[A-Z][A-Z_]{2,30}\]")
@@ -107,8 +103,10 @@ def tool_params(tools: Iterable[Any]) -> dict[str, frozenset[str] | None]:
 
 
 def markup_tokens(content: str) -> list[str]:
-    """The chat-template tokens in ``content``, in order, each once: the known markup of
-    :data:`MARKUP_PATTERNS` and any ``<|name|>``-shaped special token."""
+    """The tool-call markup and chat-template tokens in ``content``, in order, each once:
+    every supported parser format's delimiters (:data:`harness.scoring.markup.CALL_MARKUP`,
+    with the template tokens: :data:`MARKUP_PATTERNS`) and any ``<|name|>``-shaped special
+    token."""
     found = [m.group(0) for p in (MARKUP_PATTERNS, _SPECIAL) for m in p.finditer(content)]
     return sorted(set(found), key=content.find)
 

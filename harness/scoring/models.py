@@ -21,8 +21,10 @@ __all__ = [
     "CallScore",
     "Divergence",
     "DriftFinding",
+    "HistoryRefusal",
     "LeakedCall",
     "MalformedCall",
+    "Observation",
     "ProtocolViolation",
     "RunScore",
     "SchemaViolation",
@@ -85,10 +87,36 @@ class MalformedCall(_Model):
     raw: str  # excerpt of what was received
 
 
+class HistoryRefusal(_Model):
+    """A later request the server refused (HTTP 4xx) over a call the model wrote earlier
+    (``tool_call_refused_in_history``, :func:`harness.scoring.calls.history_refusal`).
+
+    ``turn``/``call_index``/``tool``: the call whose arguments, sent back as received, do not
+    parse; ``refused_turn``: the request the server refused; ``status``/``message``: its
+    HTTP status and message (the evidence).
+    """
+
+    turn: int
+    call_index: int
+    tool: str | None
+    refused_turn: int
+    status: int | None
+    message: str
+
+
 class ProtocolViolation(_Model):
     """A broken invariant of the OpenAI chat-completions protocol."""
 
     kind: str  # a FailureKind of the protocol family (finish_reason_mismatch, tool_call_in_content, ...)
+    turn: int
+    message: str
+
+
+class Observation(_Model):
+    """A finding of the ``information`` family (:class:`harness.kinds.Family`): read by a
+    reviewer, a failure only in a scenario whose ``targets`` name its kind."""
+
+    kind: str
     turn: int
     message: str
 
@@ -158,6 +186,11 @@ class RunScore(_Model):
     drift: list[DriftFinding] = Field(default_factory=list)
     protocol_violations: list[ProtocolViolation] = Field(default_factory=list)
     leaked_calls: list[LeakedCall] = Field(default_factory=list)  # calls written into content
+    #: findings of the information family (in ``failures`` only where the scenario targets them)
+    information: list[Observation] = Field(default_factory=list)
+    #: the server refused a later request over a call the model wrote (its error kept as the
+    #: evidence; the run is scored, not an infrastructure error)
+    history_refusal: HistoryRefusal | None = None
     final_answer: bool = False  # every segment reached a final answer
     final_answer_ok: bool = False  # ... and each meets the segment's expectations
     final_excerpt: str | None = None

@@ -27,13 +27,20 @@ modules that find them, by family:
   (missing, shared by two calls, not 0..n-1); and :mod:`harness.scoring.contract` (the
   reasoning channel, argument markup, streamed calls two clients read differently, the
   request's constraints);
-- termination (:mod:`harness.scoring.termination`): how the run ended, as scored.
+- termination (:mod:`harness.scoring.termination`): how the run ended, as scored;
+- information (:func:`harness.scoring.protocol.information`): content beside a call that
+  only restates it, in ``RunScore.information``, and in ``failures`` only where the
+  scenario's ``targets`` name it.
 
 A response whose ``content`` holds a leaked call or template markup is never a final
 answer, whatever else it says.
 
 A run *passes* when it has no failure kind at all. Infrastructure errors are scored as
-termination ``error`` with no failure kinds and are excluded from every rate.
+termination ``error`` with no failure kinds and are excluded from every rate, except a
+refusal the history the model wrote explains (:func:`harness.scoring.calls.history_refusal`:
+a later request refused over the model's unreadable call): that run is scored up to the
+refusal, with ``tool_call_refused_in_history`` and termination ``malformed``, the server's
+message kept in ``RunScore.history_refusal``.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from harness.scoring.calls import (
     ParsedCall,
     allowed_repeats,
     call_scores,
+    history_refusal,
     parse_call,
     parse_calls,
     repeats,
@@ -56,7 +64,12 @@ from harness.scoring.calls import (
 from harness.scoring.drift import excerpt
 from harness.scoring.leaks import MARKUP_PATTERNS, tool_params
 from harness.scoring.models import RunScore
-from harness.scoring.protocol import leak_violations, leaked_calls, protocol_violations
+from harness.scoring.protocol import (
+    information,
+    leak_violations,
+    leaked_calls,
+    protocol_violations,
+)
 from harness.scoring.sequence import match_sequence
 from harness.scoring.termination import termination
 from harness.transcript import RunRecord
@@ -102,12 +115,14 @@ def score_run(record: RunRecord) -> RunScore:
     Returns:
         The :class:`~harness.scoring.models.RunScore`; ``passed`` is True iff ``failures`` is empty.
         A run with an infrastructure error gets termination ``error``, ``passed=False``
-        and no failures (callers exclude it from rates).
+        and no failures (callers exclude it from rates), unless the history the model
+        wrote explains it (see the module docstring).
     """
-    if record.is_infra_error:
-        return _infra_score(record)
     sc = _scenario(record)
     calls = parse_calls(record, sc)
+    refusal = history_refusal(record, calls) if record.is_infra_error else None
+    if record.is_infra_error and refusal is None:
+        return _infra_score(record)
     reps, streak = repeats(calls)
     if sc.task is not None:  # a suite's own criteria (BFCL's: harness.scoring.bfcl)
         seq, kinds = get_suite(sc.task.suite).score(sc, calls, record.state_checks)
@@ -123,15 +138,20 @@ def score_run(record: RunRecord) -> RunScore:
     kinds |= {k for c in calls for k in c.kinds} | answer_kinds
     kinds |= {failure_kind(p.kind) for p in protocol}
     kinds |= {FailureKind.REPEAT_LOOP} if looping else set()
+    info = information(record)
+    kinds |= {failure_kind(o.kind) for o in info if o.kind in sc.targets}
+    kinds |= {FailureKind.TOOL_CALL_REFUSED_IN_HISTORY} if refusal is not None else set()
     malformed = [c.malformed for c in calls if c.malformed]
     bad_args = [m for m in malformed if m.kind != FailureKind.UNKNOWN_TOOL]
     return RunScore(
         run_key=record.run_key, scenario_id=record.scenario_id, side=record.side,
         label=record.target.label, repeat=record.repeat, stream=record.stream,
-        termination=termination(record, calls, tools), turns=len(record.turns), tool_calls=len(calls),
+        termination=termination(record, calls, tools, refused=refusal is not None),
+        turns=len(record.turns), tool_calls=len(calls),
         repeated_calls=len(reps), longest_repeat_streak=streak, allowed_repeats=allowed,
-        malformed_args=len(bad_args), malformed=malformed,
+        malformed_args=len(bad_args), malformed=malformed, history_refusal=refusal,
         schema_violations=schema, drift=drift, protocol_violations=protocol, leaked_calls=leaked,
+        information=info,
         final_answer=reached, final_answer_ok=ok,
         final_excerpt=excerpt(final, 300) if final else None, sequence=seq,
         calls=call_scores(calls, reps, looping), failures=sorted(kinds), passed=not kinds,

@@ -14,12 +14,17 @@ from harness.transcript import RunRecord
 __all__ = ["termination"]
 
 
-def termination(record: RunRecord, calls: list[ParsedCall], tools: ToolParams) -> Termination:
+def termination(
+    record: RunRecord, calls: list[ParsedCall], tools: ToolParams, *, refused: bool = False
+) -> Termination:
     """How the run ended, as scored: the record's ``stop_reason``, except ``error`` for an
     infrastructure error and ``malformed`` for a last response whose content holds a leaked
     call or template markup (or calls in its reasoning), or, short of a final answer, whose
     calls all have unusable arguments (``calls``: :func:`~harness.scoring.calls.parse_calls`; ``tools``: the
-    declared tools)."""
+    declared tools; ``refused``: the server refused a later request over the model's
+    unreadable call, :func:`~harness.scoring.calls.history_refusal`: ``malformed``)."""
+    if refused:
+        return "malformed"
     if record.is_infra_error:
         return "error"
     last = next((t.response for t in reversed(record.turns) if t.response is not None), None)

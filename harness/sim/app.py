@@ -73,6 +73,7 @@ from harness.sim.faults import (
     spurious_call,
 )
 from harness.sim.flavours import Flavour, get_flavour
+from harness.sim.history import call_extra, history_refusal
 from harness.sim.infra import ConnectionDropped, error_response, infra_response
 from harness.sim.model import (
     UNKNOWN_ANSWER,
@@ -357,6 +358,8 @@ def chat_reply(state: SimState, body: dict[str, Any]) -> Reply:
     wire_ids = call_ids(profile, ids, nonce=nonce, turn=turn)
     stream = bool(body.get("stream"))
     reply = render(profile, decision, nonce=nonce, turn=turn, ids=wire_ids, stream=stream)
+    if isinstance(body.get("tool_choice"), dict) and reply.finish_reason == "tool_calls":
+        reply.finish_reason = profile.named_choice_finish_reason
 
     def on(kind: FailureKind) -> bool:
         return active_fault(profile, kind, nonce, turn, stream) is not None
@@ -471,7 +474,14 @@ async def chat_completions(request: Request) -> Response:
         )  # fmt: skip
     if state.profile.reasoning_history and isinstance(body.get("messages"), list):
         check_history(state, body["messages"])
+    refused = history_refusal(state.profile, body.get("messages"))
+    if refused is not None:
+        return refused
     reply = chat_reply(state, body)
+    if state.profile.call_signatures:
+        reply.tool_calls = [
+            replace(c, extra=call_extra(state.profile, c.id, c.name)) for c in reply.tool_calls
+        ]
     n = reply.choices
     prompt = prompt_tokens(body["messages"], body.get("tools"))
     usage = _usage(prompt, _completion_tokens(reply))

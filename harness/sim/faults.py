@@ -66,7 +66,9 @@ What each does to a turn:
                            ``tool_calls`` empty, ``content`` empty, finish_reason ``stop``
 ``call_syntax_in_reasoning`` look-alike: the reasoning spells the call's syntax, the call is
                            sent right in ``tool_calls`` (not a failure)
-``markup_in_arguments``    ``<|im_end|>`` appended to every top-level string argument
+``markup_in_arguments``    ``<|im_end|>`` appended to every top-level string argument, or
+                           (``Fault.markup``) a parser format's left-over (its closing
+                           delimiters, :data:`harness.scoring.markup.CALL_MARKUP`)
 ``ambiguous_call_deltas``  streaming only: every arguments delta repeats the call's ``id``
                            and ``name`` (SDK clients read ``get_weatherget_weather``)
 ``split_call_name``        streaming only: the name sent in two deltas (``get_wea``,
@@ -80,6 +82,13 @@ What each does to a turn:
                            still counts (``completion_tokens`` above the limit)
 ``n_not_honoured``         one choice whatever ``n`` asks (healthy: ``n`` identical choices)
 ``stop_string_in_output``  ``stop`` strings not cut from ``content``
+``finish_reason_repeated`` streaming only: the chunk carrying the finish_reason is sent twice
+``usage_with_choices``     streaming only: ``usage`` on every chunk with choices (as vLLM's
+                           ``continuous_usage_stats``, unasked), besides the usage chunk
+``content_restates_arguments``  beside its calls the model narrates them in ``content``:
+                           ``Let me call get_weather for Oslo.`` (information, not a failure)
+``null_name_continuation`` look-alike, streaming only: every arguments delta after a call's
+                           first carries ``"name": null`` (not a failure)
 =========================  =================================================================
 
 Leak dialects (``Fault.dialect``, :data:`LEAK_DIALECTS`), ``lookup_order(order_id="A-17")``
@@ -109,6 +118,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.kinds import FailureKind, failure_kind
+from harness.scoring.markup import call_markup
 from harness.sim.model import Decision, PlannedCall, RequestOptions
 from harness.sim.wire import Reply, WireCall
 
@@ -168,12 +178,16 @@ FAULT_KINDS: tuple[FailureKind, ...] = (
     FailureKind.MAX_TOKENS_EXCEEDED,
     FailureKind.N_NOT_HONOURED,
     FailureKind.STOP_STRING_IN_OUTPUT,
+    FailureKind.FINISH_REASON_REPEATED,
+    FailureKind.USAGE_WITH_CHOICES,
+    FailureKind.CONTENT_RESTATES_ARGUMENTS,
 )
 #: faults that are not failure kinds: model behaviours that scoring names by their
 #: consequence (``empty_stop``, an empty reply, is scored ``missing_final_answer``).
 #: Infrastructure faults are :attr:`harness.sim.profiles.SimProfile.infra`, not faults.
 SIM_ONLY_FAULTS: tuple[str, ...] = (
-    "empty_stop", "repeated_empty_name", "call_syntax_in_reasoning", "split_call_name"
+    "empty_stop", "repeated_empty_name", "call_syntax_in_reasoning", "split_call_name",
+    "null_name_continuation",
 )  # fmt: skip
 #: the template token ``markup_in_arguments`` leaves in string arguments (ChatML's end)
 ARGUMENT_MARKUP = "<|im_end|>"
@@ -208,6 +222,9 @@ class Fault:
     stream: bool | None = None
     #: the scenario ids it shows in (empty: every scenario; see ``SimProfile.for_scenario``)
     scenarios: tuple[str, ...] = ()
+    #: ``markup_in_arguments``: the parser format whose left-over ends each string value
+    #: (a name of :data:`harness.scoring.markup.CALL_MARKUP`; empty: ChatML's ``<|im_end|>``)
+    markup: str = ""
 
     def __post_init__(self) -> None:
         if self.kind in FAULT_KINDS:
@@ -217,6 +234,8 @@ class Fault:
             raise ValueError(f"unknown fault kind {str(self.kind)!r}; known: {known}")
         if not 0.0 <= self.rate <= 1.0:
             raise ValueError(f"fault rate must be in [0, 1], got {self.rate}")
+        if self.markup:
+            call_markup(self.markup)  # ValueError naming the formats
         if self.dialect not in LEAK_DIALECTS:
             known = ", ".join(LEAK_DIALECTS)
             raise ValueError(f"unknown leak dialect {self.dialect!r}; known: {known}")
@@ -334,8 +353,10 @@ def corrupt_arguments(
         out = {k: v.capitalize() if isinstance(v, str) else v for k, v in out.items()}
     if active_fault(profile, FailureKind.UNEXPECTED_KEYS, nonce, turn):
         out[UNEXPECTED_KEY] = True
-    if active_fault(profile, FailureKind.MARKUP_IN_ARGUMENTS, nonce, turn):
-        out = {k: v + ARGUMENT_MARKUP if isinstance(v, str) else v for k, v in out.items()}
+    markup = active_fault(profile, FailureKind.MARKUP_IN_ARGUMENTS, nonce, turn)
+    if markup is not None:
+        tail = call_markup(markup.markup).left_over if markup.markup else ARGUMENT_MARKUP
+        out = {k: v + tail if isinstance(v, str) else v for k, v in out.items()}
     return out
 
 
@@ -414,6 +435,17 @@ def leak_text(calls: list[PlannedCall], dialect: str) -> str:
     return text
 
 
+def _narration(calls: list[PlannedCall]) -> str:
+    """A sentence announcing ``calls`` with their argument values and nothing else."""
+    said = [f"{c.name} for {' and '.join(_said(v) for v in c.arguments.values())}" for c in calls]
+    return f"Let me call {', then '.join(said)}."
+
+
+def _said(value: Any) -> str:
+    """A value as a sentence says it: strings bare, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def call_ids(profile: SimProfile, ids: list[str], *, nonce: str, turn: int) -> list[str | None]:
     """The tool_call ids sent: ``ids``, or none at all under ``missing_call_id``."""
     if active_fault(profile, FailureKind.MISSING_CALL_ID, nonce, turn):
@@ -467,6 +499,8 @@ def render(
         finish = "length"
     if on(FailureKind.FINISH_REASON_MISMATCH):
         finish = "stop" if calls else "tool_calls"
+    if on(FailureKind.CONTENT_RESTATES_ARGUMENTS) and calls:
+        content = _narration(decision.calls)
     if on(FailureKind.REASONING_LEAK) and reasoning:
         content = f"<think>{reasoning}</think>\n\n{content or ''}".rstrip()
         reasoning = None
@@ -486,4 +520,7 @@ def render(
         repeat_empty_name=on("repeated_empty_name"),
         repeat_call_head=on(FailureKind.AMBIGUOUS_CALL_DELTAS),
         split_name=on("split_call_name"),
+        repeat_finish=on(FailureKind.FINISH_REASON_REPEATED),
+        usage_every_chunk=on(FailureKind.USAGE_WITH_CHOICES),
+        null_name=on("null_name_continuation"),
     )

@@ -62,7 +62,11 @@ name                       behaviour
                            ``<tool_call>`` JSON, no tool_calls, empty content, ``stop``
 ``call-syntax-in-reasoning``  look-alike: reasoning that spells the call's ``<tool_call>``
                            syntax, the call sent right in tool_calls (no failure)
-``markup-in-arguments``    ``<|im_end|>`` left at the end of every string argument
+``markup-in-arguments``    ``<|im_end|>`` left at the end of every string argument;
+                           ``markup-in-arguments-<format>`` a parser format's closing
+                           delimiters instead (``qwen3-xml``: ``</parameter></function>``,
+                           ``glm45``, ``minimax-m2``, ``mistral``, ...:
+                           :data:`harness.scoring.markup.CALL_MARKUP`)
 ``ambiguous-call-deltas``  streaming: every arguments delta repeats the call's ``id`` and
                            ``name`` (the SDK reads ``get_weatherget_weather``)
 ``split-call-name``        streaming: the call's name sent in two deltas (a first-fragment
@@ -75,6 +79,14 @@ name                       behaviour
                            budget but counted in ``usage.completion_tokens``
 ``n-not-honoured``         one choice whatever ``n`` asks (healthy: ``n`` identical ones)
 ``stop-string-in-output``  ``stop`` strings left in content
+``finish-reason-repeated`` streaming: the chunk carrying the finish_reason sent twice
+``usage-with-choices``     streaming: ``usage`` on every chunk with choices, not only on the
+                           ``"choices": []`` one
+``content-restates-arguments``  beside its calls the model narrates them in content
+                           (``Let me call get_weather for Oslo.``): information, a failure
+                           only where a scenario targets it
+``null-name-continuation`` look-alike, streaming: ``"name": null`` in every arguments delta
+                           after a call's first (no failure, no note)
 ``sampling-ignored``       temperature and seed ignored: every request decoded greedily
                            (the same run every repeat; the contract pre-flight says so)
 ``seed-ignored``           look-alike: the seed ignored, temperature honoured (every sample
@@ -84,6 +96,14 @@ name                       behaviour
                            (DeepSeek's thinking mode)
 ``reasoning-refused``      reasoning model answering HTTP 400 when an assistant turn comes
                            back with ``reasoning_content`` (deepseek-reasoner)
+``malformed-json-history-refused``  turn 0's calls lose their final brace, and every later
+                           request whose history holds one is HTTP 400 naming the decoder
+                           error (vLLM re-parses earlier calls: :mod:`harness.sim.history`)
+``named-choice-stop``      healthy; a call forced by a named ``tool_choice`` ends with
+                           finish_reason ``stop``, as the OpenAI API and vLLM answer it
+``call-signatures``        an opaque ``extra_content.google.thought_signature`` on each
+                           tool call; a later request without it, or with it changed, is
+                           HTTP 400 with a JSON-list error body (Gemini)
 ``gsm8k-drop``             GSM8K accuracy 0.81, nothing else
 ``kv-cache-quant``         healthy; token logprobs shifted a tiny, benign amount (like a
                            KV-cache quantisation; :mod:`harness.sim.logprobs`)
@@ -141,6 +161,7 @@ from typing import Literal
 
 from harness.errors import OptionValueError, UnknownProfileError
 from harness.kinds import FailureKind
+from harness.scoring.markup import CALL_MARKUP
 from harness.sim.faults import LEAK_DIALECTS, Fault
 
 __all__ = [
@@ -208,6 +229,16 @@ class SimProfile:
     #: as DeepSeek's thinking mode), ``"refused"`` (HTTP 400 when any carries one, as
     #: deepseek-reasoner), None (either is fine)
     reasoning_history: str | None = None
+    #: earlier assistant calls' ``arguments`` parsed as JSON, as vLLM does for the chat
+    #: template: HTTP 400 naming the decoder's error while the history holds one that does not
+    #: parse (:mod:`harness.sim.history`)
+    reparse_history: bool = False
+    #: an opaque ``extra_content.google.thought_signature`` on each tool call, required back
+    #: unchanged (HTTP 400 with a JSON-list body otherwise, as Gemini; :mod:`harness.sim.history`)
+    call_signatures: bool = False
+    #: the finish_reason of a call forced by a named ``tool_choice``: ``"tool_calls"``, or
+    #: ``"stop"`` as the OpenAI API and vLLM answer it
+    named_choice_finish_reason: str = "tool_calls"
     #: temperature and seed ignored: every request decoded greedily (repeats are copies)
     ignores_sampling: bool = False
     #: the request's seed ignored, temperature honoured (samples never reproducible, still
@@ -298,6 +329,10 @@ def _contract_profiles() -> list[SimProfile]:
         _single("call-syntax-in-reasoning", "call_syntax_in_reasoning",
                 "reasoning spells the call; the call is sent right", reasoning=True),
         _single("markup-in-arguments", k.MARKUP_IN_ARGUMENTS, "<|im_end|> in string arguments"),
+        *(SimProfile(name=f"markup-in-arguments-{m.name.replace('_', '-')}",
+                     faults=(Fault(k.MARKUP_IN_ARGUMENTS, markup=m.name),),
+                     description=f"{m.name}'s left-over {m.left_over.strip()!r} in string "
+                     "arguments") for m in CALL_MARKUP),
         _single("ambiguous-call-deltas", k.AMBIGUOUS_CALL_DELTAS,
                 "streaming: id and name repeated in every arguments delta"),
         _single("split-call-name", "split_call_name", "streaming: the name in two deltas"),
@@ -313,6 +348,14 @@ def _contract_profiles() -> list[SimProfile]:
                 "reasoning outside the max_tokens budget, counted in usage", reasoning=True),
         _single("n-not-honoured", k.N_NOT_HONOURED, "one choice whatever n asks"),
         _single("stop-string-in-output", k.STOP_STRING_IN_OUTPUT, "stop strings left in content"),
+        _single("finish-reason-repeated", k.FINISH_REASON_REPEATED,
+                "streaming: the finish_reason chunk sent twice"),
+        _single("usage-with-choices", k.USAGE_WITH_CHOICES,
+                "streaming: usage on every chunk with choices"),
+        _single("content-restates-arguments", k.CONTENT_RESTATES_ARGUMENTS,
+                "calls narrated in content beside them (information)"),
+        _single("null-name-continuation", "null_name_continuation",
+                'streaming: "name": null in continuation deltas (no failure)'),
         SimProfile(name="sampling-ignored", ignores_sampling=True,
                    description="temperature and seed ignored: every request greedy"),
         SimProfile(name="seed-ignored", ignores_seed=True,
@@ -323,6 +366,16 @@ def _contract_profiles() -> list[SimProfile]:
         SimProfile(name="reasoning-refused", reasoning=True, reasoning_history="refused",
                    description="HTTP 400 when an assistant turn's reasoning_content is sent "
                    "back"),
+        SimProfile(name="malformed-json-history-refused", reparse_history=True,
+                   faults=(Fault(k.MALFORMED_JSON, end_turn=1),),
+                   description="turn 0's calls lose their final brace; every later request "
+                   "holding one is HTTP 400 naming the decoder error (as vLLM)"),
+        SimProfile(name="named-choice-stop", named_choice_finish_reason="stop",
+                   description='a call forced by a named tool_choice ends with finish_reason '
+                   '"stop", as the OpenAI API and vLLM answer it (correct)'),
+        SimProfile(name="call-signatures", call_signatures=True,
+                   description="an opaque signature on each tool call, required back "
+                   "(HTTP 400 with a JSON-list body otherwise, as Gemini)"),
     ]  # fmt: skip
 
 

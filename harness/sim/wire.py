@@ -18,7 +18,10 @@ Faults change the shapes only where a real server did: a call without ``id``
 in the call's first delta), deltas without ``index`` (``missing_call_index``), every call
 on one index (``shared_call_index``), ``"name": ""`` repeated in every arguments delta
 (``repeated_empty_name``), ``id`` and ``name`` repeated in every arguments delta
-(``ambiguous_call_deltas``), the name in two deltas (``split_call_name``), see
+(``ambiguous_call_deltas``), the name in two deltas (``split_call_name``), the finish
+chunk twice (``finish_reason_repeated``), ``usage`` on every chunk
+(``usage_with_choices``), ``"name": null`` in continuation deltas
+(``null_name_continuation``), see
 :mod:`harness.sim.faults`. ``n`` identical choices are sent (streamed: each delta once per
 choice index).
 """
@@ -49,6 +52,8 @@ class WireCall:
     id: str | None
     name: str
     arguments: str
+    #: the server's own fields on the entry (an opaque signature: :mod:`harness.sim.history`)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -68,6 +73,9 @@ class Reply:
     repeat_empty_name: bool = False  # repeated_empty_name (streaming): "name": "" again
     repeat_call_head: bool = False  # ambiguous_call_deltas (streaming): id and name again
     split_name: bool = False  # split_call_name (streaming): the name over two deltas
+    repeat_finish: bool = False  # finish_reason_repeated (streaming): finish chunk sent twice
+    usage_every_chunk: bool = False  # usage_with_choices (streaming): usage on every chunk
+    null_name: bool = False  # null_name_continuation (streaming): "name": null continuing
     choices: int = 1  # n: identical choices sent
 
 
@@ -85,7 +93,8 @@ def wire_arguments(reply: Reply, call: WireCall) -> str | Any:
 def _wire_call(call: WireCall, arguments: str | Any) -> dict[str, Any]:
     """A ``tool_calls`` entry: ``id`` (when the call has one), ``type``, ``function``."""
     head = {} if call.id is None else {"id": call.id}
-    return {**head, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+    fn = {"name": call.name, "arguments": arguments}
+    return {**head, "type": "function", "function": fn, **call.extra}
 
 
 def _message(reply: Reply) -> dict[str, Any]:
@@ -160,7 +169,8 @@ def _deltas(reply: Reply) -> Iterator[dict[str, Any]]:
             pieces = pieces[:-1]
         if reply.drop_empty_args and call.arguments == "{}":
             pieces = []
-        name = {"name": ""} if reply.repeat_empty_name else {}
+        name: dict[str, Any] = {"name": ""} if reply.repeat_empty_name else {}
+        name = {"name": None} if reply.null_name else name
         again = _wire_call(call, "") if reply.repeat_call_head else {}
         for piece in pieces:
             fn = {**name, **again.get("function", {}), "arguments": piece}
@@ -188,15 +198,18 @@ def stream_events(
     ``n`` identical choices, each delta sent once per choice index)."""
     base = {"id": req_id, "object": "chat.completion.chunk", "created": created, "model": model}
 
+    extra = {"usage": usage} if reply.usage_every_chunk and usage is not None else {}
+
     def chunk(delta: dict[str, Any], finish: str | None = None, i: int = 0) -> str:
         choice = {"index": i, "delta": delta, "finish_reason": finish, "logprobs": None}
-        return sse({**base, "choices": [choice]})
+        return sse({**base, "choices": [choice], **extra})
 
     for delta in _deltas(reply):
         for i in range(n):
             yield chunk(delta, i=i)
-    for i in range(n):
-        yield chunk({}, reply.finish_reason, i)
+    for _ in range(2 if reply.repeat_finish else 1):
+        for i in range(n):
+            yield chunk({}, reply.finish_reason, i)
     if usage is not None:
         yield sse({**base, "choices": [], "usage": usage})
     yield sse("[DONE]")

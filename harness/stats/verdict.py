@@ -49,10 +49,15 @@ Decision rule (documented in ``Settings.decision_rule`` of every summary):
    404 to every scenario) is INCONCLUSIVE saying only that, and no test is run (a test
    of 0 runs against 0 decides nothing); nor is any scenario with no scored run on a side
    tested (it reads INCONCLUSIVE, ``NO_SCORED``).
-7. The numerics section (``logprobs.json``, :mod:`harness.numerics`) is an input
-   (:class:`NumericsFinding`): when it is a REGRESSION, a judged comparison that is not
-   already one is a REGRESSION, its message naming both (the behavioural verdict kept in
-   it). An unjudged side (rule 6) stays unjudged.
+7. The numerics section (``logprobs.json``, :mod:`harness.numerics`) is an input, one
+   :class:`NumericsFinding` per path it ran (prefill, decode, routed experts), each
+   decided against its own A/A floor: when any path is a REGRESSION, a judged comparison
+   that is not already one is a REGRESSION, its message naming the path(s) and the
+   behavioural verdict (kept in ``Verdict.behaviour``); when none is but some path is
+   INCONCLUSIVE (or could not be compared, e.g. a recording without that path), a
+   behavioural NO CHANGE becomes INCONCLUSIVE naming the path: NO CHANGE on one path
+   never hides another that could not be settled. An unjudged side (rule 6) stays
+   unjudged.
 
 Counts (tool calls, repeated calls, ...) are shown with a one-sided Mann-Whitney U test;
 they do not decide the verdict (their failure kinds do).
@@ -95,6 +100,7 @@ __all__ = [
     "RecordedBudget",
     "decide",
     "judge_run",
+    "numerics_verdict",
     "over_infra_limit",
 ]
 
@@ -255,14 +261,21 @@ class RecordedBudget:
 
 @dataclass(frozen=True)
 class NumericsFinding:
-    """The numerics section's verdict, an input of :func:`decide` (rule 7).
+    """One numerics path's verdict, an input of :func:`decide` (rule 7).
 
-    ``verdict``: the numerics verdict (``LogprobsResult.verdict``); ``message``: its
-    one-line message (``LogprobsResult.message``).
+    ``verdict``: the path's verdict against its own A/A floor; ``message``: its one-line
+    message (it opens with the verdict); ``path``: ``prefill`` (teacher-forced),
+    ``decode`` (greedy decodes) or ``routed experts``
+    (:meth:`harness.numerics.models.LogprobsResult.paths`).
     """
 
     verdict: VerdictName
     message: str
+    path: str = "prefill"
+
+    def line(self) -> str:
+        """``numerics (<path>): <message>``: the reason naming the path."""
+        return f"numerics ({self.path}): {self.message}"
 
 
 @dataclass(frozen=True)
@@ -293,7 +306,7 @@ def decide(
     greedy: Sequence[str] = (),
     look: Look | None = None,
     copies: Sequence[str] = (),
-    numerics: NumericsFinding | None = None,
+    numerics: Sequence[NumericsFinding] = (),
 ) -> Decision:
     """Test every scenario's outcomes and decide (pure; see the module docstring).
 
@@ -308,7 +321,7 @@ def decide(
     whose repeats count as one unit in every scenario (rule 1).
     ``look``: a sequential comparison's look (``alpha`` is then that look's level): the
     INCONCLUSIVE band (rule 5) and the power statement follow the rule's rounds.
-    ``numerics``: the numerics section's verdict, when there is one (rule 7).
+    ``numerics``: the numerics section's verdict of each path it ran (rule 7).
     """
     ids = [s for s in baseline if s in candidate]
     if len(ids) == 2 and "*" in ids:  # one scenario: the pool would only repeat its tests
@@ -339,18 +352,39 @@ def decide(
     return Decision(comps, _with_numerics(verdict, numerics))
 
 
-def _with_numerics(verdict: Verdict, numerics: NumericsFinding | None) -> Verdict:
-    """Rule 7: a numerics REGRESSION makes a judged comparison a REGRESSION."""
-    if numerics is None or numerics.verdict != "REGRESSION":
-        return verdict
+def numerics_verdict(numerics: Sequence[NumericsFinding]) -> VerdictName | None:
+    """The numerics paths' verdict together (rule 7): ``REGRESSION`` when any path is one,
+    else ``INCONCLUSIVE`` when any path is one, else ``NO CHANGE``; None with no path."""
+    verdicts = {f.verdict for f in numerics}
+    for name in ("REGRESSION", "INCONCLUSIVE", "NO CHANGE"):
+        if name in verdicts:
+            return name
+    return None
+
+
+def _with_numerics(verdict: Verdict, numerics: Sequence[NumericsFinding]) -> Verdict:
+    """Rule 7: a numerics REGRESSION on any path makes a judged comparison a REGRESSION;
+    a path left INCONCLUSIVE makes a behavioural NO CHANGE INCONCLUSIVE."""
     if verdict.verdict == "REGRESSION" or verdict.infra_limited:
         return verdict
-    line = f"numerics: {numerics.message}"
+    regressed = [f for f in numerics if f.verdict == "REGRESSION"]
+    unsettled = [f for f in numerics if f.verdict == "INCONCLUSIVE"]
+    if regressed:
+        to: VerdictName = "REGRESSION"
+        lines = [f.line() for f in regressed]
+    elif unsettled and verdict.verdict == "NO CHANGE":
+        to, lines = "INCONCLUSIVE", [f.line() for f in unsettled]
+    elif unsettled:  # already INCONCLUSIVE (or an IMPROVEMENT): the path is named beside
+        return verdict.model_copy(
+            update={"reasons": [*(f.line() for f in unsettled), *verdict.reasons]}
+        )
+    else:
+        return verdict
     return verdict.model_copy(
         update={
-            "verdict": "REGRESSION",
-            "message": f"REGRESSION: {line}; behaviour: {verdict.message}",
-            "reasons": [line, *verdict.reasons],
+            "verdict": to,
+            "message": f"{to}: {'; '.join(lines)}; behaviour: {verdict.message}",
+            "reasons": [*lines, *verdict.reasons],
             "behaviour": verdict.verdict,
         }
     )

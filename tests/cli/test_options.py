@@ -61,6 +61,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "baseline": ("https://gpu-box:30000", "https://gpu-box:30000"),
     "model": ("m1", "m1"),
     "reasoning_history": ("Keep", "keep"),
+    "history_fields": ("Known", "known"),
     "repeats": ("4", 4),
     "api_key_env": ("MY_KEY", "MY_KEY"),
     "concurrency": ("3", 3),

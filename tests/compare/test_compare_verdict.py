@@ -7,7 +7,7 @@ from harness.scoring.divergence import first_divergence
 from harness.scoring.models import RunScore
 from harness.stats.aggregate import aggregate
 from harness.stats.verdict import decide, judge_run
-from harness.summary import SideInfo
+from harness.summary import Aggregate, SideInfo
 from tests.scoring.test_scoring import GOOD, make_record
 
 
@@ -184,16 +184,16 @@ def test_a_numerics_regression_is_an_input_of_the_decision() -> None:
     c_aggs = {s: aggregate("candidate", "c", s, v, []) for s, v in c.items()}
     kl = NumericsFinding("REGRESSION", "REGRESSION: KL 0.031 vs A/A 0 (p=0.00098)")
     plain = decide(b_aggs, c_aggs)
-    folded = decide(b_aggs, c_aggs, numerics=kl)
+    folded = decide(b_aggs, c_aggs, numerics=[kl])
     assert plain.verdict.verdict == "NO CHANGE"
     assert folded.verdict.verdict == "REGRESSION"
     assert folded.verdict.message == (
-        f"REGRESSION: numerics: {kl.message}; behaviour: {plain.verdict.message}"
+        f"REGRESSION: numerics (prefill): {kl.message}; behaviour: {plain.verdict.message}"
     )
-    assert folded.verdict.reasons[0] == f"numerics: {kl.message}"
+    assert folded.verdict.reasons[0] == f"numerics (prefill): {kl.message}"
     assert folded.verdict.behaviour == "NO CHANGE"  # what the stopping rule reads
     assert folded.comparisons == plain.comparisons  # the behavioural evidence unchanged
-    calm = decide(b_aggs, c_aggs, numerics=NumericsFinding("NO CHANGE", "NO CHANGE: KL 0"))
+    calm = decide(b_aggs, c_aggs, numerics=[NumericsFinding("NO CHANGE", "NO CHANGE: KL 0")])
     assert calm.verdict == plain.verdict
     # a behavioural REGRESSION keeps its own message
     loop = [["repeat_loop"]] * 5
@@ -201,6 +201,57 @@ def test_a_numerics_regression_is_an_input_of_the_decision() -> None:
           for s in ("a",)}  # fmt: skip
     lc = {s: aggregate("candidate", "c", s, _scores("candidate", s, loop), ["repeat_loop"])
           for s in ("a",)}  # fmt: skip
-    both = decide(lb, lc, numerics=kl)
+    both = decide(lb, lc, numerics=[kl])
     assert both.verdict.verdict == "REGRESSION"
     assert "numerics" not in both.verdict.message
+
+
+def _clean_aggregates() -> tuple[dict[str, Aggregate], dict[str, Aggregate]]:
+    b = {s: _scores("baseline", s, CLEAN) for s in ("a", "b")}
+    c = {s: _scores("candidate", s, CLEAN) for s in ("a", "b")}
+    return (
+        {s: aggregate("baseline", "b", s, v, []) for s, v in b.items()},
+        {s: aggregate("candidate", "c", s, v, []) for s, v in c.items()},
+    )
+
+
+def test_a_decode_path_regression_decides_beside_a_calm_prefill() -> None:
+    """Rule 7 over every path: a decode-only fault (prefill NO CHANGE, decode REGRESSION)
+    is a REGRESSION whose message names the decode path; so is routed experts alone."""
+    from harness.stats.verdict import NumericsFinding
+
+    b_aggs, c_aggs = _clean_aggregates()
+    prefill = NumericsFinding("NO CHANGE", "NO CHANGE: KL 1e-05 vs A/A 1e-05", "prefill")
+    decode = NumericsFinding("REGRESSION", "REGRESSION: paths part early", "decode")
+    experts = NumericsFinding("REGRESSION", "REGRESSION: layer 3 parts", "routed experts")
+    v = decide(b_aggs, c_aggs, numerics=[prefill, decode]).verdict
+    assert v.verdict == "REGRESSION"
+    assert v.message.startswith("REGRESSION: numerics (decode): REGRESSION: paths part early;")
+    assert "prefill" not in v.message and v.behaviour == "NO CHANGE"
+    both = decide(b_aggs, c_aggs, numerics=[prefill, decode, experts]).verdict
+    assert both.reasons[:2] == [decode.line(), experts.line()]
+    only = decide(b_aggs, c_aggs, numerics=[prefill, experts]).verdict
+    assert only.verdict == "REGRESSION" and "numerics (routed experts)" in only.message
+
+
+def test_an_inconclusive_path_is_not_hidden_by_no_change_elsewhere() -> None:
+    """Behaviour NO CHANGE and prefill NO CHANGE, decode INCONCLUSIVE: INCONCLUSIVE,
+    naming the decode path; a REGRESSION on another path still wins."""
+    from harness.stats.verdict import NumericsFinding
+
+    b_aggs, c_aggs = _clean_aggregates()
+    prefill = NumericsFinding("NO CHANGE", "NO CHANGE: KL 0", "prefill")
+    unsure = NumericsFinding("INCONCLUSIVE", "INCONCLUSIVE: 4 sequences", "decode")
+    v = decide(b_aggs, c_aggs, numerics=[prefill, unsure]).verdict
+    assert v.verdict == "INCONCLUSIVE"
+    assert v.message.startswith("INCONCLUSIVE: numerics (decode): INCONCLUSIVE: 4 sequences;")
+    assert v.behaviour == "NO CHANGE"
+    bad = NumericsFinding("REGRESSION", "REGRESSION: KL 0.08", "prefill")
+    assert decide(b_aggs, c_aggs, numerics=[bad, unsure]).verdict.verdict == "REGRESSION"
+    # behaviour already INCONCLUSIVE (one run a side): the unsettled path is named beside
+    b1 = {"a": aggregate("baseline", "b", "a", _scores("baseline", "a", CLEAN[:1]), [])}
+    c1 = {"a": aggregate("candidate", "c", "a", _scores("candidate", "a", CLEAN[:1]), [])}
+    few = decide(b1, c1).verdict
+    both = decide(b1, c1, numerics=[prefill, unsure]).verdict
+    assert few.verdict == both.verdict == "INCONCLUSIVE" and both.message == few.message
+    assert both.reasons[0] == unsure.line()

@@ -39,6 +39,26 @@ def test_a_stale_or_missing_page_is_found(tmp_path: Path) -> None:
     assert docgen.write(tmp_path) == ["reference/kinds.md", "commands/compare.md"]
 
 
+def test_the_wire_page_tables_are_generated_and_list_the_new_kinds(tmp_path: Path) -> None:
+    from harness.kinds import FailureKind
+    from harness.scoring.markup import CALL_MARKUP
+
+    text = (DOCS / "wire-protocol.md").read_text(encoding="utf-8")
+    for kind in (FailureKind.TOOL_CALL_REFUSED_IN_HISTORY, FailureKind.FINISH_REASON_REPEATED,
+                 FailureKind.USAGE_WITH_CHOICES):  # fmt: skip
+        assert text.count(f"| `{kind.value}` |") == 1, kind
+    for row in CALL_MARKUP:
+        assert f"| `{row.name}` |" in text and row.vllm in text and row.sglang in text
+    assert docgen.main([str(tmp_path)]) == 0  # the generated pages; no wire page there yet
+    page = tmp_path / "wire-protocol.md"
+    page.write_text(text.replace("| `usage_with_choices` |", "| `usage_on_choices` |"))
+    assert docgen.stale(tmp_path) == ["wire-protocol.md"]
+    assert docgen.write(tmp_path) == ["wire-protocol.md"] and page.read_text() == text
+    page.write_text("# a page without its blocks\n")
+    with pytest.raises(ValueError, match="wire-kinds"):
+        docgen.stale(tmp_path)
+
+
 def test_a_new_flag_appears_on_its_page_without_a_hand_edit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

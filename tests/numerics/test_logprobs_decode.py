@@ -94,7 +94,7 @@ def test_compare_reports_prefill_and_decode_apart(
     args = ["compare", "scenarios/enum_units.yaml", "scenarios/typed_scalars.yaml",
             "scenarios/followup_conversion.yaml", "--baseline", base, "--candidate", cand,
             "--repeats", "1", "--results", str(tmp_path), "--run-id", "d", "--no-progress"]  # fmt: skip
-    main(args)
+    code = main(args)
     out = capsys.readouterr().out
     assert "numerics (token logprobs" in out and "numerics (decode path, greedy" in out
     res = RunFolder(tmp_path / "d").read_model(RunFolder.LOGPROBS, LogprobsResult)
@@ -102,6 +102,17 @@ def test_compare_reports_prefill_and_decode_apart(
     assert res.verdict != "REGRESSION" and res.decode.verdict == "REGRESSION"
     html = (tmp_path / "d" / "report.html").read_text()
     assert "Decode path: greedy generation" in html
+    # the decode path decides: exit 1, the headline names the decode path, not the prefill
+    assert code == 1, out
+    summary = RunFolder(tmp_path / "d").read_summary()
+    assert summary is not None and summary.verdict is not None
+    assert summary.verdict.verdict == "REGRESSION"
+    assert summary.verdict.message.startswith("REGRESSION: numerics (decode): REGRESSION: ")
+    head = out.splitlines()[:5]
+    assert any("REGRESSION" in ln and "numerics (decode)" in ln for ln in head), head
+    md = (tmp_path / "d" / "report.md").read_text()
+    assert md.startswith("## 🔴") and "numerics (decode): REGRESSION" in md.splitlines()[0]
+    assert main(["score", str(tmp_path / "d"), "--quiet"]) == 1  # re-scored: the same
 
 
 def test_first_divergence_says_whether_each_token_is_in_the_others_top_5() -> None:

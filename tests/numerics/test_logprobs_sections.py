@@ -37,8 +37,8 @@ def test_compare_has_a_numerics_section_by_default(tmp_path: Path, capsys: Any) 
     md = (tmp_path / "ab" / "report.md").read_text()
     assert "**Numerics**: 🔴 numerics (token logprobs" in md
     # the verdict's reasons name the numerics' verdict once (the message opens with it)
-    (reason,) = [ln for ln in md.splitlines() if ln.startswith("- numerics: ")]
-    assert reason.startswith("- numerics: REGRESSION: A/B KL")
+    (reason,) = [ln for ln in md.splitlines() if ln.startswith("- numerics (prefill): ")]
+    assert reason.startswith("- numerics (prefill): REGRESSION: A/B KL")
     assert not reason.endswith("(REGRESSION)")
     assert main([*args, "--run-id", "aa", "--aa"]) == 0
     assert "NO CHANGE: A/B KL" in capsys.readouterr().out
@@ -72,14 +72,14 @@ def test_a_numerics_regression_fails_a_compare_whose_behaviour_is_unchanged(
     out = capsys.readouterr().out
     summary = _folder(tmp_path, "nan").read_summary()
     assert summary is not None and summary.verdict.verdict == "REGRESSION"
-    assert summary.verdict.message.startswith("REGRESSION: numerics: ")
+    assert summary.verdict.message.startswith("REGRESSION: numerics (prefill): ")
     assert "; behaviour: NO CHANGE" in summary.verdict.message  # the behaviour kept beside
     res = _folder(tmp_path, "nan").read_model(RunFolder.LOGPROBS, LogprobsResult)
     assert res is not None and res.verdict == "REGRESSION"
     head = out[: out.index("numerics (token logprobs")]  # the headline, before the section
     assert "REGRESSION" in head and "numerics" in head
     md = (tmp_path / "nan" / "report.md").read_text()
-    assert md.startswith("## 🔴") and "**REGRESSION** — numerics: " in md.splitlines()[0]
+    assert md.startswith("## 🔴") and "**REGRESSION** — numerics (prefill): " in md.splitlines()[0]
     assert main(["score", str(tmp_path / "nan"), "--quiet"]) == 1  # re-scored: the same
     assert main([*args, "--run-id", "behaviour", "--no-logprobs"]) == 0  # judged alone
 

@@ -600,5 +600,5 @@ def test_the_numerics_section_is_an_input_of_the_session_verdict(
     [folder] = run_dirs(project.path / "results")
     verdict = json.loads((folder / "summary.json").read_text())["verdict"]
     assert verdict["verdict"] == "REGRESSION", verdict["message"]
-    assert verdict["reasons"][0].startswith("numerics: REGRESSION"), verdict["reasons"]
+    assert verdict["reasons"][0].startswith("numerics (prefill): REGRESSION"), verdict["reasons"]
     assert (folder / "logprobs.json").is_file()

@@ -90,6 +90,13 @@ def test_a_decode_only_fault_against_a_recording_is_seen_on_the_decode_path(
     assert res.missing_paths == {}
     on_disk = json.loads((tmp_path / "df" / RunFolder.LOGPROBS).read_text())
     assert on_disk["decode"]["verdict"] == "REGRESSION"
+    # the recorded decode path decides: REGRESSION (exit 1) naming it in the headline
+    summary = RunFolder(tmp_path / "df").read_summary()
+    assert summary is not None and summary.verdict is not None
+    assert summary.verdict.message.startswith("REGRESSION: numerics (decode): REGRESSION"), (
+        summary.verdict.message
+    )
+    assert main(["score", str(tmp_path / "df"), "--quiet"]) == 1
 
 
 def test_two_recordings_compare_on_the_decode_path(
@@ -145,10 +152,19 @@ def test_a_recording_of_the_earlier_format_is_refused_for_its_missing_paths(
     assert "record the baseline again: harness record --target " in line
     assert "--repeats 1 --rounds 2" in line and line in res.notes
     refusals = [x for x in out.splitlines() if "holds no decode path" in x]
-    assert refusals == [f"numerics: {line}"]
+    assert [x for x in refusals if x.startswith("numerics: ")] == [f"numerics: {line}"]
+    # and once among the verdict's reasons, as the path left undecided
+    assert [x for x in refusals if "numerics (decode): INCONCLUSIVE" in x] == [
+        f"  - numerics (decode): INCONCLUSIVE: {line}"
+    ]
     assert "numerics (decode path" not in out
     on_disk = json.loads((tmp_path / "old" / RunFolder.LOGPROBS).read_text())
     assert on_disk["decode"] is None and on_disk["missing_paths"] == {"decode": line}
+    # a path the recording lacks is not a pass: the comparison cannot be NO CHANGE
+    summary = RunFolder(tmp_path / "old").read_summary()
+    assert summary is not None and summary.verdict is not None
+    assert summary.verdict.verdict != "NO CHANGE", summary.verdict.message
+    assert f"numerics (decode): INCONCLUSIVE: {line}" in summary.verdict.reasons
 
 
 # ------------------------------------------------------------------ routed experts

@@ -405,8 +405,8 @@ def _verdict(rf: ReportInput) -> tuple[str | None, str, list[str]]:
     if rf.gsm8k is not None and rf.gsm8k.verdict is not None:
         p = rf.gsm8k.paired
         found.append((rf.gsm8k.verdict, "GSM8K: " + (p.reason if p else ""), []))
-    if rf.logprobs is not None:
-        found.append((rf.logprobs.verdict, "numerics: " + rf.logprobs.message, []))
+    if rf.logprobs is not None:  # every path, each with its verdict (prefill, decode, experts)
+        found += [(p.verdict, p.line(), []) for p in rf.logprobs.paths()]
     if rf.boot is not None:
         failed = [f"{c.name}: {c.detail}" for c in rf.boot.checks if c.verdict == "FAIL"]
         found.append(
@@ -418,7 +418,8 @@ def _verdict(rf: ReportInput) -> tuple[str | None, str, list[str]]:
         )
     if found:
         head, msg, reasons = found[0]
-        return head, msg, [_tagged(v, m) for v, m, _ in found[1:]] + reasons
+        others = [_tagged(v, m) for v, m, _ in found[1:] if m not in reasons]
+        return head, msg, others + reasons
     if len({r.side for r in rf.runs}) > 1:
         return None, "transcripts only: no summary.json, so no scores and no verdict", []
     agg = (
