@@ -11,10 +11,13 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
    capture, shutdown): a failure to boot ends the job with exit code 2.
 2. Server A up: ``harness run`` on ``e2e/scenarios`` (streaming and not, ``--run-repeats``
    each); A2, a second process of the same configuration, up beside A: ``harness gsm8k``
-   A/A on ``--gsm8k-questions``. Both are then stopped.
+   A/A on ``--gsm8k-questions``; then A2 stopped and F (the decode-only fault, below) up
+   beside A for the live decode-fault compare. Both are then stopped.
 3. One server at a time from here, as on a GPU box that fits one: ``harness record --cmd
    <A>`` launches A, records it (``--catch-repeats`` repeats per scenario, not streamed,
-   one round: the most any comparison below reads) and stops it. The recorded
+   one round: the most any comparison below reads; with its numerics, which on
+   llama-server are the decode path: the decode-fault step compares against them) and
+   stops it. The recorded
    comparisons are not streamed: a ``--stream both`` repeat is one unit of the tests
    (:attr:`harness.summary.Aggregate.units`), so runs not streamed buy twice the draws.
 4. ``harness compare --baseline <recording> --candidate-cmd <A again>``: A/A at the
@@ -27,6 +30,13 @@ the chat template ``e2e/templates/chatml-tools.jinja``):
    not: see docs/e2e.md), and against C, A with a wrong RoPE base (``--rope-freq-base
    10000``; SmolLM2 is trained with 100000), reported whatever it says (``--no-rope``
    skips it).
+   The decode-only fault (:mod:`e2e.decode_step`; llama-server only;
+   ``--no-decode-fault`` skips it): F, A with a repeat penalty as its default sampling
+   setting (the logits are A's, the token greedy decoding picks is not), compared live
+   (F beside A after the GSM8K A/A: ``harness compare --baseline A --candidate F``) and
+   against A's recording (``--candidate-cmd <F>``; the recording holds A's numerics), 2
+   repeats each, numerics on: both required REGRESSION with the decode path itself
+   REGRESSION (:func:`e2e.decode_step.failed`).
 6. ``harness report --markdown`` for each run folder.
 7. The BFCL step (:mod:`e2e.bfcl`; llama-server only; ``--bfcl-tasks 0`` skips it, and it
    is skipped with one line and a ``skipped`` row when bfcl-eval is not installed): the first ``--bfcl-tasks`` tasks of
@@ -59,7 +69,8 @@ run, GSM8K, the recording and the A/A compare as above, and an A/B with ``--ab-a
 (default: a q4_0 KV cache), reported whatever it says.
 
 Exit codes: 0 every required verdict held; 1 one did not (an A/A comparison reported a
-regression on real noise, the broken-template A/B was not a REGRESSION, or the numerics
+regression on real noise, the broken-template A/B or the decode-only fault was not a
+REGRESSION, or the numerics
 verdicts did not hold: A/A NO CHANGE, wrong RoPE base REGRESSION, or the MoE step's
 did not: see :func:`e2e.moe_step.failed`); 2 the model or the
 server is missing or would not boot, or a required step failed to run at all; 3 a required
@@ -85,7 +96,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e import logprobs_step, moe_step
+from e2e import decode_step, logprobs_step, moe_step
 from e2e import vllm as vllm_part
 from e2e.servers import (
     BROKEN_TEMPLATE,
@@ -147,6 +158,10 @@ class Variant:
     extra: tuple[str, ...] = ()
 
 
+#: llama-server's server F: A with the decode-only fault (:mod:`e2e.decode_step`)
+FAULT = Variant("F", extra=decode_step.FAULT_ARGS)
+
+
 # ---------------------------------------------------------------- the job
 
 
@@ -202,6 +217,11 @@ def _parser() -> argparse.ArgumentParser:
         "--no-logprobs", action="store_true", help="skip the numerics step (llama-cpp-python)"
     )
     p.add_argument("--no-moe", action="store_true", help="skip the MoE step (llama-server)")
+    p.add_argument(
+        "--no-decode-fault",
+        action="store_true",
+        help="skip the decode-only fault, live and recorded (llama-server; e2e/decode_step.py)",
+    )
     p.add_argument(
         "--bfcl-suite",
         default="bfcl:multi_turn_base",
@@ -347,7 +367,7 @@ def _record_step(
     name = "record A" if seed == 0 else f"record A (seed {seed})"
     return Step(name, ["record", "--cmd", cmd, *launch, "--label", "A",
                        "--repeats", str(repeats), "--rounds", "1",
-                       "--stream", "off", "--no-logprobs", "--sampling-seed", str(seed),
+                       "--stream", "off", "--sampling-seed", str(seed),
                        "--concurrency", str(args.concurrency), args.scenarios,
                        *_common(out, _recording(seed))], role="run")  # fmt: skip
 
@@ -360,16 +380,23 @@ def _recorded_compare_step(
     name: str,
     role: Role,
     seed: int = 0,
+    *,
+    repeats: int | None = None,
+    numerics: bool = False,
+    label: str | None = None,
 ) -> Step:
     """``harness compare --baseline <recording of A> --candidate-cmd <v>``: the candidate
     launched once A is down (one server at a time), compared in one round
-    (``--no-sequential``: the job's time is bounded; ``--catch-repeats`` repeats for the
-    ``catch`` step, else ``--repeats``) without the numerics section (llama-server gives
-    logprobs of generated tokens only; the numerics step scores prompts on
-    llama-cpp-python's server). ``seed``: the request seeds of both sides (the recording
-    made at that seed, :func:`_record_step`)."""
-    label = name.split()[-1]
-    repeats = args.catch_repeats if role == "catch" else args.repeats
+    (``--no-sequential``: the job's time is bounded; ``repeats``, else ``--catch-repeats``
+    repeats for a ``catch`` step and ``--repeats`` for the others) without the numerics
+    section unless ``numerics`` (llama-server gives logprobs of generated tokens only: its
+    numerics are the decode path, which the decode-fault step reads, :mod:`e2e.decode_step`;
+    the numerics step scores prompts on llama-cpp-python's server). ``seed``: the request
+    seeds of both sides (the recording made at that seed, :func:`_record_step`); ``label``:
+    the candidate's (default: the last word of ``name``)."""
+    label = label or name.split()[-1]
+    if repeats is None:
+        repeats = args.catch_repeats if role == "catch" else args.repeats
     run_id = "compare-" + name.lower().replace("/", "").replace(" ", "-")
     if seed:
         name, run_id = f"{name} (seed {seed})", f"{run_id}-seed{seed}"
@@ -379,7 +406,8 @@ def _recorded_compare_step(
                                     "--candidate-cmd", cmd, *launch,
                                     "--baseline-label", "A", "--candidate-label", label,
                                     "--repeats", str(repeats), "--stream", "off",
-                                    "--no-sequential", "--no-logprobs",
+                                    "--no-sequential",
+                                    *([] if numerics else ["--no-logprobs"]),
                                     "--concurrency", str(args.concurrency), args.scenarios,
                                     *_common(out, run_id)], role=role)  # fmt: skip
 
@@ -460,11 +488,16 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
         cmd = _command(args, model, free_port(), v)
         return serve(cmd, out / f"server-{v.name}.log", timeout_s=args.boot_timeout)
 
+    decode_fault = args.server == "llama-server" and not args.no_decode_fault
     with up(Variant("A")) as a:
         steps.append(run_harness(_run_step(args, out, a)))
         # GSM8K A/A on two live servers side by side (both cores work)
         with up(Variant("A2")) as a2:
             steps.append(run_harness(_gsm8k_step(args, out, a, a2)))
+        if decode_fault:  # the decode-only fault, live: F beside A (e2e/decode_step.py)
+            with up(FAULT) as f:
+                steps.append(run_harness(Step(decode_step.LIVE, decode_step.live_argv(
+                    a, f, args.scenarios, out, args.concurrency), role="catch")))  # fmt: skip
     # one server at a time from here, as on a GPU box that fits one: A recorded and
     # stopped, then each candidate launched and compared against the recording
     record = run_harness(_record_step(args, out, model))
@@ -475,6 +508,11 @@ def _run_job(args: argparse.Namespace, out: Path, model: Path) -> list[Step]:
         steps += _recorded_aa(args, out, model)
         for variant, name, role in _variants(args):
             steps.append(run_harness(_recorded_compare_step(args, out, model, variant, name, role)))
+        if decode_fault:  # the decode-only fault against A's recording (numerics recorded)
+            steps.append(run_harness(_recorded_compare_step(
+                args, out, model, FAULT, decode_step.RECORDED.removeprefix("compare "),
+                "catch", repeats=decode_step.REPEATS, numerics=True,
+                label=decode_step.LABEL)))  # fmt: skip
     for s in steps[1:]:
         if s.argv:
             _fill(s, out)
@@ -567,7 +605,7 @@ def failures(steps: Sequence[Step]) -> tuple[int, list[str]]:
     why = logprobs_step.failed(steps)  # A/A REGRESSION, or the wrong RoPE base missed
     why += vllm_part.failed(steps)  # vLLM numerics A/A, the bf16 decode fault
     codes = {1} if why else set()
-    for code, line in moe_step.failed(steps):
+    for code, line in [*moe_step.failed(steps), *decode_step.failed(steps)]:
         codes.add(code)
         why.append(line)
     for s in (s for s in steps if s.role in ("run", "aa", "catch", "bfcl")):
@@ -673,7 +711,7 @@ def _write_result(out: Path, model: Path, args: argparse.Namespace, steps: list[
 
 _FAILED = {
     1: "a required verdict did not hold (an A/A regression on real noise, or the "
-    "broken-template A/B not a REGRESSION)",
+    "broken-template A/B or the decode-only fault not a REGRESSION)",
     3: "a required step had too many infrastructure errors to judge (or the BFCL step had "
     "one the server did not cause)",
 }

@@ -84,7 +84,15 @@ def _figures(step: dict[str, Any]) -> str:
     if step["name"].startswith("compare"):
         sides = sorted({k.split("/")[0] for k in f.get("passed", {})})
         passed = ", ".join(f"{s} {_side_passed(f['passed'], s)}" for s in sides)
-        return f"passed: {passed}; {f.get('message', '')}"
+        decode = ""
+        if "decode_verdict" in f:  # the numerics' decode path (e2e.steps.numerics_figures)
+            from harness.numerics.decide import EARLY
+
+            decode = (f"; decode path: {f['decode_verdict'] or 'not compared'}, greedy paths "
+                      f"parted within {EARLY} tokens on {f.get('decode_parted_early')} of "
+                      f"{f.get('decode_units')} prompts (A's two scorings: "
+                      f"{f.get('decode_aa_parted_early')})")  # fmt: skip
+        return f"passed: {passed}; {f.get('message', '')}{decode}"
     if step["name"].startswith("gsm8k"):
         return "; ".join(f"{s}: {v['correct']}/{v['n']} correct, {v['invalid']} invalid"
                          for s, v in f.get("sides", {}).items())  # fmt: skip

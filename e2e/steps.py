@@ -1,6 +1,7 @@
 """The e2e job's steps: a ``harness`` command run in this process (:class:`Step`,
 :func:`run_harness`) and the figures read back from its run folder (:func:`record_figures`,
-:func:`pass_rates`, :func:`compare_figures`, :func:`gsm8k_figures`). Shared by the
+:func:`pass_rates`, :func:`compare_figures` with :func:`numerics_figures`,
+:func:`gsm8k_figures`). Shared by the
 llama-server job (:mod:`e2e.driver`), the BFCL step (:mod:`e2e.bfcl`) and the vLLM part
 (:mod:`e2e.vllm`); imports none of them."""
 
@@ -24,7 +25,9 @@ __all__ = [
     "Step",
     "compare_figures",
     "confirm_aa",
+    "decode_path",
     "gsm8k_figures",
+    "numerics_figures",
     "pass_rates",
     "record_figures",
     "run_harness",
@@ -172,7 +175,48 @@ def compare_figures(run_dir: Path) -> dict[str, Any]:
         out["regressed_kinds"] = verdict.get("regressed_kinds", [])
         out["names_repeat_loop"] = CATCH_KIND in out["regressed_kinds"]
         out["per_scenario"] = {c["scenario_id"]: c["verdict"] for c in data.get("comparisons", [])}
+    out.update(numerics_figures(run_dir))
     return out
+
+
+def decode_path(logprobs: dict[str, Any]) -> dict[str, Any] | None:
+    """The decode path of a ``logprobs.json`` (as a dict): its ``decode`` section, or the
+    whole result when it is itself generation-aligned (a server with no teacher-forced
+    API: llama-server), else None."""
+    if isinstance(logprobs.get("decode"), dict):
+        return dict(logprobs["decode"])
+    if (logprobs.get("settings") or {}).get("generation"):
+        return logprobs
+    return None
+
+
+def numerics_figures(run_dir: Path) -> dict[str, Any]:
+    """The numerics of a compare folder (``logprobs.json``): which paths it holds, and the
+    decode path's verdict, message, KL (A/B and A/A along the common prefix) and the
+    prompts whose greedy paths part within :data:`harness.numerics.decide.EARLY` tokens,
+    A/B and A/A (``{}`` when there is no ``logprobs.json``)."""
+    from harness.numerics.decide import EARLY
+
+    path = run_dir / "logprobs.json"
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    dec = decode_path(data)
+    out: dict[str, Any] = {"numerics_verdict": data.get("verdict"),
+                           "numerics_message": data.get("message"),
+                           "prefill": dec is not data}  # fmt: skip
+    if dec is None:
+        return {**out, "decode_verdict": None}
+    rows = dec.get("sequences") or []
+    st = dec.get("stats") or {}
+
+    def early(key: str) -> int:
+        return sum(1 for r in rows if r.get(key) is not None and r[key] <= EARLY)
+
+    return {**out, "decode_verdict": dec.get("verdict"), "decode_message": dec.get("message"),
+            "decode_ab_mean_kl": st.get("ab_mean_kl"), "decode_aa_mean_kl": st.get("aa_mean_kl"),
+            "decode_units": len(rows), "decode_parted_early": early("parted_at"),
+            "decode_aa_parted_early": early("aa_parted_at")}  # fmt: skip
 
 
 def gsm8k_figures(run_dir: Path) -> dict[str, Any]:
