@@ -116,13 +116,15 @@ bench: $(STAMP)
 # The decision rules' false alarms and detection power at the shipped defaults
 # (bench/calibration/): compare's (power.py, ~60 min of CPU with the recorded-baseline
 # part; POWER_ARGS="--workers 2" for two processes, "--parts aa" for one part) and the
-# numerics rule's (logprobs.py, 10-45 min by load). JSON in bench/calibration/*.json;
+# numerics rule's (logprobs.py, 10-45 min by load), and the numerics paths' together live
+# and recorded (paths.py, about 40 min idle). JSON in bench/calibration/*.json;
 # the tables in docs/verdict.md, docs/recorded-baselines.md and docs/numerics.md.
 POWER_ARGS ?=
 calibrate: $(STAMP)
 	$(BIN)/python -m bench.calibration.power --json bench/calibration/power.json $(POWER_ARGS) > /dev/null
 	$(BIN)/python -m bench.calibration.logprobs --aa 40 --regression 40 --benign 40 --json bench/calibration/logprobs.json
 	$(BIN)/python -m bench.calibration.numerics_rule
+	$(BIN)/python -m bench.calibration.paths --json bench/calibration/paths.json > /dev/null
 	$(BIN)/python -m bench.calibration.power_table bench/calibration/power.json
 
 # End to end on a real server: upstream llama-server + SmolLM2-135M on the CPU (scripts/e2e.sh).

@@ -1,7 +1,8 @@
 """Error rates of the numerics decision over every path, live and against a recording.
 
 Run: ``python -m bench.calibration.paths [--parts live,recorded] [--aa 200] [--fault 60]
-[--json bench/calibration/paths.json]`` (``make calibrate`` runs it with these sizes); the
+[--json bench/calibration/paths.json]`` (``make calibrate`` runs it with these sizes; the
+committed JSON joins a live and a recorded run, each part run in its own process); the
 JSON regenerates the table of docs/verdict.md (``python -m bench.calibration.power_table``).
 
 A comparison's numerics (:func:`harness.numerics.section.logprobs_section`) run three

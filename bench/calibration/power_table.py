@@ -510,15 +510,15 @@ def render_paths(m: dict[str, Any]) -> str:
     said = "; ".join(f"`{r['command']}` ({r['seconds']:.0f} s)" for r in runs)
     cut = [r["command"] for r in runs if r.get("stopped")]
     head = (
-        f"Command{'s' if len(runs) > 1 else ''}: {said}; {m['sequences']} reference "
-        "conversations of `scenarios/`, every default; `harness sim` subprocesses, noise "
-        "drawn per request"
+        f"Command{'s' if len(runs) > 1 else ''}: {said}, the parts joined into "
+        f"`bench/calibration/paths.json`; {m['sequences']} reference conversations of "
+        "`scenarios/`, every default, `harness sim` subprocesses with noise drawn per request"
         + (
             f"; stopped at a time limit, every finished comparison counted: {', '.join(cut)}"
             if cut
             else ""
         )
-        + "). A comparison's numerics verdict over its paths: REGRESSION when any path is "
+        + ". A comparison's numerics verdict over its paths: REGRESSION when any path is "
         "one (rule 7):"
     )
     rows = [
