@@ -14,11 +14,12 @@ read), the numerics sequences scored twice (the baseline's own A/A floor; ``--no
 skips them), GSM8K answers with ``--gsm8k N``, and the server's facts. A killed recording
 resumes with ``--resume RUN_ID``.
 
-Exit codes: 0 recorded; 1 a launched server's boot check failed (e.g. ``--expect-fusion
+Exit codes: 0 recorded; 1 a launched server crashed at boot (the crash quoted, in the
+console and in the folder's ``report.md``) or a boot check failed (e.g. ``--expect-fusion
 on`` against a server whose fusion is off; the recording is kept); 2 usage error; 3 the
-server is unreachable, a launched server did not boot (its crash quoted), or more than 20%
-of its runs were infrastructure errors (the recording is kept, but a comparison against
-it would not be judged).
+server is unreachable, a launched server never answered (cannot be started, or timed
+out), or more than 20% of its runs were infrastructure errors (the recording is kept,
+but a comparison against it would not be judged).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from harness.cli._common import (
     stream_mode,
     write_report_or_warn,
 )
+from harness.cli._failure import boot_failed, interrupted
 from harness.client.target import TargetConfig, target_from_options
 from harness.numerics.adapters import ADAPTERS
 from harness.options import add_argument, count, positive_int
@@ -212,10 +214,11 @@ def run(args: argparse.Namespace) -> int:
                     contract=not args.skip_contract,
                 )  # fmt: skip
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
-        print(
-            f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
-        )
+        resume = resume_command(args, folder.path.name)
+        interrupted("record", folder.path, _runs(folder), resume, console)
+        print(f"interrupted; resume with: {resume}", file=sys.stderr)
         return interrupted_code(exc)
+    boot: dict[str, Any] = {}
     if report is not None:
         boot = boot_summary(report)
         print_side_boot(console, args.label, boot)
@@ -225,10 +228,8 @@ def run(args: argparse.Namespace) -> int:
                 info.side.boot = boot
             save_info(folder, info)
     if info is None:
-        return _error(
-            f"the server did not boot; nothing recorded (boot checks: {folder.path}/boot.json)",
-            ExitCode.INFRA_ERROR,
-        )
+        return boot_failed("record", folder.path, folder.path, f"the server ({args.label})",
+                           boot, console)  # fmt: skip
     code = _done(folder, info, console, args)
     if code == ExitCode.OK and info.boot is not None and info.boot.get("verdict") == "FAIL":
         failed = [c["name"] for c in info.boot.get("checks", []) if c["verdict"] == "FAIL"]
@@ -271,6 +272,11 @@ def _gsm8k_sequences(args: argparse.Namespace) -> list[Any]:
     from harness.numerics.sequences import from_gsm8k
 
     return list(from_gsm8k(load_dataset(args.gsm8k_data).questions, n))
+
+
+def _runs(folder: RunFolder) -> int:
+    """The runs in the folder's transcripts so far."""
+    return sum(1 for _ in folder.run_keys_with_offsets()) if folder.transcripts.exists() else 0
 
 
 def _log(report: Any) -> str | None:

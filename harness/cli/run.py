@@ -32,6 +32,7 @@ from harness.cli._common import (
     stream_mode,
     write_report_or_warn,
 )
+from harness.cli._failure import interrupted
 from harness.client.target import TargetConfig, target_from_options
 from harness.options import add_argument
 from harness.pipeline import FolderContext, score_folder
@@ -106,9 +107,10 @@ def run(args: argparse.Namespace) -> int:
             ),
         )  # fmt: skip
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
-        print(
-            f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
-        )
+        resume = resume_command(args, folder.path.name)
+        runs = sum(1 for _ in folder.run_keys_with_offsets()) if folder.transcripts.exists() else 0
+        interrupted("run", folder.path, runs, resume, console)
+        print(f"interrupted; resume with: {resume}", file=sys.stderr)
         return interrupted_code(exc)
     context = FolderContext(settings=_settings(args, stream, scenarios), sides=sides)
     summary = score_folder(folder, context)

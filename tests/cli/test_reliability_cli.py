@@ -284,6 +284,8 @@ def test_sigterm_prints_the_resume_hint_like_sigint(
     assert "Traceback" not in err
     assert "interrupted; resume with: " in err and "--resume x" in err
     assert len(list(RunFolder(tmp_path / "x").records())) >= 1  # what finished is kept
+    report = (tmp_path / "x" / "report.md").read_text()  # a report for the CI job to post
+    assert "INTERRUPTED" in report and "--resume x" in report
 
 
 SECRET = "s3cr3tKEY"
