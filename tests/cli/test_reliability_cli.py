@@ -403,7 +403,7 @@ def test_reports_fold_long_fields_with_their_size(
 def test_plugin_results_that_cannot_be_made_is_one_line(
     results: str, tmp_path: Path, write_scenarios: Callable[..., Path]
 ) -> None:
-    """``pytest --results=/proc/nope``: one ``ERROR:`` line and exit 4 (usage), before any
+    """``pytest --harness-results=/proc/nope``: one ``ERROR:`` line and exit 4 (usage), before any
     test runs; not an error with its traceback per test."""
     if results.startswith("/proc") and not Path("/proc/self").exists():
         pytest.skip("no /proc here")
@@ -412,7 +412,7 @@ def test_plugin_results_that_cannot_be_made_is_one_line(
     results = results.format(file=tmp_path / "file")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(scenarios),
-         "--target", "http://127.0.0.1:9", f"--results={results}"],
+         "--harness-target", "http://127.0.0.1:9", f"--harness-results={results}"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     out = proc.stdout + proc.stderr
