@@ -59,6 +59,7 @@ from harness.present.verifier import show_verifier
 from harness.present.views import first_drift
 from harness.recording import RecordedSide, Recording, is_recording_ref
 from harness.runfolder import DEFAULT_RESULTS, RunFolder, check_run_id, new_run_id
+from harness.scenario.library import default_scenarios
 from harness.scenario.model import Scenario, load_scenarios
 from harness.scenario.suites import suite_of_spec
 from harness.scoring.trigger import single_turn
@@ -258,7 +259,7 @@ def _sim_dir(paths: list[str]) -> str:
     if suites:  # the reference servers play one suite (harness.scenario.suites)
         return suites[0]
     dirs = {Path(p) if Path(p).is_dir() else Path(p).parent for p in paths}
-    return str(dirs.pop()) if len(dirs) == 1 else "scenarios"
+    return str(dirs.pop()) if len(dirs) == 1 else default_scenarios()
 
 
 def _sim_log(folder: str, profile: str) -> str:
@@ -357,7 +358,7 @@ def run(args: argparse.Namespace) -> int:
         return _usage_error(problem)
     stream = stream_mode(args)  # before loading: a bare --stream may have taken a path
     args.stream = "both" if stream == "both" else ("on" if stream else "off")  # as recorded
-    args.scenarios = args.scenarios or ["scenarios"]
+    args.scenarios = args.scenarios or [default_scenarios()]
     scenarios = load_scenarios(args.scenarios)
     if not scenarios:
         return _usage_error(f"no scenario files in {' '.join(args.scenarios)}")

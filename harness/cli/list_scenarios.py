@@ -17,6 +17,7 @@ from rich.text import Text
 from harness.cli import ExitCode
 from harness.kinds import FailureKind, plural
 from harness.present.console import make_console
+from harness.scenario.library import default_scenarios
 from harness.scenario.model import load_scenarios
 from harness.scenario.suites import registered_suites, suite_of_spec
 
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         print("error: --kinds lists the vocabulary; give it no scenario files", file=sys.stderr)
         return ExitCode.USAGE_ERROR
     console = make_console()
-    paths = args.scenarios or ["scenarios"]
+    paths = args.scenarios or [default_scenarios()]
     console.print(kinds_table() if args.kinds else scenarios_table(console, paths))
     if not args.kinds:
         for table in suites_tables(paths, every=not args.scenarios):

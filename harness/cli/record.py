@@ -52,6 +52,7 @@ from harness.options import add_argument, count, positive_int
 from harness.present.console import make_console
 from harness.recording import RecordingInfo, record, save_info
 from harness.runfolder import RunFolder
+from harness.scenario.library import default_scenarios
 from harness.scenario.model import load_scenarios
 from harness.scoring.trigger import single_turn
 from harness.server.boot import boot_summary
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     """``harness record``: one server's runs kept as a recorded baseline; the exit code."""
     stream = stream_mode(args)
     args.stream = "both" if stream == "both" else ("on" if stream else "off")  # as recorded
-    args.scenarios = args.scenarios or ["scenarios"]
+    args.scenarios = args.scenarios or [default_scenarios()]
     scenarios = load_scenarios(args.scenarios)
     if not scenarios:
         return _error(f"no scenario files in {' '.join(args.scenarios)}")

@@ -40,6 +40,7 @@ from harness.preflight import check_sides
 from harness.present.console import make_console, render_run
 from harness.present.views import first_drift
 from harness.runner import SamplingPolicy, StreamMode, run_many_sync
+from harness.scenario.library import default_scenarios
 from harness.scenario.model import Scenario, load_scenarios
 from harness.stats.verdict import INFRA_ERROR_LIMIT
 from harness.summary import Settings, SideInfo
@@ -83,9 +84,10 @@ def run(args: argparse.Namespace) -> int:
     code."""
     stream = stream_mode(args)
     args.stream = "both" if stream == "both" else ("on" if stream else "off")  # as recorded
-    scenarios = load_scenarios(args.scenarios or ["scenarios"])
+    args.scenarios = args.scenarios or [default_scenarios()]
+    scenarios = load_scenarios(args.scenarios)
     if not scenarios:
-        return _error(f"no scenario files in {args.scenarios or ['scenarios']}")
+        return _error(f"no scenario files in {' '.join(args.scenarios)}")
     problem = check_resume(args, scenarios, RESUME_KEYS)
     if problem:
         return _error(problem)

@@ -12,7 +12,9 @@ when it
 - has a directory named ``scenarios`` among its parents (inside the rootdir), e.g.
   ``scenarios/entropy.yaml`` or ``lab/scenarios/long/x.yaml``; or
 - lies under a path of the ini option ``harness_scenarios`` (default places for
-  scenario files, e.g. ``harness_scenarios = scenarios/imported lab/cases``); or
+  scenario files, e.g. ``harness_scenarios = scenarios/imported lab/cases``; with no such
+  option and no folder ``scenarios`` in the project, a bare ``pytest`` walks the shipped
+  library, :data:`harness.scenario.library.LIBRARY`); or
 - was named on the command line (``pytest my_case.yaml``), or lies under a directory
   named there (``pytest tmp/imported --harness-target URL``; not the rootdir of a project
   with an ini file, and not the ``testpaths`` a bare ``pytest`` walks).
@@ -28,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from harness.pytest_plugin.session import state_key
+from harness.scenario.library import LIBRARY
 
 __all__ = ["SUFFIXES", "add_default_places", "enabled", "is_scenario_file", "named"]
 
@@ -73,10 +76,18 @@ def add_default_places(config: pytest.Config) -> None:
     assert state is not None
     base = config.invocation_params.dir
     walked = [(base / a).resolve() for a in config.args]
+    if not state.settings.scenario_paths and not _has_scenarios(config):
+        state.settings.scenario_paths = [LIBRARY]  # an install outside a clone: the library
     for place in state.settings.scenario_paths:
         p = (config.rootpath / place).resolve()
         if p.exists() and not any(_under(p, w) for w in walked):
             config.args.append(str(p))
+
+
+def _has_scenarios(config: pytest.Config) -> bool:
+    """Whether the project has a folder named ``scenarios`` of its own (at its rootdir or
+    where pytest was started)."""
+    return any((d / "scenarios").is_dir() for d in (config.rootpath, config.invocation_params.dir))
 
 
 def named(file_path: Path, parent: pytest.Collector) -> bool:
