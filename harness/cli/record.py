@@ -49,7 +49,7 @@ from harness.cli._failure import boot_failed, interrupted
 from harness.client.target import TargetConfig, target_from_options
 from harness.numerics.adapters import ADAPTERS
 from harness.options import add_argument, count, positive_int
-from harness.present.console import make_console
+from harness.present.console import dominant_error_lines, make_console
 from harness.recording import RecordingInfo, record, save_info
 from harness.runfolder import RunFolder
 from harness.scenario.library import default_scenarios
@@ -326,6 +326,8 @@ def _done(folder: RunFolder, info: RecordingInfo, console: Any, args: argparse.N
         write_report_or_warn(folder, console)
     outcome = summary.outcome if summary is not None else None
     if outcome is not None and outcome.infra_limited:
+        for line in dominant_error_lines(summary):  # type: ignore[arg-type]
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
         print(
             f"error: {folder.path}: too many infrastructure errors in the recorded runs "
             "(more than 20%); a comparison against it would not be judged: record again",
