@@ -97,8 +97,14 @@ def test_mkdocs_build_is_strict_and_clean(tmp_path: Path) -> None:
         env={"NO_MKDOCS_2_WARNING": "1", "PATH": ""},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert (tmp_path / "site" / "getting-started" / "index.html").is_file()
-    assert (tmp_path / "site" / "commands" / "compare" / "index.html").is_file()
+    site = tmp_path / "site"
+    assert (site / "getting-started.html").is_file()  # opened from files: one file per page
+    assert (site / "commands" / "compare.html").is_file()
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert 'href="getting-started.html"' in index  # not a folder (a listing, from files)
+    assert "fonts.googleapis" not in index and "fonts.gstatic" not in index  # no web fonts
+    assert (site / "search" / "search_index.js").is_file()  # the index inlined (offline plugin)
+    assert "white-space: pre-wrap" in (site / "stylesheets" / "extra.css").read_text()
 
 
 def _yaml_examples() -> list[tuple[str, str]]:
