@@ -45,7 +45,10 @@ from harness.scenario.model import Scenario, load_scenarios
 from harness.stats.verdict import INFRA_ERROR_LIMIT
 from harness.summary import Settings, SideInfo
 
-HELP = "Run scenarios against one OpenAI-compatible server; record, score and report."
+HELP = (
+    "Run scenarios against one OpenAI-compatible server; record, score and report (absolute: "
+    "every run must pass, a smoke test; to gate a build, compare it against a baseline)"
+)
 
 #: manifest arguments that must match when a run folder is resumed
 RESUME_KEYS = (

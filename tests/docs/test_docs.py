@@ -3,6 +3,7 @@ and every YAML example on it loads."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -154,3 +155,14 @@ def test_readme_is_short_and_its_links_resolve() -> None:
     assert not missing, f"README.md links to missing files: {missing}"
     for command in ("make compare", "make test", "make record UNFUSED="):
         assert command in text
+
+
+def test_the_absolute_rule_figure_is_the_measured_one() -> None:
+    """docs/pytest-plugin.md's figure of ``harness run`` without a baseline is
+    ``bench/calibration/run_absolute.json``'s (``python -m bench.calibration.run_absolute``)."""
+    measured = json.loads((ROOT / "bench" / "calibration" / "run_absolute.json").read_text())
+    page = " ".join((DOCS / "pytest-plugin.md").read_text(encoding="utf-8").split())
+    lo, hi = (round(100 * x) for x in measured["ci95"])
+    figure = f"{measured['failed_sessions']} of {measured['sessions']} of its sessions"
+    assert f"{figure} at fresh seeds (95% Clopper-Pearson [{lo}%, {hi}%])" in page
+    assert f"--sessions {measured['sessions']}" in page
