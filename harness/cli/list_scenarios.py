@@ -26,7 +26,11 @@ HELP = "List scenarios (id, targeted failure kinds, tools, tags); --kinds: the f
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``harness list``, added to ``p``."""
-    p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
+    p.add_argument(
+        "scenarios",
+        nargs="*",
+        help="scenario files or folders (default: ./scenarios, else the shipped library)",
+    )
     p.add_argument(
         "--kinds",
         action="store_true",
@@ -57,7 +61,8 @@ def scenarios_table(console: Console, paths: list[str]) -> Table:
     """
     scenarios = load_scenarios(paths)
     wide = console.width >= 140  # tags and descriptions only where they fit
-    table = Table(title=plural(len(scenarios), "scenario"), show_lines=not wide)
+    title = plural(len(scenarios), "scenario") + f" ({', '.join(paths)})"
+    table = Table(title=title, show_lines=not wide)
     widest_id = max((len(sc.id) for sc in scenarios), default=2)
     table.add_column("id", no_wrap=True, min_width=widest_id)
     table.add_column("targets (failure kinds)", ratio=3)
