@@ -13,8 +13,8 @@ when it
   ``scenarios/entropy.yaml`` or ``lab/scenarios/long/x.yaml``; or
 - lies under a path of the ini option ``harness_scenarios`` (default places for
   scenario files, e.g. ``harness_scenarios = scenarios/imported lab/cases``; with no such
-  option and no folder ``scenarios`` in the project, a bare ``pytest`` walks the shipped
-  library, :data:`harness.scenario.library.LIBRARY`); or
+  option, no ``testpaths`` and no folder ``scenarios`` in the project, a bare ``pytest``
+  walks the shipped library, :data:`harness.scenario.library.LIBRARY`); or
 - was named on the command line (``pytest my_case.yaml``), or lies under a directory
   named there (``pytest tmp/imported --harness-target URL``; not the rootdir of a project
   with an ini file, and not the ``testpaths`` a bare ``pytest`` walks).
@@ -76,7 +76,8 @@ def add_default_places(config: pytest.Config) -> None:
     assert state is not None
     base = config.invocation_params.dir
     walked = [(base / a).resolve() for a in config.args]
-    if not state.settings.scenario_paths and not _has_scenarios(config):
+    bare = config.args_source == pytest.Config.ArgsSource.INVOCATION_DIR  # no testpaths
+    if bare and not state.settings.scenario_paths and not _has_scenarios(config):
         state.settings.scenario_paths = [LIBRARY]  # an install outside a clone: the library
     for place in state.settings.scenario_paths:
         p = (config.rootpath / place).resolve()

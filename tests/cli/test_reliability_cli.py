@@ -19,6 +19,7 @@ from harness.cli import main
 from harness.errors import RunFolderError
 from harness.redaction import redact_text, redact_url
 from harness.runfolder import RunFolder, release_locks
+from harness.scenario.library import LIBRARY
 from tests.compare.test_compare import CLOCK, ENTROPY
 
 ROOT = Path(__file__).parents[2]
@@ -362,7 +363,11 @@ def test_sim_says_what_it_plays_and_refuses_what_it_does_not_know(
     assert f"Playing 2 scenario(s) from {scenarios}" in said
     empty = tmp_path / "empty"
     empty.mkdir()
-    proc, url, said = _start_sim(empty)  # no scenarios/ here
+    proc, url, said = _start_sim(empty)  # no scenarios/ here: the shipped library
+    proc.terminate()
+    proc.wait()
+    assert f"Playing 30 scenario(s) from {LIBRARY}" in said
+    proc, url, said = _start_sim(empty, "--scenarios", str(empty))  # an empty folder
     try:
         common = [str(scenarios), "--results", str(tmp_path), "--repeats", "1", "--no-progress"]
         code = main(["run", *common, "--target", url, "--run-id", "u"])
@@ -370,7 +375,7 @@ def test_sim_says_what_it_plays_and_refuses_what_it_does_not_know(
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
-    assert "WARNING: no scenario files in 'scenarios'" in err and "give --scenarios DIR" in err
+    assert f"WARNING: no scenario files in '{empty}'" in err and "give --scenarios DIR" in err
     assert code == 3  # every run an infrastructure error, not a model failure
     for rec in RunFolder(tmp_path / "u").records():
         assert rec.stop_reason == "error" and rec.error is not None
