@@ -20,6 +20,8 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@echo "installing into $(VENV) (first use only)"
 	@$(BIN)/pip install -q -U pip > $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
+	@# the distribution was called harness before 0.2.0: two would register the plugin twice
+	@$(BIN)/pip uninstall -q -y harness >> $(VENV)/install.log 2>&1 || true
 	@$(BIN)/pip install -q -e '.[dev]' >> $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
 	@$(BIN)/pip install -q --no-deps bfcl-eval==$(BFCL_EVAL) >> $(VENV)/install.log 2>&1 \
 	  || echo "warning: bfcl-eval not installed (no PyPI?); the bfcl: suites and their tests are skipped"

@@ -4,12 +4,12 @@ Run: ``python -m bench.calibration.plugin_aa [--sessions 40] [--baseline recorde
 (default ``bench/calibration/plugin_aa.json``).
 
 Each session is one ``pytest`` process, as CI runs it, over the shipped scenarios at the
-shipped defaults (temperature 0.7, ``--repeats`` 5 per round, at most 4 rounds, alpha
+shipped defaults (temperature 0.7, ``--harness-repeats`` 5 per round, at most 4 rounds, alpha
 0.01, batching on) against a fresh healthy target, with:
 
 - ``recorded``: a fresh recording of another fresh healthy server (``harness record`` at
-  its defaults, the server stopped before the session), ``--baseline=<folder>``;
-- ``live``: a fresh live healthy server, ``--baseline=URL``.
+  its defaults, the server stopped before the session), ``--harness-baseline=<folder>``;
+- ``live``: a fresh live healthy server, ``--harness-baseline=URL``.
 
 Session ``i`` uses the server seeds ``SEED_BASE + 2i`` (baseline) and ``+ 1`` (target) in
 either mode: ``--baseline both`` runs each session both ways, a check of the recorded path
@@ -106,7 +106,8 @@ def _pytest(work: Path, target: str, baseline: str, extra: Sequence[str]) -> dic
     junit = work / "junit.xml"
     cmd = [
         sys.executable, "-m", "pytest", "scenarios", "-q", "-p", "no:cacheprovider",
-        "--target", target, f"--baseline={baseline}", f"--results={work / 'results'}",
+        "--harness-target", target, f"--harness-baseline={baseline}",
+        f"--harness-results={work / 'results'}",
         "--harness-logprobs=false", f"--junitxml={junit}", *extra,
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False)

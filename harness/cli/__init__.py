@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any
 
-from harness._version import __version__
+from harness._version import describe
 
 __all__ = ["COMMANDS", "ExitCode", "catch_sigterm", "interrupted_code", "main"]
 
@@ -59,7 +59,7 @@ def _parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str,
         prog="harness",
         description="Correctness regression harness for multi-turn tool calling.",
     )
-    parser.add_argument("--version", action="version", version=f"harness {__version__}")
+    parser.add_argument("--version", action="version", version=f"harness {describe()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules: dict[str, object] = {}
     for name, modname in COMMANDS.items():

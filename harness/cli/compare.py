@@ -17,8 +17,11 @@ fails at once with exit 3), and ``--resume``/``--run-id`` of an existing folder 
 (exit 2) when it was recorded against other URLs, model, repeats, stream mode or scenario
 files.
 
-Exit codes: 0 no regression (also INCONCLUSIVE unless ``--strict``), 1 regression,
-2 usage or configuration error, 3 more than 20% of a side's runs were infrastructure errors.
+Exit codes: 0 no regression (also INCONCLUSIVE unless ``--strict``), 1 regression (or a
+launched side that crashed at boot), 2 usage or configuration error (a recording refused),
+3 more than 20% of a side's runs were infrastructure errors, or a launched side never
+answered. Every path that writes a run folder leaves a ``report.md`` in it: the verdict,
+or what stopped the run and the next step (a crash quoted, a refusal, an interruption).
 """
 
 from __future__ import annotations
@@ -47,7 +50,9 @@ from harness.cli._common import (
     stream_mode,
     write_report_or_warn,
 )
+from harness.cli._failure import interrupted, recording_refused
 from harness.client.target import target_from_options
+from harness.errors import HarnessError, RecordingError
 from harness.numerics.adapters import ADAPTERS
 from harness.options import add_argument, rounds, url_or_recording
 from harness.pipeline import Target, compare
@@ -55,7 +60,8 @@ from harness.present.console import make_console, render_compare
 from harness.present.verifier import show_verifier
 from harness.present.views import first_drift
 from harness.recording import RecordedSide, Recording, check_pair, is_recording_ref
-from harness.runfolder import RunFolder
+from harness.runfolder import DEFAULT_RESULTS, RunFolder, check_run_id, new_run_id
+from harness.scenario.library import default_scenarios
 from harness.scenario.model import Scenario, load_scenarios
 from harness.scenario.suites import suite_of_spec
 from harness.scoring.trigger import single_turn
@@ -265,7 +271,7 @@ def _sim_dir(paths: list[str]) -> str:
     if suites:  # the reference servers play one suite (harness.scenario.suites)
         return suites[0]
     dirs = {Path(p) if Path(p).is_dir() else Path(p).parent for p in paths}
-    return str(dirs.pop()) if len(dirs) == 1 else "scenarios"
+    return str(dirs.pop()) if len(dirs) == 1 else default_scenarios()
 
 
 def _sim_log(folder: str, profile: str) -> str:
@@ -365,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
         return _usage_error(problem)
     stream = stream_mode(args)  # before loading: a bare --stream may have taken a path
     args.stream = "both" if stream == "both" else ("on" if stream else "off")  # as recorded
-    args.scenarios = args.scenarios or ["scenarios"]
+    args.scenarios = args.scenarios or [default_scenarios()]
     scenarios = load_scenarios(args.scenarios)
     if not scenarios:
         return _usage_error(f"no scenario files in {' '.join(args.scenarios)}")
@@ -374,12 +380,20 @@ def run(args: argparse.Namespace) -> int:
     problem = check_resume(args, scenarios, RESUME_KEYS)
     if problem:
         return _usage_error(problem)
-    args.recordings = _recordings(args, scenarios)  # RecordingError: one line, exit 2
+    try:
+        args.recordings = _recordings(args, scenarios)  # RecordingError: one line, exit 2
+    except RecordingError as exc:
+        _refused(args, exc, None)
+        raise
     down = _preflight(args)
     if down:
         print(f"error: {down}", file=sys.stderr)
         return ExitCode.INFRA_ERROR
-    _check_tokens(args)
+    try:
+        _check_tokens(args)
+    except RecordingError as exc:
+        _refused(args, exc, None)
+        raise
     refuse_held_ports(args, args.baseline_cmd, args.candidate_cmd)  # LaunchError: exit 2
     console = make_console()
     folder = open_run_folder("compare", args, console, scenarios)
@@ -397,10 +411,14 @@ def run(args: argparse.Namespace) -> int:
             summary = result
         else:
             summary = _compare(args, scenarios, stream, folder)
+    except RecordingError as exc:  # the candidate's model, known once it is up
+        _refused(args, exc, folder)
+        raise
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
-        print(
-            f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
-        )
+        resume = resume_command(args, folder.path.name)
+        runs = sum(1 for _ in folder.run_keys_with_offsets()) if folder.transcripts.exists() else 0
+        interrupted("compare", folder.path, runs, resume, console)
+        print(f"interrupted; resume with: {resume}", file=sys.stderr)
         return interrupted_code(exc)
     traces = first_drift(s for _, s in folder.scores_with_offsets())
     render_compare(summary, console, traces, verbose=args.verbose)
@@ -410,6 +428,23 @@ def run(args: argparse.Namespace) -> int:
         console.print(args.logprobs_line, soft_wrap=True, markup=False, highlight=False)
     write_report_or_warn(folder, console)
     return exit_code(summary, strict=args.strict)
+
+
+def _refused(args: argparse.Namespace, exc: RecordingError, folder: RunFolder | None) -> None:
+    """A recording refused: ``report.md`` in the run folder, so a CI job has a report to post
+    (the error line is main's). Refused before the runs, the folder gets the report alone,
+    no manifest: the same ``--run-id`` with the settings fixed is a new run, not a resume."""
+    path = folder.path if folder is not None else None
+    if path is None:
+        run_id = getattr(args, "resume", None) or args.run_id
+        try:
+            path = Path(args.results or DEFAULT_RESULTS) / check_run_id(
+                run_id or new_run_id("compare")
+            )
+            path.mkdir(parents=True, exist_ok=True)
+        except (HarnessError, OSError):
+            return  # no folder to write it in (--results a file...): the error line says it
+    recording_refused("compare", path, str(exc), make_console())
 
 
 def _compare(
@@ -462,7 +497,7 @@ def _check_tokens(args: argparse.Namespace) -> None:
     if scores is None:
         return
     from harness.client.target import server_root
-    from harness.errors import RecordingError, TokenizationMismatch
+    from harness.errors import TokenizationMismatch
     from harness.numerics.run import LogprobsOptions, check_recorded_tokens
 
     try:

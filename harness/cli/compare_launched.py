@@ -4,19 +4,19 @@ The baseline is launched with the boot checks, recorded into ``<run folder>/base
 (a recording, :mod:`harness.recording`, reusable later as ``--baseline``) and stopped,
 freeing its port and GPUs; then the candidate is launched and compared against that
 recording, and stopped. Both boots (fusion state, a crash quoted) are printed and kept in
-the summary's sides. A killed comparison resumes (``--resume RUN_ID``) without
+the summary's sides; a side that crashes at boot is exit 1, with ``report.md`` quoting the
+crash (:mod:`harness.cli._failure`). A killed comparison resumes (``--resume RUN_ID``) without
 re-running a side that finished: a complete baseline recording is not launched again.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from typing import Any
 
-from harness.cli import ExitCode
 from harness.cli._common import launched_side, print_side_boot
+from harness.cli._failure import boot_failed
 from harness.recording import RECORD_KIND, Recording, record, save_info
 from harness.runfolder import RunFolder
 from harness.scenario.model import Scenario
@@ -68,11 +68,8 @@ def _baseline(
     boot = boot_summary(report)
     print_side_boot(console, "baseline", boot, label)
     if info is None:
-        print(
-            f"error: the baseline did not boot; nothing compared (see {sub.path}/boot.json)",
-            file=sys.stderr,
-        )
-        return ExitCode.INFRA_ERROR
+        who = f"the baseline ({label})"
+        return boot_failed("compare", folder.path, sub.path, who, boot, console)
     info.boot = boot
     if info.side is not None:
         info.side.boot = boot
@@ -114,9 +111,6 @@ def compare_launched(
     boot = boot_summary(report)
     print_side_boot(console, "candidate", boot, args.candidate_label)
     if summary is None:
-        print(
-            f"error: the candidate did not boot; nothing compared (see {boot_dir}/boot.json)",
-            file=sys.stderr,
-        )
-        return ExitCode.INFRA_ERROR
+        who = f"the candidate ({args.candidate_label or 'candidate'})"
+        return boot_failed("compare", folder.path, boot_dir, who, boot, console)
     return attach_boot(folder, "candidate", boot)

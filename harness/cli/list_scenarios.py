@@ -17,6 +17,7 @@ from rich.text import Text
 from harness.cli import ExitCode
 from harness.kinds import FailureKind, plural
 from harness.present.console import make_console
+from harness.scenario.library import default_scenarios
 from harness.scenario.model import load_scenarios
 from harness.scenario.suites import registered_suites, suite_of_spec
 
@@ -25,7 +26,11 @@ HELP = "List scenarios (id, targeted failure kinds, tools, tags); --kinds: the f
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``harness list``, added to ``p``."""
-    p.add_argument("scenarios", nargs="*", help="scenario files or folders (default: scenarios)")
+    p.add_argument(
+        "scenarios",
+        nargs="*",
+        help="scenario files or folders (default: ./scenarios, else the shipped library)",
+    )
     p.add_argument(
         "--kinds",
         action="store_true",
@@ -56,7 +61,8 @@ def scenarios_table(console: Console, paths: list[str]) -> Table:
     """
     scenarios = load_scenarios(paths)
     wide = console.width >= 140  # tags and descriptions only where they fit
-    table = Table(title=plural(len(scenarios), "scenario"), show_lines=not wide)
+    title = plural(len(scenarios), "scenario") + f" ({', '.join(paths)})"
+    table = Table(title=title, show_lines=not wide)
     widest_id = max((len(sc.id) for sc in scenarios), default=2)
     table.add_column("id", no_wrap=True, min_width=widest_id)
     table.add_column("targets (failure kinds)", ratio=3)
@@ -98,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         print("error: --kinds lists the vocabulary; give it no scenario files", file=sys.stderr)
         return ExitCode.USAGE_ERROR
     console = make_console()
-    paths = args.scenarios or ["scenarios"]
+    paths = args.scenarios or [default_scenarios()]
     console.print(kinds_table() if args.kinds else scenarios_table(console, paths))
     if not args.kinds:
         for table in suites_tables(paths, every=not args.scenarios):

@@ -36,6 +36,7 @@ from harness.present.console import make_console
 from harness.present.logprobs import class_rows, largest_class_line, scored_with
 from harness.recording import is_recording_ref
 from harness.runfolder import RunFolder
+from harness.scenario.library import default_scenarios
 
 HELP = "Compare two servers' token log-probabilities on the same tokens (numerics A/B)."
 
@@ -122,7 +123,7 @@ def sequences_for(args: argparse.Namespace) -> list[Sequence]:
                 seen[rec.scenario_id] = from_record(rec)
         seqs = list(seen.values())
     else:
-        seqs = [from_scenario(s) for s in load_scenarios(args.scenarios or ["scenarios"])]
+        seqs = [from_scenario(s) for s in load_scenarios(args.scenarios or [default_scenarios()])]
     if args.gsm8k > 0:
         from harness.gsm8k.data import load_dataset
 

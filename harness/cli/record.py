@@ -14,11 +14,12 @@ read), the numerics sequences scored twice (the baseline's own A/A floor; ``--no
 skips them), GSM8K answers with ``--gsm8k N``, and the server's facts. A killed recording
 resumes with ``--resume RUN_ID``.
 
-Exit codes: 0 recorded; 1 a launched server's boot check failed (e.g. ``--expect-fusion
+Exit codes: 0 recorded; 1 a launched server crashed at boot (the crash quoted, in the
+console and in the folder's ``report.md``) or a boot check failed (e.g. ``--expect-fusion
 on`` against a server whose fusion is off; the recording is kept); 2 usage error; 3 the
-server is unreachable, a launched server did not boot (its crash quoted), or more than 20%
-of its runs were infrastructure errors (the recording is kept, but a comparison against
-it would not be judged).
+server is unreachable, a launched server never answered (cannot be started, or timed
+out), or more than 20% of its runs were infrastructure errors (the recording is kept,
+but a comparison against it would not be judged).
 """
 
 from __future__ import annotations
@@ -46,13 +47,15 @@ from harness.cli._common import (
     stream_mode,
     write_report_or_warn,
 )
+from harness.cli._failure import boot_failed, interrupted
 from harness.client.target import TargetConfig, target_from_options
 from harness.numerics.adapters import ADAPTERS
 from harness.options import add_argument, count, positive_int, rounds
-from harness.present.console import make_console
+from harness.present.console import dominant_error_lines, make_console
 from harness.recording import RecordingInfo, record, save_info
 from harness.redaction import redact_url
 from harness.runfolder import RunFolder
+from harness.scenario.library import default_scenarios
 from harness.scenario.model import load_scenarios
 from harness.scoring.trigger import single_turn
 from harness.server.boot import boot_summary
@@ -183,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
     """``harness record``: one server's runs kept as a recorded baseline; the exit code."""
     stream = stream_mode(args)
     args.stream = "both" if stream == "both" else ("on" if stream else "off")  # as recorded
-    args.scenarios = args.scenarios or ["scenarios"]
+    args.scenarios = args.scenarios or [default_scenarios()]
     scenarios = load_scenarios(args.scenarios)
     if not scenarios:
         return _error(f"no scenario files in {' '.join(args.scenarios)}")
@@ -220,10 +223,11 @@ def run(args: argparse.Namespace) -> int:
                     contract=not args.skip_contract,
                 )  # fmt: skip
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
-        print(
-            f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
-        )
+        resume = resume_command(args, folder.path.name)
+        interrupted("record", folder.path, _runs(folder), resume, console)
+        print(f"interrupted; resume with: {resume}", file=sys.stderr)
         return interrupted_code(exc)
+    boot: dict[str, Any] = {}
     if report is not None:
         boot = boot_summary(report)
         print_side_boot(console, args.label, boot)
@@ -233,10 +237,8 @@ def run(args: argparse.Namespace) -> int:
                 info.side.boot = boot
             save_info(folder, info)
     if info is None:
-        return _error(
-            f"the server did not boot; nothing recorded (boot checks: {folder.path}/boot.json)",
-            ExitCode.INFRA_ERROR,
-        )
+        return boot_failed("record", folder.path, folder.path, f"the server ({args.label})",
+                           boot, console)  # fmt: skip
     code = _done(folder, info, console, args)
     if code == ExitCode.OK and info.boot is not None and info.boot.get("verdict") == "FAIL":
         failed = [c["name"] for c in info.boot.get("checks", []) if c["verdict"] == "FAIL"]
@@ -279,6 +281,11 @@ def _gsm8k_sequences(args: argparse.Namespace) -> list[Any]:
     from harness.numerics.sequences import from_gsm8k
 
     return list(from_gsm8k(load_dataset(args.gsm8k_data).questions, n))
+
+
+def _runs(folder: RunFolder) -> int:
+    """The runs in the folder's transcripts so far."""
+    return sum(1 for _ in folder.run_keys_with_offsets()) if folder.transcripts.exists() else 0
 
 
 def _log(report: Any) -> str | None:
@@ -327,6 +334,8 @@ def _done(folder: RunFolder, info: RecordingInfo, console: Any, args: argparse.N
         write_report_or_warn(folder, console)
     outcome = summary.outcome if summary is not None else None
     if outcome is not None and outcome.infra_limited:
+        for line in dominant_error_lines(summary):  # type: ignore[arg-type]
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
         print(
             f"error: {folder.path}: too many infrastructure errors in the recorded runs "
             "(more than 20%); a comparison against it would not be judged: record again",

@@ -32,6 +32,7 @@ from harness.cli._common import (
     stream_mode,
     write_report_or_warn,
 )
+from harness.cli._failure import interrupted
 from harness.client.target import TargetConfig, target_from_options
 from harness.options import add_argument
 from harness.pipeline import FolderContext, score_folder
@@ -39,11 +40,15 @@ from harness.preflight import check_sides
 from harness.present.console import make_console, render_run
 from harness.present.views import first_drift
 from harness.runner import SamplingPolicy, StreamMode, run_many_sync
+from harness.scenario.library import default_scenarios
 from harness.scenario.model import Scenario, load_scenarios
 from harness.stats.verdict import INFRA_ERROR_LIMIT
 from harness.summary import Settings, SideInfo
 
-HELP = "Run scenarios against one OpenAI-compatible server; record, score and report."
+HELP = (
+    "Run scenarios against one OpenAI-compatible server; record, score and report (absolute: "
+    "every run must pass, a smoke test; to gate a build, compare it against a baseline)"
+)
 
 #: manifest arguments that must match when a run folder is resumed
 RESUME_KEYS = (
@@ -83,9 +88,10 @@ def run(args: argparse.Namespace) -> int:
     code."""
     stream = stream_mode(args)
     args.stream = "both" if stream == "both" else ("on" if stream else "off")  # as recorded
-    scenarios = load_scenarios(args.scenarios or ["scenarios"])
+    args.scenarios = args.scenarios or [default_scenarios()]
+    scenarios = load_scenarios(args.scenarios)
     if not scenarios:
-        return _error(f"no scenario files in {args.scenarios or ['scenarios']}")
+        return _error(f"no scenario files in {' '.join(args.scenarios)}")
     problem = check_resume(args, scenarios, RESUME_KEYS)
     if problem:
         return _error(problem)
@@ -108,9 +114,10 @@ def run(args: argparse.Namespace) -> int:
             ),
         )  # fmt: skip
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (raised as SIGINT)
-        print(
-            f"interrupted; resume with: {resume_command(args, folder.path.name)}", file=sys.stderr
-        )
+        resume = resume_command(args, folder.path.name)
+        runs = sum(1 for _ in folder.run_keys_with_offsets()) if folder.transcripts.exists() else 0
+        interrupted("run", folder.path, runs, resume, console)
+        print(f"interrupted; resume with: {resume}", file=sys.stderr)
         return interrupted_code(exc)
     context = FolderContext(settings=_settings(args, stream, scenarios), sides=sides)
     summary = score_folder(folder, context)

@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.cli import ExitCode
 from harness.options import rate
+from harness.scenario.library import default_scenarios
 from harness.sim.flavours import FLAVOURS
 from harness.sim.profiles import INFRA_FAULTS, SimProfile, gsm8k_fault
 from harness.sim.templates import TEMPLATES
@@ -51,7 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
     p.add_argument("--port", type=int, default=0, help="TCP port (0 = a free port)")
     p.add_argument("--latency-ms", type=float, default=0, help="delay added to every POST")
-    p.add_argument("--scenarios", default="scenarios", help="scenario directory to play")
+    p.add_argument(
+        "--scenarios", default=None,
+        help="scenario directory to play (default ./scenarios, else the shipped library)",
+    )  # fmt: skip
     p.add_argument(
         "--play-unknown",
         action="store_true",
@@ -175,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
     if crash:
         print(crash, file=sys.stderr, flush=True)
         return ExitCode.REGRESSION
+
+    args.scenarios = args.scenarios or default_scenarios()
 
     def announce(port: int) -> None:
         print(f"Serving on http://{args.host}:{port}", flush=True)

@@ -311,6 +311,7 @@ def render_compare(
     scenario) -> the first drifting run's trace (:func:`harness.present.views.first_drift`)."""
     traces = traces or {}
     _verdict(summary, console)
+    _dominant_error(summary, console)
     _sides(summary, console)
     _contract(summary, console)
     if not summary.aggregates:
@@ -347,6 +348,7 @@ def render_run(
     scenarios below the pass rate (every scenario's table with ``verbose``), infrastructure
     errors."""
     _verdict(summary, console)
+    _dominant_error(summary, console)
     _sides(summary, console)
     _contract(summary, console)
     rows = scenario_rows(summary)
@@ -373,6 +375,32 @@ def render_run(
         _print(console, note, style="dim")
     _infra(summary, console)
     render_parity(summary, console)
+
+
+def dominant_error_lines(summary: Summary) -> list[str]:
+    """Per side whose runs mostly failed for the server (over half), the error most of them
+    met, the server's message, and the launch flag that fixes it when the message names
+    one (:func:`harness.client.hints.server_error_hint`)."""
+    from harness.client.hints import server_error_hint
+
+    lines = []
+    for s in summary.sides:
+        if not s.infra_errors or 2 * s.infra_errors <= s.runs or not s.infra_error_kinds:
+            continue
+        kind, n = max(s.infra_error_kinds.items(), key=lambda kv: kv[1])
+        message = " ".join(s.infra_error_examples.get(kind, "").split())[:300]
+        lines.append(
+            f"{s.label}: {n}/{s.runs} runs failed on the same server error ({kind}): {message}"
+        )
+        hint = server_error_hint(message)
+        if hint:
+            lines.append(f"  fix: {hint}")
+    return lines
+
+
+def _dominant_error(summary: Summary, console: Console) -> None:
+    for line in dominant_error_lines(summary):
+        _print(console, line, style="bold yellow")
 
 
 def _infra(summary: Summary, console: Console) -> None:

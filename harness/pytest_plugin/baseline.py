@@ -1,10 +1,10 @@
-"""The baseline of a plugin session (``--baseline URL|DIR``) and the rounds that judge against it.
+"""The baseline of a plugin session (``--harness-baseline URL|DIR``) and the rounds that judge against it.
 
 A baseline is a live server or a recording (``harness record``; a folder). Either way the
 scenario tests are judged as ``harness compare`` judges a comparison
 (:mod:`harness.pytest_plugin.judge`), from the same sequential design
-(:mod:`harness.stats.sequential`): rounds of ``--repeats`` runs per scenario and side
-(default :data:`harness.cli.compare.DEFAULT_REPEATS`), at most ``--rounds``
+(:mod:`harness.stats.sequential`): rounds of ``--harness-repeats`` runs per scenario and side
+(default :data:`harness.cli.compare.DEFAULT_REPEATS`), at most ``--harness-rounds``
 (default :data:`harness.stats.sequential.ROUNDS`), each look deciding at its spent level and
 stopping with :func:`~harness.stats.sequential.should_stop`.
 
@@ -53,7 +53,7 @@ __all__ = [
 
 
 def per_round(settings: HarnessSettings) -> int:
-    """Runs per scenario and side in one round: ``--repeats``, else compare's default."""
+    """Runs per scenario and side in one round: ``--harness-repeats``, else compare's default."""
     from harness.cli.compare import DEFAULT_REPEATS
 
     return settings.repeats or DEFAULT_REPEATS
@@ -63,7 +63,7 @@ def compare_settings(
     settings: HarnessSettings, scenario_ids: Sequence[str], stream: bool | str | None = None
 ) -> Settings:
     """The ``settings`` of the session's comparison: sequential, ``per_round`` repeats a
-    round, at most ``--rounds``, compare's alpha and decision rule. ``stream``: the
+    round, at most ``--harness-rounds``, compare's alpha and decision rule. ``stream``: the
     stream mode of the runs (default the session's: ``"both"``, True or False)."""
     from harness.stats.verdict import ALPHA, DECISION_RULE
     from harness.summary import Settings
@@ -128,7 +128,7 @@ class SelectedRecording(Recording):
 
 
 def served_model(settings: HarnessSettings) -> str | None:
-    """The model the target serves: ``--model``, else the first of its ``GET /v1/models``
+    """The model the target serves: ``--harness-model``, else the first of its ``GET /v1/models``
     (None when it does not answer: its runs will say why)."""
     if settings.model:
         return settings.model
@@ -150,9 +150,9 @@ def served_model(settings: HarnessSettings) -> str | None:
 def open_recording(
     settings: HarnessSettings, scenarios: Sequence[Scenario], recording: Recording | None = None
 ) -> SelectedRecording | None:
-    """The session's recorded baseline (``recording``, else opened from ``--baseline``),
+    """The session's recorded baseline (``recording``, else opened from ``--harness-baseline``),
     checked against ``scenarios`` (the selected ones; none: opened only), or None when
-    ``--baseline`` is not a recording.
+    ``--harness-baseline`` is not a recording.
 
     Raises:
         RecordingError: not a finished recording, or one that cannot serve these

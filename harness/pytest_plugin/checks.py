@@ -4,17 +4,17 @@ They are not files, so the plugin adds them to the session's items itself
 (``pytest_collection_modifyitems``, before ``-m``/``-k`` deselection) and only when
 asked for, so a plain run never pays for them:
 
-- ``harness::gsm8k`` with ``--gsm8k``, a ``--gsm8k-*`` threshold, or ``-m gsm8k``: GSM8K few-shot
-  accuracy of ``--target`` (:func:`harness.gsm8k.run.run_gsm8k`), or paired against
-  ``--baseline`` (:func:`harness.gsm8k.run.compare_gsm8k`, McNemar's exact test; a
+- ``harness::gsm8k`` with ``--harness-gsm8k``, a ``--harness-gsm8k-*`` threshold, or ``-m gsm8k``: GSM8K few-shot
+  accuracy of ``--harness-target`` (:func:`harness.gsm8k.run.run_gsm8k`), or paired against
+  ``--harness-baseline`` (:func:`harness.gsm8k.run.compare_gsm8k`, McNemar's exact test; a
   recorded baseline gives its recorded answers, ``harness record --gsm8k N``, which must
-  share ``--gsm8k-questions``, ``--gsm8k-shots`` and the data, else a one-line failure).
-  Fails when accuracy < ``--gsm8k-min-accuracy``; with a baseline, when the accuracy
-  drop exceeds ``--gsm8k-max-drop``, or (with no ``--gsm8k-max-drop``) when the paired
+  share ``--harness-gsm8k-questions``, ``--harness-gsm8k-shots`` and the data, else a one-line failure).
+  Fails when accuracy < ``--harness-gsm8k-min-accuracy``; with a baseline, when the accuracy
+  drop exceeds ``--harness-gsm8k-max-drop``, or (with no ``--harness-gsm8k-max-drop``) when the paired
   verdict is ``REGRESSION``.
-- ``harness::boot`` with ``--boot``, ``--boot-cmd CMD`` or ``-m boot``: ``--boot-cmd CMD`` (launch, health, log, fusion, optional
-  routed-experts probe, stop: :func:`harness.server.boot.boot`) or ``--boot`` (the same checks
-  on the running ``--target``: :func:`harness.server.boot.check_running`). Fails when any
+- ``harness::boot`` with ``--harness-boot``, ``--harness-boot-cmd CMD`` or ``-m boot``: ``--harness-boot-cmd CMD`` (launch, health, log, fusion, optional
+  routed-experts probe, stop: :func:`harness.server.boot.boot`) or ``--harness-boot`` (the same checks
+  on the running ``--harness-target``: :func:`harness.server.boot.check_running`). Fails when any
   check is ``FAIL``; the evidence lists every check with the log lines that decided it.
 
 ``-m gsm8k`` / ``-m boot`` select exactly these (and ask for them); ``-m "not gsm8k"``
@@ -95,7 +95,9 @@ class GSM8KItem(_CheckItem):
         try:
             summary = self._run(state, opts)
         except GSM8KDataError as exc:
-            pytest.fail(f"gsm8k: {exc} (give the data with --gsm8k-data PATH)", pytrace=False)
+            pytest.fail(
+                f"gsm8k: {exc} (give the data with --harness-gsm8k-data PATH)", pytrace=False
+            )
         except RecordingError as exc:  # a recorded baseline without these GSM8K answers
             pytest.fail(f"gsm8k: {exc}", pytrace=False)
         self._judge(summary)
@@ -127,7 +129,7 @@ class GSM8KItem(_CheckItem):
         reasons = []
         if s.gsm8k_min_accuracy is not None and cand.accuracy < s.gsm8k_min_accuracy:
             reasons.append(
-                f"accuracy {cand.accuracy:.3f} < --gsm8k-min-accuracy {s.gsm8k_min_accuracy:g}"
+                f"accuracy {cand.accuracy:.3f} < --harness-gsm8k-min-accuracy {s.gsm8k_min_accuracy:g}"
             )
         if summary.paired is not None:
             reasons += _paired_reasons(summary.paired, s.gsm8k_max_drop)
@@ -140,7 +142,7 @@ def _paired_reasons(paired: Any, max_drop: float | None) -> list[str]:
     drop = -paired.accuracy_diff
     if max_drop is not None:
         return (
-            [f"accuracy dropped {drop:.3f} > --gsm8k-max-drop {max_drop:g}"]
+            [f"accuracy dropped {drop:.3f} > --harness-gsm8k-max-drop {max_drop:g}"]
             if drop > max_drop
             else []
         )
@@ -165,12 +167,12 @@ def _paired_lines(paired: Any) -> list[str]:
 
 
 class BootItem(_CheckItem):
-    """Boot checks: launch ``--boot-cmd``, or check the running ``--target``."""
+    """Boot checks: launch ``--harness-boot-cmd``, or check the running ``--harness-target``."""
 
     check = "boot"
 
     def runtest(self) -> None:
-        """Launch ``--boot-cmd``, or check the running ``--target``, and fail on a check that
+        """Launch ``--harness-boot-cmd``, or check the running ``--harness-target``, and fail on a check that
         fails."""
         from harness.errors import LaunchError
         from harness.server.boot import boot, check_running

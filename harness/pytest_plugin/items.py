@@ -1,21 +1,9 @@
 r"""Collection: scenario files become :class:`ScenarioFile` collectors of :class:`ScenarioItem`\ s.
 
-Which files are scenarios (:func:`is_scenario_file`): a ``.yaml``, ``.yml`` or ``.json``
-file that
-
-- has a directory named ``scenarios`` among its parents (inside the rootdir), e.g.
-  ``scenarios/entropy.yaml`` or ``lab/scenarios/long/x.yaml``; or
-- lies under a path of the ini option ``harness_scenarios`` (default places for
-  scenario files, e.g. ``harness_scenarios = scenarios/imported lab/cases``); or
-- was named on the command line (``pytest my_case.yaml``), or lies under a directory
-  named there (``pytest tmp/imported --target URL``; not the rootdir of a project with
-  an ini file, and not the ``testpaths`` a bare ``pytest`` walks).
-
-So a repository's other YAML (``.github/``, ``e2e/``, ``docker-compose.yml``) is never
-collected by accident, and pytest's own ``norecursedirs``/``--ignore`` apply as usual.
+Which files are scenarios: :mod:`harness.pytest_plugin.places`.
 
 Each scenario is one test item per stream mode (``scenarios/x.yaml::x``, or
-``::x[nostream]`` and ``::x[stream]`` with ``--stream-both``), carrying the marker
+``::x[nostream]`` and ``::x[stream]`` with ``--harness-stream-both``), carrying the marker
 ``harness`` and the scenario's tags as ``-k`` keywords. A file that does not parse is
 a collection error whose whole message is the one-line :class:`ScenarioError`.
 
@@ -36,68 +24,13 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.pytest_plugin.judge import Judgement, judge
+from harness.pytest_plugin.places import _under
 from harness.pytest_plugin.session import HarnessState, ItemResult, ScenarioRun, state_key
-from harness.scenario.model import SCENARIO_SUFFIXES, Scenario, ScenarioError, load_scenario
+from harness.scenario.model import Scenario, ScenarioError, load_scenario
 
-__all__ = ["ScenarioFailure", "ScenarioFile", "ScenarioItem", "is_scenario_file"]
+__all__ = ["ScenarioFailure", "ScenarioFile", "ScenarioItem"]
 
 _IDS_KEY = pytest.StashKey[dict[str, Path]]()
-
-
-def _under(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
-        return False
-    return True
-
-
-def _named_dirs(config: pytest.Config) -> list[Path]:
-    """Directories named on the command line (not ``testpaths``, nor a project's rootdir:
-    the folder of its ini file, whose own YAML is the project's, not scenarios)."""
-    if config.args_source != pytest.Config.ArgsSource.ARGS:
-        return []
-    base = config.invocation_params.dir
-    root = config.rootpath.resolve() if config.inipath is not None else None
-    out = []
-    for arg in config.args:
-        p = (base / arg.split("::")[0]).resolve()
-        if p.is_dir() and p != root:
-            out.append(p)
-    return out
-
-
-def _under_named_dir(file_path: Path, config: pytest.Config) -> bool:
-    return any(_under(file_path, d) for d in _named_dirs(config))
-
-
-def add_default_places(config: pytest.Config) -> None:
-    """A bare ``pytest`` (no paths given) also walks the ``harness_scenarios`` paths
-    that lie outside what it walks already (``testpaths`` or the current directory)."""
-    state = config.stash.get(state_key(), None)
-    if config.args_source == pytest.Config.ArgsSource.ARGS or state is None:
-        return
-    base = config.invocation_params.dir
-    walked = [(base / a).resolve() for a in config.args]
-    for place in state.settings.scenario_paths:
-        p = (config.rootpath / place).resolve()
-        if p.exists() and not any(_under(p, w) for w in walked):
-            config.args.append(str(p))
-
-
-def is_scenario_file(file_path: Path, parent: pytest.Collector) -> bool:
-    """The collection rule of the module docstring."""
-    if file_path.suffix not in SCENARIO_SUFFIXES:
-        return False
-    if parent.session.isinitpath(file_path) or _under_named_dir(file_path, parent.config):
-        return True
-    state = parent.config.stash.get(state_key(), None)
-    extra = state.settings.scenario_paths if state is not None else []
-    if any(_under(file_path, p) for p in extra):
-        return True
-    root = parent.config.rootpath
-    rel = file_path.relative_to(root) if _under(file_path, root) else file_path
-    return "scenarios" in rel.parent.parts
 
 
 class ScenarioFailure(HarnessError, AssertionError):

@@ -109,19 +109,19 @@ def _threshold_reasons(scores: Sequence[RunScore], s: HarnessSettings) -> list[s
     if s.applies("min_final_answer_rate") and finals / n < s.min_final_answer_rate:
         reasons.append(
             f"acceptable final answer in {finals}/{n} runs "
-            f"(--min-final-answer-rate {s.min_final_answer_rate:g})"
+            f"(--harness-min-final-answer-rate {s.min_final_answer_rate:g})"
         )
     looping = [x for x in judged if x.repeated_calls - x.allowed_repeats > s.max_repeated_calls]
     if looping and s.applies("max_repeated_calls"):
         worst = max(looping, key=lambda x: x.repeated_calls)
         reasons.append(
             f"repeated identical tool calls in {len(looping)}/{n} runs, up to "
-            f"{worst.repeated_calls} in one run (--max-repeated-calls {s.max_repeated_calls})"
+            f"{worst.repeated_calls} in one run (--harness-max-repeated-calls {s.max_repeated_calls})"
         )
     passed = sum(x.passed for x in judged)
     if s.applies("min_pass_rate") and passed / n < s.min_pass_rate:
         reasons.append(
-            f"passed {passed}/{n} runs (--min-pass-rate {s.min_pass_rate:g}); "
+            f"passed {passed}/{n} runs (--harness-min-pass-rate {s.min_pass_rate:g}); "
             f"failures: {failure_counts(judged)}"
         )
     return reasons

@@ -2,7 +2,7 @@
 
 Every option in :data:`OPTIONS` can be given three ways; the first that is set wins:
 
-1. the command line, e.g. ``--target http://gpu-box:30000``;
+1. the command line, e.g. ``--harness-target http://gpu-box:30000``;
 2. the environment, ``HARNESS_<NAME>``, e.g. ``HARNESS_TARGET``;
 3. the ini file (``pytest.ini``, ``[tool.pytest.ini_options]``, ...), ``harness_<name>``,
    e.g. ``harness_target = http://gpu-box:30000``.
@@ -18,20 +18,23 @@ three) is kept (:attr:`HarnessSettings.explicit`): with a baseline, the absolute
 thresholds (``--min-pass-rate``, ``--min-final-answer-rate``, ``--max-repeated-calls``)
 apply only when given (:mod:`harness.pytest_plugin.judge`).
 
-The options the command line has too (``--target``, ``--repeats``, ``--concurrency``,
-``--request-timeout``, ``--max-retries``, ``--results``, ...) come from
-:data:`harness.options.OPTIONS`: the same flag, parser, default and help text as
-``harness run``/``compare``. Older names still work: the flags ``--harness-timeout``,
-``--harness-retries``, ``--harness-concurrency`` and ``--harness-results`` (not shown in
-``pytest --help``), env ``HARNESS_TIMEOUT``/``HARNESS_RETRIES`` and ini
-``harness_timeout``/``harness_retries``, each read after the new name.
+Every flag is under the prefix ``--harness-`` (:data:`PREFIX`), so the plugin, installed
+beside another suite, never takes a flag that suite's conftest defines (vLLM's adds
+``--model``; argparse refuses a second definition). The options the command line has too
+(``--target``, ``--repeats``, ``--concurrency``, ``--request-timeout``, ...) come from
+:data:`harness.options.OPTIONS`: the same parser, default and help text as ``harness
+run``/``compare``, the flag prefixed (``--harness-target``). Older names still work: the
+flags ``--harness-timeout`` and ``--harness-retries`` (not shown in ``pytest --help``), env
+``HARNESS_TIMEOUT``/``HARNESS_RETRIES`` and ini ``harness_timeout``/``harness_retries``,
+each read after the new name.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, field, fields
+import re
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,7 @@ from harness.stats.sequential import ROUNDS
 
 __all__ = [
     "OPTIONS",
+    "PREFIX",
     "HarnessSettings",
     "Option",
     "add_options",
@@ -131,6 +135,35 @@ _NOTES = {
     "baseline": "; a scenario test then fails when the comparison finds it worse",
 }
 
+#: the prefix of every flag of the plugin: a plugin installed beside another suite must not
+#: take a flag its conftest defines (``--model``, ``--target``: argparse refuses the second)
+PREFIX = "--harness-"
+
+_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)(?![\w-])")
+
+
+def _prefixed(flag: str) -> str:
+    """``--target`` -> ``--harness-target``; a flag already under the prefix is kept."""
+    return flag if flag.startswith(PREFIX) else PREFIX + flag[2:]
+
+
+def _plugin_text(text: str, flags: set[str]) -> str:
+    """Help text with the plugin's own flags spelt with the prefix (``with --baseline`` ->
+    ``with --harness-baseline``)."""
+    return _FLAG.sub(lambda m: _prefixed(m.group(0)) if m.group(0) in flags else m.group(0), text)
+
+
+_BARE = {opt.flag for opt in OPTIONS}
+OPTIONS = tuple(
+    replace(
+        opt,
+        flag=_prefixed(opt.flag),
+        help=_plugin_text(opt.help, _BARE),
+        plugin_aliases=tuple(a for a in opt.plugin_aliases if a != _prefixed(opt.flag)),
+    )
+    for opt in OPTIONS
+)
+_NOTES = {k: _plugin_text(v, _BARE) for k, v in _NOTES.items()}
 _SPECS = {opt.name: opt for opt in OPTIONS}
 
 

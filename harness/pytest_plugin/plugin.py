@@ -5,11 +5,11 @@ is active wherever the package is installed; ``-p no:harness`` turns it off.
 
 Usage::
 
-    pytest scenarios/ --target http://gpu-box:30000 [--model NAME] [--repeats 3]
-    pytest scenarios/ --target http://gpu-box:30001 --baseline http://gpu-box:30000
-    pytest scenarios/ --target http://gpu-box:30000 --baseline results/<id>   # recorded
-    pytest scenarios/ --target URL --gsm8k --gsm8k-min-accuracy 0.85 -m gsm8k
-    pytest --boot-cmd "python -m sglang.launch_server ..." -m boot
+    pytest scenarios/ --harness-target http://gpu-box:30000 [--harness-model NAME] [--harness-repeats 3]
+    pytest scenarios/ --harness-target http://gpu-box:30001 --harness-baseline http://gpu-box:30000
+    pytest scenarios/ --harness-target http://gpu-box:30000 --harness-baseline results/<id>   # recorded
+    pytest scenarios/ --harness-target URL --harness-gsm8k --harness-gsm8k-min-accuracy 0.85 -m gsm8k
+    pytest --harness-boot-cmd "python -m sglang.launch_server ..." -m boot
 
 - Options (group ``harness`` in ``pytest --help``) also read ``HARNESS_<NAME>`` from
   the environment and ``harness_<name>`` from the ini file; CLI > env > ini
@@ -23,12 +23,15 @@ Usage::
   ``infrastructure error``, never failures.
 - GSM8K and boot checks are opt-in items with markers ``gsm8k`` and ``boot``
   (:mod:`harness.pytest_plugin.checks`).
-- With no target every harness test is skipped with one reason, so a plain ``pytest``
-  in a repository still runs its own tests.
+- Inert unless asked: with no target no scenario file is collected (one line in the
+  terminal summary when some were named on the command line), so a plain ``pytest`` in
+  a repository, or another suite in the same environment, runs as without the plugin:
+  every flag is under ``--harness-`` (none can clash with a conftest's ``--model``) and
+  nothing heavy is imported until a harness test runs (:mod:`harness.pytest_plugin.places`).
 - All selected scenarios' runs are made together at the first scenario test
-  (``--harness-batch``, default on; ``--concurrency`` runs in flight), then each
-  test judges its own. Harness tests bound their own time (``--request-timeout`` per
-  request, ``max_turns``, ``--boot-timeout``), so pytest-timeout's limit is off for them.
+  (``--harness-batch``, default on; ``--harness-concurrency`` runs in flight), then each
+  test judges its own. Harness tests bound their own time (``--harness-request-timeout`` per
+  request, ``max_turns``, ``--harness-boot-timeout``), so pytest-timeout's limit is off for them.
 - Results go to one run folder per session, ``<results>/pytest-<stamp>-<pid>/``, as the
   CLI writes them: ``manifest.json``, ``transcripts.jsonl``, ``summary.json``,
   ``report.html`` (or ``--harness-html PATH``). JUnit XML comes from pytest's own
@@ -52,6 +55,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.pytest_plugin.options import HarnessSettings, add_options, resolve_settings
+from harness.pytest_plugin.places import (
+    SUFFIXES,
+    add_default_places,
+    enabled,
+    is_scenario_file,
+    named,
+)
 from harness.pytest_plugin.session import NO_TARGET, HarnessState, state_key
 from harness.redaction import redact_text
 
@@ -66,11 +76,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ScoredRun"]
 
-_SUFFIXES = (".yaml", ".yml", ".json")
 _MARKERS = (
     "harness: a harness scenario test (added by the harness plugin)",
-    "gsm8k: GSM8K accuracy checks (opt-in with --gsm8k; select with -m gsm8k)",
-    "boot: boot checks (opt-in with --boot-cmd or --boot; select with -m boot)",
+    "gsm8k: GSM8K accuracy checks (opt-in with --harness-gsm8k; select with -m gsm8k)",
+    "boot: boot checks (opt-in with --harness-boot-cmd or --harness-boot; select with -m boot)",
 )
 
 
@@ -82,8 +91,6 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in _MARKERS:
         config.addinivalue_line("markers", line)
     config.stash[state_key()] = HarnessState(resolve_settings(config))
-    from harness.pytest_plugin.items import add_default_places
-
     add_default_places(config)
 
 
@@ -96,12 +103,14 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if file_path.suffix not in _SUFFIXES:
+    if file_path.suffix not in SUFFIXES or not is_scenario_file(file_path, parent):
         return None
-    from harness.pytest_plugin.items import ScenarioFile, is_scenario_file
+    if not enabled(parent.config):  # inert: another suite's YAML, or no target asked for
+        if named(file_path, parent):
+            _state(parent.config).not_collected += 1
+        return None
+    from harness.pytest_plugin.items import ScenarioFile
 
-    if not is_scenario_file(file_path, parent):
-        return None
     return ScenarioFile.from_parent(parent, path=file_path)
 
 
@@ -112,8 +121,8 @@ def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.It
     items.extend(make_check_items(session))
     if session.config.pluginmanager.hasplugin("timeout"):
         # pytest-timeout's per-test limit (e.g. ini `timeout = 300`) would kill a boot wait
-        # or a batch of runs; harness tests bound themselves (--request-timeout per
-        # request, max_turns, --boot-timeout), so it is off for them (timeout 0).
+        # or a batch of runs; harness tests bound themselves (--harness-request-timeout per
+        # request, max_turns, --harness-boot-timeout), so it is off for them (timeout 0).
         for item in items:
             if item.get_closest_marker("harness") and not item.get_closest_marker("timeout"):
                 item.add_marker(pytest.mark.timeout(0))
@@ -153,7 +162,7 @@ def _has_check_items(session: pytest.Session) -> bool:
 
 def _make_run_dir(state: HarnessState) -> None:
     """The session's run folder made before any test runs: one that cannot be made
-    (``--results=/proc/nope``) stops the session in one line, not an error per test."""
+    (``--harness-results=/proc/nope``) stops the session in one line, not an error per test."""
     from harness.errors import RunFolderError
 
     try:
@@ -168,6 +177,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = _state(config)
+    if state.not_collected:
+        terminalreporter.write_line(
+            f"harness: {state.not_collected} scenario file(s) not collected: no "
+            "--harness-target given (or HARNESS_TARGET, ini harness_target)"
+        )
     if not state.has_run_dir and not state.results:
         return
     tr = terminalreporter
@@ -246,7 +260,7 @@ def harness_target(pytestconfig: pytest.Config) -> TargetConfig:
 
 @pytest.fixture(scope="session")
 def harness_baseline(pytestconfig: pytest.Config) -> TargetConfig | RecordedSide | None:
-    """The baseline (``--baseline``): a server, a recording
+    """The baseline (``--harness-baseline``): a server, a recording
     (:class:`harness.recording.RecordedSide`), or ``None``."""
     return _state(pytestconfig).baseline()
 

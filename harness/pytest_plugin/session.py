@@ -42,7 +42,9 @@ if TYPE_CHECKING:  # imported lazily: `pytest` starts fast when no harness test 
 __all__ = ["HarnessState", "ItemResult", "NO_TARGET", "ScenarioRun", "state_key"]
 
 #: the one reason every harness test is skipped with when no server is configured
-NO_TARGET = "no --target given (or HARNESS_TARGET, ini harness_target): harness tests skipped"
+NO_TARGET = (
+    "no --harness-target given (or HARNESS_TARGET, ini harness_target): harness tests skipped"
+)
 
 
 @dataclass
@@ -73,6 +75,8 @@ class HarnessState:
     results: list[ItemResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # lines for the terminal summary
     scenario_ids: set[str] = field(default_factory=set)  # collected scenarios
+    #: scenario files asked for by name but not collected: no target (the plugin inert)
+    not_collected: int = 0
     summary: Summary | None = None  # summary.json, once written
     planned: list[tuple[Scenario, bool]] = field(default_factory=list)  # selected tests
     #: with a baseline and batching: the session's comparison (its last look)
@@ -131,11 +135,11 @@ class HarnessState:
         return self._recording
 
     def check_baseline(self, scenarios: list[Scenario]) -> None:
-        """Open a recorded ``--baseline`` and check it against ``scenarios`` (the selected
+        """Open a recorded ``--harness-baseline`` and check it against ``scenarios`` (the selected
         ones) and the session's settings (:func:`~harness.pytest_plugin.baseline.open_recording`).
 
         Raises:
-            pytest.UsageError: it cannot serve, in one line (``--baseline: ...``).
+            pytest.UsageError: it cannot serve, in one line (``--harness-baseline: ...``).
         """
         from harness.errors import RecordingError
         from harness.pytest_plugin.baseline import open_recording
@@ -143,7 +147,7 @@ class HarnessState:
         try:
             self._recording = open_recording(self.settings, scenarios)
         except RecordingError as exc:
-            raise pytest.UsageError(f"--baseline: {exc}") from None
+            raise pytest.UsageError(f"--harness-baseline: {exc}") from None
 
     def _check_one(self, scenario: Scenario) -> None:
         """Check the recording against one more scenario; a recording that cannot serve
@@ -155,7 +159,7 @@ class HarnessState:
         try:
             open_recording(self.settings, [scenario], self._recording.whole)
         except RecordingError as exc:
-            pytest.fail(f"--baseline: {exc}", pytrace=False)
+            pytest.fail(f"--harness-baseline: {exc}", pytrace=False)
 
     def targets(self) -> list[TargetConfig]:
         """The live servers: ``[target]`` or ``[baseline, candidate]`` (a recorded baseline
@@ -197,7 +201,7 @@ class HarnessState:
     def run_planned(self) -> None:
         """Batching (``--harness-batch on``, the default): on the first call, run every
         selected scenario test's runs in one :func:`harness.runner.run_many_sync` per stream
-        mode, so ``--concurrency`` runs are in flight across scenarios, as with
+        mode, so ``--harness-concurrency`` runs are in flight across scenarios, as with
         ``harness run``. Each test then reads its runs back from the folder."""
         if self._batched or not self.settings.batch or not self.planned:
             return
@@ -317,8 +321,9 @@ class HarnessState:
         return ScenarioRun(records, scores, summary if summary.kind == "compare" else None)
 
     def sampling(self) -> SamplingPolicy:
-        """``--temperature``, ``--sampling-seed``, ``--reasoning-history`` and
-        ``--history-fields`` as the runner takes them."""
+        """``--harness-temperature``, ``--harness-sampling-seed``,
+        ``--harness-reasoning-history`` and ``--harness-history-fields`` as the runner takes
+        them."""
         from harness.runner import SamplingPolicy
 
         s = self.settings
@@ -400,7 +405,7 @@ class HarnessState:
         """Score the folder's transcripts into ``summary.json`` as ``harness compare`` does,
         with both sides' fusion engagement when there is a baseline. The batched
         comparison's summary is kept as its last look decided it (re-scored only to add
-        the candidate's own tests when ``--min-pass-rate`` was given)."""
+        the candidate's own tests when ``--harness-min-pass-rate`` was given)."""
         from dataclasses import replace
 
         from harness.pipeline import FolderContext, engagement, score_folder

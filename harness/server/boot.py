@@ -60,6 +60,7 @@ __all__ = [
     "CheckStatus",
     "boot",
     "boot_summary",
+    "crashed_at_boot",
     "check_running",
     "fresh_log",
     "refuse_held_port",
@@ -472,10 +473,21 @@ def fresh_log(folder: RunFolder) -> Path:
     return log
 
 
+def crashed_at_boot(report: BootReport) -> bool:
+    """Whether the server itself failed to start: it exited, or printed a traceback or a
+    CUDA/HIP error, before ``/health`` answered 200 (the build's failure). A command that
+    cannot be started or a server still silent at the timeout is not a crash."""
+    return any(
+        c.name == "health" and c.verdict == "FAIL" and not c.detail.startswith("timeout")
+        for c in report.checks
+    )
+
+
 def boot_summary(report: BootReport) -> dict[str, Any]:
     """What a comparison shows of a launched side's boot: the verdict, the URL, each
-    check (name, verdict, detail), the fusion state and the crash quoted (the first
-    failed check's evidence, at most 20 lines), for ``SideInfo.boot``."""
+    check (name, verdict, detail), the fusion state, whether it crashed
+    (:func:`crashed_at_boot`) and the crash quoted (the first failed check's evidence, at
+    most 20 lines), for ``SideInfo.boot``."""
     failed = next((c for c in report.checks if c.verdict == "FAIL" and c.evidence), None)
     return {
         "verdict": report.verdict,
@@ -486,6 +498,7 @@ def boot_summary(report: BootReport) -> dict[str, Any]:
             for c in report.checks
         ],
         "fusion": report.fusion.state if report.fusion is not None else None,
+        "crashed": crashed_at_boot(report),
         "crash": [redact_text(e) for e in failed.evidence[-20:]] if failed is not None else [],
         "run_dir": report.run_dir,
     }

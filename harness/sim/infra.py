@@ -52,6 +52,14 @@ GARBAGE_BODY = '<html><body>502 Bad Gateway</body></html>\n{"choices": [{"mess'
 #: the body length a ``connection-drop`` response promises (it sends far less)
 DROP_LENGTH = 1000
 
+#: vLLM's answer to ``tool_choice: "auto"`` (the default when tools are given) without
+#: ``--enable-auto-tool-choice`` (the request check of its chat completions endpoint)
+NO_PARSER_AUTO = (
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+)
+#: vLLM's answer to ``tool_choice: "required"`` (or a named function) without a parser
+NO_PARSER_REQUIRED = 'tool_choice="required" requires --tool-call-parser to be set'
+
 
 class ConnectionDropped(HarnessError):
     """Raised inside a response on purpose (``connection-drop``): the ASGI server then
@@ -97,6 +105,11 @@ async def infra_response(
         return error_response(500, "simulated internal server error", "server_error")
     if infra == "http-400":
         return error_response(400, "simulated refusal: the server does not accept this request")
+    if infra == "no-tool-parser" and body.get("tools") and body.get("tool_choice") != "none":
+        required = body.get("tool_choice") == "required" or isinstance(
+            body.get("tool_choice"), dict
+        )
+        return error_response(400, NO_PARSER_REQUIRED if required else NO_PARSER_AUTO)
     if infra == "flaky-500":
         key = flaky_key(body)
         if key is not None and key not in flaky_seen:

@@ -119,6 +119,9 @@ name                       behaviour
 ``http-500``               infrastructure: every POST answers HTTP 500
 ``http-400``               infrastructure: every POST answers HTTP 400 (the server refuses the
                            request; not transient, so a client must not retry it)
+``no-tool-parser``         infrastructure: vLLM launched without ``--enable-auto-tool-choice
+                           --tool-call-parser``: HTTP 400 with vLLM's message to every
+                           request that offers tools (``tool_choice`` auto or required)
 ``flaky-500``              infrastructure: the first try of each conversation's first
                            request (and of each distinct completions prompt) answers 500
 ``slow``                   infrastructure: every POST sleeps ``delay_s`` (3 s) first
@@ -177,7 +180,7 @@ __all__ = [
 
 InfraFault = Literal[
     "http-500", "http-400", "flaky-500", "slow", "invalid-json", "no-choices", "connection-drop",
-    "endless", "cut-stream", "bad-utf8", "rate-limit", "huge", "error-200",
+    "no-tool-parser", "endless", "cut-stream", "bad-utf8", "rate-limit", "huge", "error-200",
 ]  # fmt: skip
 INFRA_FAULTS: tuple[str, ...] = InfraFault.__args__  # type: ignore[attr-defined]
 
@@ -477,6 +480,11 @@ _LIST: list[SimProfile] = [
     SimProfile(name="fusion-unknown", fusion="unknown", description="healthy, fusion unreported"),
     SimProfile(name="http-500", infra="http-500", description="every POST answers 500"),
     SimProfile(name="http-400", infra="http-400", description="every POST answers 400"),
+    SimProfile(
+        name="no-tool-parser",
+        infra="no-tool-parser",
+        description="vLLM launched without --tool-call-parser: 400 to every request with tools",
+    ),  # fmt: skip
     SimProfile(name="flaky-500", infra="flaky-500", description="first try answers 500"),
     SimProfile(name="slow", infra="slow", description="every POST sleeps delay_s first"),
     SimProfile(name="invalid-json", infra="invalid-json", description="200 with a non-JSON body"),

@@ -1,5 +1,5 @@
 """Keys are never written or shown: a key in a server URL's userinfo
-(``boot --target``, matrix ``url:``, the plugin's ``--target``, ``import --golden``) and
+(``boot --target``, matrix ``url:``, the plugin's ``--harness-target``, ``import --golden``) and
 the value of a key flag or a secret-looking variable in a launch command (``--api-key
 KEY``, ``--api-key=KEY``, ``OPENAI_API_KEY=KEY``; ``boot --cmd``, matrix ``launch:``).
 Each test greps everything written and printed for the key."""
@@ -122,7 +122,7 @@ def test_plugin_summary_and_import_golden_line_show_no_key(
     pytester.makeini("[pytest]\n")
     (pytester.path / "scenarios").mkdir()
     shutil.copy(SCENARIO, pytester.path / "scenarios")
-    result = pytester.runpytest("scenarios", "--target", url, "--repeats", "1")
+    result = pytester.runpytest("scenarios", "--harness-target", url, "--harness-repeats", "1")
     result.stdout.fnmatch_lines(["target http://***@127.0.0.1:*: 1 passed*"])
     assert KEY not in result.stdout.str() + result.stderr.str()
     src = tmp_path / "r.jsonl"

@@ -19,6 +19,7 @@ from harness.cli import main
 from harness.errors import RunFolderError
 from harness.redaction import redact_text, redact_url
 from harness.runfolder import RunFolder, release_locks
+from harness.scenario.library import LIBRARY
 from tests.compare.test_compare import CLOCK, ENTROPY
 
 ROOT = Path(__file__).parents[2]
@@ -286,6 +287,8 @@ def test_sigterm_prints_the_resume_hint_like_sigint(
     assert "Traceback" not in err
     assert "interrupted; resume with: " in err and "--resume x" in err
     assert len(list(RunFolder(tmp_path / "x").records())) >= 1  # what finished is kept
+    report = (tmp_path / "x" / "report.md").read_text()  # a report for the CI job to post
+    assert "INTERRUPTED" in report and "--resume x" in report
 
 
 SECRET = "s3cr3tKEY"
@@ -362,7 +365,11 @@ def test_sim_says_what_it_plays_and_refuses_what_it_does_not_know(
     assert f"Playing 2 scenario(s) from {scenarios}" in said
     empty = tmp_path / "empty"
     empty.mkdir()
-    proc, url, said = _start_sim(empty)  # no scenarios/ here
+    proc, url, said = _start_sim(empty)  # no scenarios/ here: the shipped library
+    proc.terminate()
+    proc.wait()
+    assert f"Playing 30 scenario(s) from {LIBRARY}" in said
+    proc, url, said = _start_sim(empty, "--scenarios", str(empty))  # an empty folder
     try:
         common = [str(scenarios), "--results", str(tmp_path), "--repeats", "1", "--no-progress"]
         code = main(["run", *common, "--target", url, "--run-id", "u"])
@@ -370,7 +377,7 @@ def test_sim_says_what_it_plays_and_refuses_what_it_does_not_know(
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
-    assert "WARNING: no scenario files in 'scenarios'" in err and "give --scenarios DIR" in err
+    assert f"WARNING: no scenario files in '{empty}'" in err and "give --scenarios DIR" in err
     assert code == 3  # every run an infrastructure error, not a model failure
     for rec in RunFolder(tmp_path / "u").records():
         assert rec.stop_reason == "error" and rec.error is not None
@@ -403,7 +410,7 @@ def test_reports_fold_long_fields_with_their_size(
 def test_plugin_results_that_cannot_be_made_is_one_line(
     results: str, tmp_path: Path, write_scenarios: Callable[..., Path]
 ) -> None:
-    """``pytest --results=/proc/nope``: one ``ERROR:`` line and exit 4 (usage), before any
+    """``pytest --harness-results=/proc/nope``: one ``ERROR:`` line and exit 4 (usage), before any
     test runs; not an error with its traceback per test."""
     if results.startswith("/proc") and not Path("/proc/self").exists():
         pytest.skip("no /proc here")
@@ -412,7 +419,7 @@ def test_plugin_results_that_cannot_be_made_is_one_line(
     results = results.format(file=tmp_path / "file")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(scenarios),
-         "--target", "http://127.0.0.1:9", f"--results={results}"],
+         "--harness-target", "http://127.0.0.1:9", f"--harness-results={results}"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     out = proc.stdout + proc.stderr

@@ -3,6 +3,7 @@ and every YAML example on it loads."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -117,8 +118,14 @@ def test_mkdocs_build_is_strict_and_clean(tmp_path: Path) -> None:
         env={"NO_MKDOCS_2_WARNING": "1", "PATH": ""},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert (tmp_path / "site" / "getting-started" / "index.html").is_file()
-    assert (tmp_path / "site" / "commands" / "compare" / "index.html").is_file()
+    site = tmp_path / "site"
+    assert (site / "getting-started.html").is_file()  # opened from files: one file per page
+    assert (site / "commands" / "compare.html").is_file()
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert 'href="getting-started.html"' in index  # not a folder (a listing, from files)
+    assert "fonts.googleapis" not in index and "fonts.gstatic" not in index  # no web fonts
+    assert (site / "search" / "search_index.js").is_file()  # the index inlined (offline plugin)
+    assert "white-space: pre-wrap" in (site / "stylesheets" / "extra.css").read_text()
 
 
 def _yaml_examples() -> list[tuple[str, str]]:
@@ -168,3 +175,14 @@ def test_readme_is_short_and_its_links_resolve() -> None:
     assert not missing, f"README.md links to missing files: {missing}"
     for command in ("make compare", "make test", "make record UNFUSED="):
         assert command in text
+
+
+def test_the_absolute_rule_figure_is_the_measured_one() -> None:
+    """docs/pytest-plugin.md's figure of ``harness run`` without a baseline is
+    ``bench/calibration/run_absolute.json``'s (``python -m bench.calibration.run_absolute``)."""
+    measured = json.loads((ROOT / "bench" / "calibration" / "run_absolute.json").read_text())
+    page = " ".join((DOCS / "pytest-plugin.md").read_text(encoding="utf-8").split())
+    lo, hi = (round(100 * x) for x in measured["ci95"])
+    figure = f"{measured['failed_sessions']} of {measured['sessions']} of its sessions"
+    assert f"{figure} at fresh seeds (95% Clopper-Pearson [{lo}%, {hi}%])" in page
+    assert f"--sessions {measured['sessions']}" in page

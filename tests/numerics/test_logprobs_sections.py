@@ -104,11 +104,11 @@ def test_plugin_adds_the_numerics_line_with_a_baseline(
     cand = sim_url("fused-regression", scenarios_dir=scen)
     args = [
         str(scen),
-        "--target",
+        "--harness-target",
         cand,
-        "--baseline",
+        "--harness-baseline",
         base,
-        "--repeats",
+        "--harness-repeats",
         "1",
         "-p",
         "no:cacheprovider",

@@ -1,7 +1,7 @@
 """The pytest plugin, driven with ``pytester`` against the reference server on 127.0.0.1.
 
 Each test runs an inner pytest session (in-process) on scenario files copied into the
-pytester directory, with ``--target`` pointing at a ``harness.sim`` server started in a
+pytester directory, with ``--harness-target`` pointing at a ``harness.sim`` server started in a
 thread by a module-scoped fixture.
 """
 
@@ -121,6 +121,10 @@ def project(pytester: pytest.Pytester, scenario_dir: Path) -> pytest.Pytester:
     return pytester
 
 
+#: a target for sessions that only collect (nothing is sent to it)
+DEAD_TARGET = "http://127.0.0.1:9"
+
+
 def run_dirs(root: Path) -> list[Path]:
     return sorted(p for p in root.glob("pytest-*") if p.is_dir())
 
@@ -131,7 +135,7 @@ def run_dirs(root: Path) -> list[Path]:
 def test_healthy_target_passes_and_writes_a_run_folder(
     project: pytest.Pytester, healthy: str
 ) -> None:
-    result = project.runpytest("scenarios", "--target", healthy, "-ra")
+    result = project.runpytest("scenarios", "--harness-target", healthy, "-ra")
     result.assert_outcomes(passed=2)
     [folder] = run_dirs(project.path / "results")
     records = (folder / "transcripts.jsonl").read_text().splitlines()
@@ -147,13 +151,13 @@ def test_healthy_target_passes_and_writes_a_run_folder(
 def test_fused_regression_fails_with_readable_evidence(
     project: pytest.Pytester, fused: str
 ) -> None:
-    result = project.runpytest("scenarios/plugin_entropy.yaml", "--target", fused)
+    result = project.runpytest("scenarios/plugin_entropy.yaml", "--harness-target", fused)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "Traceback" not in out
     result.stdout.fnmatch_lines(
         [
-            "acceptable final answer in 0/2 runs (--min-final-answer-rate 1)",
+            "acceptable final answer in 0/2 runs (--harness-min-final-answer-rate 1)",
             "repeated identical tool calls in 2/2 runs*",
             "expected calls:",
             '*entropy {"values": [[]0.5, 0.25, 0.25[]], "base": 2}',
@@ -174,21 +178,21 @@ def test_a_broken_report_is_a_warning_and_the_outcomes_stand(
         raise RuntimeError("template bug")
 
     monkeypatch.setattr(harness.present.report.render, "build_report", bug)
-    good = project.runpytest("scenarios", "--target", healthy)
+    good = project.runpytest("scenarios", "--harness-target", healthy)
     good.assert_outcomes(passed=2)
     assert good.ret == 0
     good.stdout.fnmatch_lines(["warning: report not written: RuntimeError: template bug"])
-    bad = project.runpytest("scenarios/plugin_entropy.yaml", "--target", fused)
+    bad = project.runpytest("scenarios/plugin_entropy.yaml", "--harness-target", fused)
     bad.assert_outcomes(failed=1)
     assert bad.ret == 1 and "report not written: RuntimeError: template bug" in bad.stdout.str()
 
 
-def test_no_target_skips_everything_with_one_reason(project: pytest.Pytester) -> None:
+def test_no_target_collects_no_scenario_and_says_so_in_one_line(project: pytest.Pytester) -> None:
     result = project.runpytest("scenarios", "-ra")
-    result.assert_outcomes(skipped=2)
-    skipped = [line for line in result.stdout.lines if line.startswith("SKIPPED")]
-    assert len(skipped) == 1, skipped
-    assert "[2]" in skipped[0] and "no --target given (or HARNESS_TARGET" in skipped[0]
+    result.assert_outcomes()  # inert: no test added, none skipped
+    result.stdout.fnmatch_lines(
+        ["harness: 2 scenario file(s) not collected: no --harness-target given (or HARNESS_TARGET*"]
+    )
     assert not (project.path / "results").exists()  # nothing run, no run folder
 
 
@@ -196,12 +200,14 @@ def test_baseline_mode_fails_on_regression_and_passes_on_equal_builds(
     project: pytest.Pytester, healthy: str, fused: str
 ) -> None:
     bad = project.runpytest(
-        "scenarios/plugin_entropy.yaml", "--target", fused, "--baseline", healthy,
-        "--min-pass-rate", "1",
+        "scenarios/plugin_entropy.yaml", "--harness-target", fused, "--harness-baseline", healthy,
+        "--harness-min-pass-rate", "1",
     )  # fmt: skip
     bad.assert_outcomes(failed=1)
     bad.stdout.fnmatch_lines(["*candidate run 0*turn_cap*", "*baseline run 0*final_answer*"])
-    good = project.runpytest("scenarios", "--target", healthy, "--baseline", healthy)
+    good = project.runpytest(
+        "scenarios", "--harness-target", healthy, "--harness-baseline", healthy
+    )
     good.assert_outcomes(passed=2)
     first, folder = run_dirs(project.path / "results")
     keys = {json.loads(x)["run_key"].split("/")[0] for x in (folder / "transcripts.jsonl").open()}
@@ -219,9 +225,11 @@ def test_results_option_that_is_a_file_is_a_usage_error(
 ) -> None:
     blocker = project.path / "afile"
     blocker.write_text("x")
-    result = project.runpytest("scenarios", "--target", healthy, f"--results={blocker}")
+    result = project.runpytest(
+        "scenarios", "--harness-target", healthy, f"--harness-results={blocker}"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --results: '*afile' is a file, not a folder*"])
+    result.stderr.fnmatch_lines(["ERROR: --harness-results: '*afile' is a file, not a folder*"])
     assert "Traceback" not in result.stderr.str()
 
 
@@ -230,7 +238,7 @@ def test_bad_scenario_file_is_a_one_line_collection_error(
 ) -> None:
     bad = dict(ENTROPY, id="bad_one", colour="red")
     (project.path / "scenarios" / "bad_one.yaml").write_text(yaml.safe_dump(bad))
-    result = project.runpytest("scenarios", "--target", healthy)
+    result = project.runpytest("scenarios", "--harness-target", healthy)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         ["*scenarios/bad_one.yaml: colour: unknown key; *(`harness schema` prints the format)*"]
@@ -240,14 +248,14 @@ def test_bad_scenario_file_is_a_one_line_collection_error(
 
 
 def test_readme_line_runs_the_repository_scenarios(pytester: pytest.Pytester) -> None:
-    """``pytest scenarios/ --target <url>`` as docs/pytest-plugin.md writes it, on two repo scenarios."""
+    """``pytest scenarios/ --harness-target <url>`` as docs/pytest-plugin.md writes it, on two repo scenarios."""
     files = sorted((REPO / "scenarios").glob("*.yaml"))[:2]
     assert files, "the repository has scenario files"
     (pytester.path / "scenarios").mkdir()
     for f in files:
         shutil.copy(f, pytester.path / "scenarios" / f.name)
     with serve_in_thread("healthy", scenarios_dir=pytester.path / "scenarios") as url:
-        result = pytester.runpytest("scenarios/", "--target", url, "--repeats", "1")
+        result = pytester.runpytest("scenarios/", "--harness-target", url, "--harness-repeats", "1")
     result.assert_outcomes(passed=len(files))
 
 
@@ -266,11 +274,11 @@ def test_unreachable_server_is_an_infrastructure_error_not_a_failure(
     url = f"http://127.0.0.1:{_closed_port()}"
     result = project.runpytest(
         "scenarios/plugin_no_tools.yaml",
-        "--target",
+        "--harness-target",
         url,
-        "--max-retries",
+        "--harness-max-retries",
         "0",
-        "--repeats",
+        "--harness-repeats",
         "1",
     )
     result.assert_outcomes(errors=1)
@@ -287,9 +295,18 @@ def test_baseline_regression_fails_even_with_absolute_thresholds_relaxed(
     project: pytest.Pytester, healthy: str, fused: str
 ) -> None:
     """The compare verdict alone fails the test (8 repeats: Westfall-Young adjusted p < 0.01)."""
-    relaxed = ["--min-final-answer-rate", "0", "--min-pass-rate", "0", "--max-repeated-calls", "99"]
-    args = ["scenarios/plugin_entropy.yaml", "--repeats", "8", *relaxed]
-    bad = project.runpytest(*args, "--target", fused, "--baseline", healthy, "--junitxml", "j.xml")
+    relaxed = [
+        "--harness-min-final-answer-rate",
+        "0",
+        "--harness-min-pass-rate",
+        "0",
+        "--harness-max-repeated-calls",
+        "99",
+    ]
+    args = ["scenarios/plugin_entropy.yaml", "--harness-repeats", "8", *relaxed]
+    bad = project.runpytest(
+        *args, "--harness-target", fused, "--harness-baseline", healthy, "--junitxml", "j.xml"
+    )
     bad.assert_outcomes(failed=1)
     bad.stdout.fnmatch_lines(
         [
@@ -301,7 +318,7 @@ def test_baseline_regression_fails_even_with_absolute_thresholds_relaxed(
     )
     xml = (project.path / "j.xml").read_text()
     assert '<property name="verdict" value="REGRESSION"' in xml
-    alone = project.runpytest(*args, "--target", fused)
+    alone = project.runpytest(*args, "--harness-target", fused)
     alone.assert_outcomes(passed=1)  # the same runs pass the relaxed absolute thresholds
 
 
@@ -319,7 +336,7 @@ def test_option_precedence_is_cli_then_env_then_ini(
     pytester.runpytest("-s").stdout.fnmatch_lines(["*REPEATS=5 TARGET=http://ini:1*"])
     monkeypatch.setenv("HARNESS_REPEATS", "4")
     pytester.runpytest("-s").stdout.fnmatch_lines(["*REPEATS=4 TARGET=http://ini:1*"])
-    result = pytester.runpytest("-s", "--repeats", "3", "--target", "http://cli:2")
+    result = pytester.runpytest("-s", "--harness-repeats", "3", "--harness-target", "http://cli:2")
     result.stdout.fnmatch_lines(["*REPEATS=3 TARGET=http://cli:2*"])
 
 
@@ -333,7 +350,7 @@ def test_a_bad_option_value_is_a_usage_error_naming_its_source(
         ["*ini option harness_min_pass_rate: '1.5' is not a rate between 0 and 1*"]
     )
     monkeypatch.setenv("HARNESS_REPEATS", "three")
-    result = pytester.runpytest("--min-pass-rate", "0.5")
+    result = pytester.runpytest("--harness-min-pass-rate", "0.5")
     result.stderr.fnmatch_lines(
         ["*environment variable HARNESS_REPEATS: 'three' is not a whole number >= 1*"]
     )
@@ -348,7 +365,7 @@ def test_only_files_under_a_scenarios_directory_are_collected(project: pytest.Py
     (project.path / "config").mkdir()
     (project.path / "config" / "settings.yaml").write_text("a: 1\n")
     (project.path / "config" / "data.json").write_text("[1, 2]\n")
-    result = project.runpytest("--collect-only", "-q", ".")
+    result = project.runpytest("--collect-only", "--harness-target", DEAD_TARGET, "-q", ".")
     result.stdout.fnmatch_lines(
         ["scenarios/plugin_entropy.yaml::plugin_entropy", "*2 tests collected*"]
     )
@@ -361,7 +378,7 @@ def test_ini_harness_scenarios_adds_a_directory(
 ) -> None:
     shutil.copytree(scenario_dir, pytester.path / "cases")
     pytester.makeini("[pytest]\nharness_scenarios = cases\n")
-    result = pytester.runpytest("--collect-only", "-q", "cases")
+    result = pytester.runpytest("--collect-only", "--harness-target", DEAD_TARGET, "-q", "cases")
     result.stdout.fnmatch_lines(
         ["cases/plugin_entropy.yaml::plugin_entropy", "*2 tests collected*"]
     )
@@ -370,10 +387,10 @@ def test_ini_harness_scenarios_adds_a_directory(
 def test_stream_both_makes_one_test_per_mode(project: pytest.Pytester, healthy: str) -> None:
     result = project.runpytest(
         "scenarios/plugin_entropy.yaml",
-        "--target",
+        "--harness-target",
         healthy,
-        "--stream-both",
-        "--repeats",
+        "--harness-stream-both",
+        "--harness-repeats",
         "1",
         "-v",
     )
@@ -386,7 +403,17 @@ def test_stream_both_makes_one_test_per_mode(project: pytest.Pytester, healthy: 
 
 
 def test_tags_are_keywords_and_items_carry_the_harness_marker(project: pytest.Pytester) -> None:
-    result = project.runpytest("--collect-only", "-q", "scenarios", "-k", "arrays", "-m", "harness")
+    result = project.runpytest(
+        "--collect-only",
+        "--harness-target",
+        DEAD_TARGET,
+        "-q",
+        "scenarios",
+        "-k",
+        "arrays",
+        "-m",
+        "harness",
+    )
     result.stdout.fnmatch_lines(
         ["scenarios/plugin_entropy.yaml::plugin_entropy", "*1/2 tests collected (1 deselected)*"]
     )
@@ -397,7 +424,7 @@ def test_tags_are_keywords_and_items_carry_the_harness_marker(project: pytest.Py
 
 def test_summary_report_and_junit_are_written(project: pytest.Pytester, healthy: str) -> None:
     result = project.runpytest(
-        "scenarios", "--target", healthy, "--repeats", "1", "--results", "out",
+        "scenarios", "--harness-target", healthy, "--harness-repeats", "1", "--harness-results", "out",
         "--harness-html", "site/harness.html", "--junitxml", "junit.xml",
     )  # fmt: skip
     result.assert_outcomes(passed=2)
@@ -441,8 +468,8 @@ def test_run_scenario(run_scenario):
 
 def test_fixtures_for_users_own_tests(project: pytest.Pytester, healthy: str, fused: str) -> None:
     project.makepyfile(test_mine=FIXTURE_TEST)
-    project.runpytest("test_mine.py", "--target", healthy).assert_outcomes(passed=2)
-    bad = project.runpytest("test_mine.py", "--target", fused)
+    project.runpytest("test_mine.py", "--harness-target", healthy).assert_outcomes(passed=2)
+    bad = project.runpytest("test_mine.py", "--harness-target", fused)
     bad.assert_outcomes(passed=1, failed=1)  # the scenario's score shows the fused fault
     project.runpytest("test_mine.py").assert_outcomes(skipped=2)
 
@@ -457,16 +484,24 @@ GSM8K = REPO.parent / "shared" / "data" / "gsm8k" / "test.jsonl"
 def test_gsm8k_check_is_opt_in_and_judges_accuracy(project: pytest.Pytester) -> None:
     assert project.runpytest("--collect-only", "-q").stdout.str().count("harness::") == 0
     with serve_in_thread("healthy", scenarios_dir=None, gsm8k_path=GSM8K) as url:
-        args = ["-m", "gsm8k", "--target", url, f"--gsm8k-data={GSM8K}", "--gsm8k-questions", "40"]
-        ok = project.runpytest(*args, "--gsm8k-min-accuracy", "0.5", "-v")
-        bad = project.runpytest(*args, "--gsm8k-min-accuracy", "1.0")
+        args = [
+            "-m",
+            "gsm8k",
+            "--harness-target",
+            url,
+            f"--harness-gsm8k-data={GSM8K}",
+            "--harness-gsm8k-questions",
+            "40",
+        ]
+        ok = project.runpytest(*args, "--harness-gsm8k-min-accuracy", "0.5", "-v")
+        bad = project.runpytest(*args, "--harness-gsm8k-min-accuracy", "1.0")
     ok.stdout.fnmatch_lines(["harness::gsm8k PASSED*"])
     ok.assert_outcomes(passed=1)  # the scenarios are deselected by -m gsm8k
     gsm = json.loads(next((project.path / "results").glob("pytest-*/gsm8k.json")).read_text())
     accuracy = gsm["sides"][0]["accuracy"]
     assert 0.5 <= accuracy < 1.0
     bad.assert_outcomes(failed=1)
-    bad.stdout.fnmatch_lines([f"accuracy {accuracy:.3f} < --gsm8k-min-accuracy 1"])
+    bad.stdout.fnmatch_lines([f"accuracy {accuracy:.3f} < --harness-gsm8k-min-accuracy 1"])
     # the session's folder is a GSM8K folder `harness score` can re-score
     from harness.cli import main
 
@@ -475,7 +510,7 @@ def test_gsm8k_check_is_opt_in_and_judges_accuracy(project: pytest.Pytester) -> 
 
 
 def test_boot_check_of_the_running_target(project: pytest.Pytester, healthy: str) -> None:
-    result = project.runpytest("-m", "boot", "--target", healthy, "-v")
+    result = project.runpytest("-m", "boot", "--harness-target", healthy, "-v")
     result.stdout.fnmatch_lines(["harness::boot PASSED*"])
     result.assert_outcomes(passed=1)
     assert list((project.path / "results").glob("pytest-*/boot.json"))
@@ -487,7 +522,9 @@ def test_boot_cmd_that_crashes_fails_quoting_the_traceback(pytester: pytest.Pyte
         "--enable-return-routed-experts"
     )
     pytester.makeini("[pytest]\n")
-    result = pytester.runpytest("-m", "boot", f"--boot-cmd={cmd}", "--boot-timeout", "60")
+    result = pytester.runpytest(
+        "-m", "boot", f"--harness-boot-cmd={cmd}", "--harness-boot-timeout", "60"
+    )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -516,7 +553,9 @@ def test_batching_runs_every_selected_scenario_at_the_first_test(
     project: pytest.Pytester, fused: str, batch: str, recorded: int
 ) -> None:
     """With ``-x`` the session stops at the first failure: batched, all runs were made."""
-    result = project.runpytest("scenarios", "-x", "--target", fused, "--harness-batch", batch)
+    result = project.runpytest(
+        "scenarios", "-x", "--harness-target", fused, "--harness-batch", batch
+    )
     result.assert_outcomes(failed=1)
     [folder] = run_dirs(project.path / "results")
     assert len((folder / "transcripts.jsonl").read_text().splitlines()) == recorded
@@ -529,7 +568,7 @@ def test_every_option_has_a_setting_and_shows_in_help(pytester: pytest.Pytester)
     assert all(hasattr(defaults, spec.name) for spec in OPTIONS)
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(
-        ["harness: scenarios as tests*CLI > env > ini*", "  --target=URL *"]
+        ["harness: scenarios as tests*CLI > env > ini*", "  --harness-target=URL *"]
     )
     text = " ".join(result.stdout.str().split())
     for spec in OPTIONS:
@@ -538,14 +577,14 @@ def test_every_option_has_a_setting_and_shows_in_help(pytester: pytest.Pytester)
 
 def test_pytest_timeout_does_not_cut_harness_tests(project: pytest.Pytester, healthy: str) -> None:
     project.makeini("[pytest]\ntimeout = 0.01\n")
-    result = project.runpytest("scenarios", "--target", healthy, "--repeats", "1")
+    result = project.runpytest("scenarios", "--harness-target", healthy, "--harness-repeats", "1")
     result.assert_outcomes(passed=2)
 
 
 def test_two_files_with_one_id_is_a_collection_error(project: pytest.Pytester) -> None:
     (project.path / "scenarios" / "more").mkdir()
     (project.path / "scenarios" / "more" / "copy.json").write_text(json.dumps(ENTROPY))
-    result = project.runpytest("--collect-only", "-q", "scenarios")
+    result = project.runpytest("--collect-only", "--harness-target", DEAD_TARGET, "-q", "scenarios")
     result.stdout.fnmatch_lines(
         ["scenarios/*: id: 'plugin_entropy' is already used by scenarios/*; ids must be unique"]
     )
@@ -560,10 +599,18 @@ def test_gsm8k_against_a_baseline_uses_the_drop_or_the_paired_verdict(
         serve_in_thread("healthy", scenarios_dir=None, gsm8k_path=GSM8K) as base,
         serve_in_thread("fused-regression", scenarios_dir=None, gsm8k_path=GSM8K) as cand,
     ):
-        args = ["-m", "gsm8k", "--target", cand, "--baseline", base, f"--gsm8k-data={GSM8K}"]
-        args += ["--gsm8k-questions", "100"]
+        args = [
+            "-m",
+            "gsm8k",
+            "--harness-target",
+            cand,
+            "--harness-baseline",
+            base,
+            f"--harness-gsm8k-data={GSM8K}",
+        ]
+        args += ["--harness-gsm8k-questions", "100"]
         paired = project.runpytest(*args)
-        tolerant = project.runpytest(*args, "--gsm8k-max-drop", "0.5")
+        tolerant = project.runpytest(*args, "--harness-gsm8k-max-drop", "0.5")
     paired.assert_outcomes(failed=1)
     paired.stdout.fnmatch_lines(
         ["paired verdict REGRESSION against the baseline", "paired: REGRESSION*McNemar*"]
@@ -592,7 +639,7 @@ def test_the_models_terminal_escapes_are_not_printed_in_the_evidence(
     url = sim_url("healthy", scenarios_dir=folder)
     pytester.makeini("[pytest]\n")
     shutil.copytree(folder, pytester.path / "scenarios")
-    result = pytester.runpytest("scenarios", "--target", url)
+    result = pytester.runpytest("scenarios", "--harness-target", url)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "final answer: not the word" in out
@@ -607,7 +654,12 @@ def test_the_numerics_section_is_an_input_of_the_session_verdict(
     scored), the numerics decide with the behaviour: summary.json's verdict names them."""
     with serve_in_thread("logprobs-nan", scenarios_dir=scenario_dir) as nan:
         result = project.runpytest(
-            "scenarios", "--target", nan, "--baseline", healthy, f"--harness-batch={batch}"
+            "scenarios",
+            "--harness-target",
+            nan,
+            "--harness-baseline",
+            healthy,
+            f"--harness-batch={batch}",
         )
     result.stdout.fnmatch_lines(["*logprobs*REGRESSION*NaN*"])
     [folder] = run_dirs(project.path / "results")

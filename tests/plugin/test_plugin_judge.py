@@ -200,7 +200,7 @@ def test_with_a_baseline_a_pooled_regression_fails_the_scenarios_worse_on_its_me
 
 def test_with_a_baseline_worse_without_regression_passes_whatever_the_default_thresholds() -> None:
     """A scenario WORSE (not significant alone) under NO CHANGE or INCONCLUSIVE is noise;
-    its failed runs would fail the default --min-pass-rate 1, which does not apply."""
+    its failed runs would fail the default --harness-min-pass-rate 1, which does not apply."""
     verdicts: tuple[VerdictName, ...] = ("NO CHANGE", "INCONCLUSIVE")
     for verdict in verdicts:
         s = _summary(verdict, [_row("passed", worse=True)], [_row("passed", worse=True)])

@@ -1,5 +1,5 @@
 """The pytest plugin against a baseline: a recorded one (``harness record``, then
-``--baseline <folder>``) and a live one, over real sockets to the reference server.
+``--harness-baseline <folder>``) and a live one, over real sockets to the reference server.
 
 A module-scoped recording of a healthy server (two shipped scenarios, 4 runs a round x 2
 rounds, numerics and 40 GSM8K answers) is made first and its server stopped; the sessions
@@ -36,8 +36,10 @@ REPO = Path(__file__).resolve().parents[2]
 #: two shipped scenarios: fused-regression breaks the first, not the second
 SCENARIOS = ("enum_units", "no_tool_needed")
 GSM8K = REPO.parent / "shared" / "data" / "gsm8k" / "test.jsonl"
-#: what the recording holds: --repeats 4 --rounds 2
-ROUND = ["--repeats", "4", "--rounds", "2"]
+#: what the recording holds: --harness-repeats 4 --harness-rounds 2
+ROUND = ["--harness-repeats", "4", "--harness-rounds", "2"]
+#: the same, as harness record's flags
+RECORD_ROUND = ["--repeats", "4", "--rounds", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,7 @@ def recording(scenario_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     data = GSM8K if GSM8K.exists() else None
     with serve_in_thread("healthy", scenarios_dir=scenario_dir, seed=1, gsm8k_path=data) as url:
         code = main([
-            "record", str(scenario_dir), "--target", url, *ROUND, "--results", str(results),
+            "record", str(scenario_dir), "--target", url, *RECORD_ROUND, "--results", str(results),
             "--run-id", "base", "--no-progress", *gsm8k,
         ])  # fmt: skip
     assert code == 0
@@ -108,8 +110,8 @@ def project(pytester: pytest.Pytester, scenario_dir: Path) -> pytest.Pytester:
     return pytester
 
 
-#: ``--baseline=DIR`` in one word: pytest takes the rootdir from the arguments that name
-#: existing paths before the plugin's options are known (``--baseline DIR`` would count)
+#: ``--harness-baseline=DIR`` in one word: pytest takes the rootdir from the arguments that name
+#: existing paths before the plugin's options are known (``--harness-baseline DIR`` would count)
 
 
 def _folder(project: pytest.Pytester) -> Path:
@@ -131,7 +133,9 @@ def _count(keys: list[str], side: str, scenario: str) -> int:
 def test_healthy_target_against_a_recording_passes_reading_it_round_by_round(
     project: pytest.Pytester, recording: Path, healthy: str
 ) -> None:
-    result = project.runpytest("scenarios", "--target", healthy, f"--baseline={recording}", *ROUND)
+    result = project.runpytest(
+        "scenarios", "--harness-target", healthy, f"--harness-baseline={recording}", *ROUND
+    )
     result.assert_outcomes(passed=2)
     folder = _folder(project)
     summary = json.loads((folder / "summary.json").read_text())
@@ -154,7 +158,7 @@ def test_faulty_target_fails_the_scenario_it_breaks_with_the_comparison_as_reaso
     project: pytest.Pytester, recording: Path, fused: str
 ) -> None:
     result = project.runpytest(
-        "scenarios", "--target", fused, f"--baseline={recording}", *ROUND, "-v"
+        "scenarios", "--harness-target", fused, f"--harness-baseline={recording}", *ROUND, "-v"
     )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
@@ -183,11 +187,11 @@ def _edit(path: Path) -> None:
     [
         ("edit", [], "scenario file changed since it was recorded: enum_units (enum_units.yaml)"),
         ("add", [], "scenario not in the recording (added since): extra_one"),
-        (None, ["--temperature", "0.2"], "temperature 0.7 recorded, 0.2 now"),
-        (None, ["--sampling-seed", "3"], "sampling seed 0 recorded, 3 now"),
-        (None, ["--stream=on"], "stream mode off recorded, on now"),
-        (None, ["--model", "other"], "model 'harness-sim' recorded, 'other' now"),
-        (None, ["--rounds", "3"], "too few runs: 8 per scenario recorded (4 x 2 rounds), "
+        (None, ["--harness-temperature", "0.2"], "temperature 0.7 recorded, 0.2 now"),
+        (None, ["--harness-sampling-seed", "3"], "sampling seed 0 recorded, 3 now"),
+        (None, ["--harness-stream=on"], "stream mode off recorded, on now"),
+        (None, ["--harness-model", "other"], "model 'harness-sim' recorded, 'other' now"),
+        (None, ["--harness-rounds", "3"], "too few runs: 8 per scenario recorded (4 x 2 rounds), "
          "the comparison asks up to 12"),
     ],
 )  # fmt: skip
@@ -206,12 +210,14 @@ def test_a_recording_that_cannot_serve_is_one_usage_error(
         (project.path / "scenarios" / "extra_one.yaml").write_text(
             sc.replace("id: no_tool_needed", "id: extra_one", 1)
         )
-    base = ["scenarios", "--target", healthy, f"--baseline={recording}", *ROUND]
+    base = ["scenarios", "--harness-target", healthy, f"--harness-baseline={recording}", *ROUND]
     result = project.runpytest(*base, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
     assert len(errors) == 1, result.stderr.str()
-    assert errors[0].startswith(f"ERROR: --baseline: {recording} cannot serve as the baseline: ")
+    assert errors[0].startswith(
+        f"ERROR: --harness-baseline: {recording} cannot serve as the baseline: "
+    )
     assert said in errors[0]
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
     assert not (project.path / "results").exists()  # nothing ran
@@ -224,9 +230,11 @@ def test_a_folder_that_is_no_recording_is_one_usage_error(
     folder = project.path / ("plain" if what == "not a recording" else "missing")
     if what == "not a recording":
         folder.mkdir()  # a folder, without a recording's manifest
-    result = project.runpytest("scenarios", "--target", healthy, f"--baseline={folder}")
+    result = project.runpytest(
+        "scenarios", "--harness-target", healthy, f"--harness-baseline={folder}"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: --baseline: {folder}: {what}*"])
+    result.stderr.fnmatch_lines([f"ERROR: --harness-baseline: {folder}: {what}*"])
     assert "Traceback" not in result.stderr.str()
 
 
@@ -234,7 +242,13 @@ def test_a_selection_reads_only_its_scenarios_from_the_recording(
     project: pytest.Pytester, recording: Path, fused: str
 ) -> None:
     result = project.runpytest(
-        "scenarios", "-k", "no_tool", "--target", fused, f"--baseline={recording}", *ROUND
+        "scenarios",
+        "-k",
+        "no_tool",
+        "--harness-target",
+        fused,
+        f"--harness-baseline={recording}",
+        *ROUND,
     )
     result.assert_outcomes(passed=1, deselected=1)
     folder = _folder(project)
@@ -247,7 +261,7 @@ def test_batch_off_compares_each_scenario_in_rounds_of_its_own(
     project: pytest.Pytester, recording: Path, fused: str
 ) -> None:
     result = project.runpytest(
-        "scenarios", "--target", fused, f"--baseline={recording}", *ROUND,
+        "scenarios", "--harness-target", fused, f"--harness-baseline={recording}", *ROUND,
         "--harness-batch", "off",
     )  # fmt: skip
     result.assert_outcomes(passed=1, failed=1)
@@ -265,14 +279,14 @@ def test_batch_off_compares_each_scenario_in_rounds_of_its_own(
 def test_gsm8k_against_a_recording_uses_its_recorded_answers(
     project: pytest.Pytester, recording: Path, healthy: str
 ) -> None:
-    args = ["-m", "gsm8k", "--target", healthy, f"--baseline={recording}"]
-    args += [f"--gsm8k-data={GSM8K}"]
-    ok = project.runpytest(*args, "--gsm8k-questions", "40", "-v")
+    args = ["-m", "gsm8k", "--harness-target", healthy, f"--harness-baseline={recording}"]
+    args += [f"--harness-gsm8k-data={GSM8K}"]
+    ok = project.runpytest(*args, "--harness-gsm8k-questions", "40", "-v")
     ok.stdout.fnmatch_lines(["harness::gsm8k PASSED*"])
     gsm = json.loads(next((project.path / "results").glob("pytest-*/gsm8k.json")).read_text())
     assert [s["side"] for s in gsm["sides"]] == ["baseline", "candidate"]
     assert gsm["sides"][0]["n"] == 40
-    other = project.runpytest(*args, "--gsm8k-questions", "30")
+    other = project.runpytest(*args, "--harness-gsm8k-questions", "30")
     other.assert_outcomes(failed=1)
     other.stdout.fnmatch_lines(
         [
@@ -300,18 +314,26 @@ def test_live_baseline_judges_relatively_and_thresholds_only_when_given(
     project: pytest.Pytester, noisy_pair: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base, cand = noisy_pair
-    alone = project.runpytest("scenarios", "--target", cand, "--repeats", "5")
+    alone = project.runpytest("scenarios", "--harness-target", cand, "--harness-repeats", "5")
     alone.assert_outcomes(passed=1, failed=1)  # the absolute default: every run must pass
-    alone.stdout.fnmatch_lines(["passed */5 runs (--min-pass-rate 1)*"])
-    relative = project.runpytest("scenarios", "--target", cand, "--baseline", base)
+    alone.stdout.fnmatch_lines(["passed */5 runs (--harness-min-pass-rate 1)*"])
+    relative = project.runpytest("scenarios", "--harness-target", cand, "--harness-baseline", base)
     relative.assert_outcomes(passed=2)  # as often as its baseline: not a regression
     assert "min-pass-rate" not in relative.stdout.str()
     given = project.runpytest(
-        "scenarios", "--target", cand, "--baseline", base, "--min-pass-rate", "1"
+        "scenarios",
+        "--harness-target",
+        cand,
+        "--harness-baseline",
+        base,
+        "--harness-min-pass-rate",
+        "1",
     )
     given.assert_outcomes(passed=1, failed=1)  # given explicitly, it applies on top
-    given.stdout.fnmatch_lines(["passed */* runs (--min-pass-rate 1)*"])
+    given.stdout.fnmatch_lines(["passed */* runs (--harness-min-pass-rate 1)*"])
     monkeypatch.setenv("HARNESS_MAX_REPEATED_CALLS", "0")  # from the environment: given too
-    env = project.runpytest("scenarios", "--target", cand, "--baseline", base)
+    env = project.runpytest("scenarios", "--harness-target", cand, "--harness-baseline", base)
     env.assert_outcomes(passed=1, failed=1)
-    env.stdout.fnmatch_lines(["repeated identical tool calls in */* runs*(--max-repeated-calls 0)"])
+    env.stdout.fnmatch_lines(
+        ["repeated identical tool calls in */* runs*(--harness-max-repeated-calls 0)"]
+    )

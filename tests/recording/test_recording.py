@@ -410,7 +410,10 @@ def test_a_recording_that_cannot_serve_is_refused_in_one_line(
         assert name in lines[0], (name, lines[0])
     if case != "no-folder":
         assert str(base) in lines[0]
-    assert not (results / "refused").exists()  # refused before any run folder is made
+    # refused before any run: the folder holds the report a CI job posts, nothing else
+    assert sorted(p.name for p in (results / "refused").iterdir()) == ["report.html", "report.md"]
+    report = (results / "refused" / "report.md").read_text()
+    assert "RECORDING REFUSED" in report and names[0] in report and "**Next step:**" in report
 
 
 def test_a_recording_refused_as_the_candidate_names_the_candidate(

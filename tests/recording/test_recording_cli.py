@@ -98,7 +98,7 @@ def test_record_cmd_launches_records_and_stops(
         assert url == f"http://127.0.0.1:{port}"
 
 
-def test_record_cmd_that_does_not_boot_exits_3(
+def test_record_cmd_that_crashes_at_boot_exits_1_with_a_report(
     scenarios: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     port = _free_port()
@@ -106,9 +106,12 @@ def test_record_cmd_that_does_not_boot_exits_3(
     code = main(["record", str(scenarios), "--cmd", cmd, "--results", str(tmp_path),
                  "--run-id", "crash", "--no-progress", "--boot-timeout", "60"])  # fmt: skip
     out, err = capsys.readouterr()
-    assert code == 3
+    assert code == 1  # the build's failure, not the runner's
     assert "boot: FAIL" in out and "RuntimeError: The expanded size" in out  # quoted
-    assert "did not boot" in err and len(err.strip().splitlines()) == 1
+    assert "crashed at boot" in err and len(err.strip().splitlines()) == 1
+    report = (tmp_path / "crash" / "report.md").read_text()
+    assert "BOOT CRASH" in report and "RuntimeError: The expanded size" in report
+    assert "**Next step:** fix the crash" in report
     with pytest.raises(RecordingError, match="crash: the recording did not finish"):
         Recording.open(tmp_path / "crash")  # harness record's folder: not "not a recording"
 
@@ -176,7 +179,7 @@ def test_compare_launches_baseline_then_candidate_on_one_port(
     assert {x.side: x.boot is not None for x in s.sides} == {"baseline": True, "candidate": True}
 
 
-def test_compare_candidate_that_crashes_at_boot_exits_3_quoting_it(
+def test_compare_candidate_that_crashes_at_boot_exits_1_quoting_it(
     scenarios: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     port = _free_port()
@@ -189,12 +192,46 @@ def test_compare_candidate_that_crashes_at_boot_exits_3_quoting_it(
          "--run-id", "crash", "--no-progress", "--boot-timeout", "60"]
     )  # fmt: skip
     out, err = capsys.readouterr()
-    assert code == 3, (out, err)
+    assert code == 1, (out, err)  # a crash at boot is the candidate's failure
     assert "boot: FAIL" in out
     assert "    | RuntimeError: The expanded size of the tensor" in out  # the crash, quoted
-    assert "the candidate did not boot" in err and len(err.strip().splitlines()) == 1
+    assert "the candidate (candidate) crashed at boot" in err
+    assert len(err.strip().splitlines()) == 1
     assert (tmp_path / "crash" / "candidate-boot" / "boot.json").is_file()
+    report = (tmp_path / "crash" / "report.md").read_text()  # what the CI job posts
+    assert report.startswith("## harness compare: BOOT CRASH")
+    assert "RuntimeError: The expanded size of the tensor" in report
+    assert str(tmp_path / "crash" / "candidate-boot" / "server.log") in report
     assert _port_is_free(port)
+
+
+def test_compare_candidate_that_prints_a_traceback_and_exits_is_exit_1(
+    scenarios: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Any launched command that dies with a Python traceback before /health answers: the
+    crash quoted in report.md, exit 1; a command that never answers is exit 3."""
+    crash = tmp_path / "crash.py"
+    crash.write_text("def load():\n    raise ValueError('weights of layer 3 missing')\nload()\n")
+    silent = tmp_path / "silent.py"
+    silent.write_text("import time\ntime.sleep(30)\n")
+    port = _free_port()
+    base = ["compare", str(scenarios / "no_params_tool.yaml"),
+            "--baseline-cmd", _sim_cmd("healthy", port, scenarios),
+            "--repeats", "1", "--rounds", "1", "--no-logprobs", "--results", str(tmp_path),
+            "--no-progress", "--url", f"http://127.0.0.1:{port}"]  # fmt: skip
+    code = main([*base, "--candidate-cmd", f"{sys.executable} {crash}", "--run-id", "tb",
+                 "--boot-timeout", "60"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 1, (out, err)
+    report = (tmp_path / "tb" / "report.md").read_text()
+    assert "BOOT CRASH" in report and "ValueError: weights of layer 3 missing" in report
+    assert "Traceback (most recent call last)" in report
+    code = main([*base, "--candidate-cmd", f"{sys.executable} {silent}", "--run-id", "silent",
+                 "--boot-timeout", "3"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 3, (out, err)  # nothing ran, and nothing says the build is at fault
+    assert "DID NOT BOOT" in (tmp_path / "silent" / "report.md").read_text()
+    assert "did not boot" in err and len(err.strip().splitlines()) == 1
 
 
 def test_compare_cmd_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

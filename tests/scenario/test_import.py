@@ -4,7 +4,7 @@ The acceptance test makes a corpus of more than 200 requests from the reference 
 own traffic (tests/traffic.py), adds a malformed line, a duplicate and an API key in a
 system prompt, imports it with a golden run against the healthy server, and compares
 healthy vs fused-regression (REGRESSION) and healthy vs itself (NO CHANGE) on the
-imported set; the imported files are collected by ``pytest DIR --target URL``.
+imported set; the imported files are collected by ``pytest DIR --harness-target URL``.
 """
 
 from __future__ import annotations
@@ -324,7 +324,8 @@ def test_import_of_sim_traffic_then_compare_and_pytest(
         picked.joinpath(f.name).write_text(f.read_text(encoding="utf-8"), encoding="utf-8")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(picked),
-         "--target", healthy, "--repeats", "1", f"--results={tmp_path / 'pytest-res'}"],
+         "--harness-target", healthy, "--harness-repeats", "1",
+         f"--harness-results={tmp_path / 'pytest-res'}"],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:]
