@@ -442,7 +442,12 @@ def test_one_recording_on_both_sides_or_two_models_is_refused(
     assert _compare(tmp_path, "models", a, str(other), scen) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "different models" in err[0] and "'another-model'" in err[0], err
-    assert not (tmp_path / "same").exists() and not (tmp_path / "models").exists()
+    # refused before any run: no run folder's manifest, only the refusal's report.md
+    for run in ("same", "models"):
+        assert not (tmp_path / run / "manifest.json").exists()
+        assert "cannot" in (tmp_path / run / "report.md").read_text() or "refused" in (
+            tmp_path / run / "report.md"
+        ).read_text().lower()
 
 
 def test_the_harness_version_says_which_code_wrote_it() -> None:
