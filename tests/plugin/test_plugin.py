@@ -542,7 +542,9 @@ def test_boot_cmd_on_a_port_that_answers_fails_in_one_line(
     port = healthy.rsplit(":", 1)[1].split("/")[0]
     cmd = f"{sys.executable} -m harness sim --port {port}"
     pytester.makeini("[pytest]\n")
-    result = pytester.runpytest("-m", "boot", f"--harness-boot-cmd={cmd}", "--harness-boot-timeout", "20")
+    result = pytester.runpytest(
+        "-m", "boot", f"--harness-boot-cmd={cmd}", "--harness-boot-timeout", "20"
+    )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"boot launch: *127.0.0.1:{port}: the port already answers*"])
     assert "Traceback" not in result.stdout.str()

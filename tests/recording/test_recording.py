@@ -445,9 +445,10 @@ def test_one_recording_on_both_sides_or_two_models_is_refused(
     # refused before any run: no run folder's manifest, only the refusal's report.md
     for run in ("same", "models"):
         assert not (tmp_path / run / "manifest.json").exists()
-        assert "cannot" in (tmp_path / run / "report.md").read_text() or "refused" in (
-            tmp_path / run / "report.md"
-        ).read_text().lower()
+        assert (
+            "cannot" in (tmp_path / run / "report.md").read_text()
+            or "refused" in (tmp_path / run / "report.md").read_text().lower()
+        )
 
 
 def test_the_harness_version_says_which_code_wrote_it() -> None:
